@@ -1,0 +1,34 @@
+# Two set-up commands work on a fresh machine: `make lab` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: lab demo test bench install clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## JupyterLab on notebooks/ with the server extension enabled
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ServerApp.open_browser=False
+
+## The headless main job
+demo: $(STAMP)
+	$(PY) -m kernel_ext demo
+
+## The whole test suite (pytest's "no tests collected" exit 5 is a failure)
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+## Side-by-side benchmarks
+bench: $(STAMP)
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

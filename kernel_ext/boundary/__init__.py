@@ -1,0 +1,29 @@
+"""The host-owned boundary every tool call crosses."""
+
+from kernel_ext.boundary.approval import (
+    ApprovalRequest,
+    AsyncApprover,
+    BoundaryEvent,
+    ScriptedApprover,
+    always_approve,
+    always_deny,
+)
+from kernel_ext.boundary.calls import ToolCall, ToolError, ToolResult
+from kernel_ext.boundary.executor import Executor
+from kernel_ext.boundary.policy import Approval, ApprovalPolicy, ExecutionPolicy
+
+__all__ = [
+    "Approval",
+    "ApprovalPolicy",
+    "ApprovalRequest",
+    "AsyncApprover",
+    "BoundaryEvent",
+    "ExecutionPolicy",
+    "Executor",
+    "ScriptedApprover",
+    "ToolCall",
+    "ToolError",
+    "ToolResult",
+    "always_approve",
+    "always_deny",
+]

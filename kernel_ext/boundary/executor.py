@@ -1,0 +1,234 @@
+"""The host-owned boundary: validate -> policy -> prepare -> approve -> recheck -> execute.
+
+The order is the guarantee, and each step has an observable consequence:
+
+1. unknown or not-offered tools and malformed arguments are refused before anything else;
+2. arguments are deep-copied (frozen) before any callback, and execution uses the copy;
+3. a policy denial returns an observation without asking the approver;
+4. tool-specific preparation (path and exact-match checks) builds the proposal;
+5. read-only calls run directly; others build a frozen ``ApprovalRequest`` and ask the
+   host's approver, once per invocation;
+6. files are rechecked after approval and again after the dispatch observer ran: any change
+   is ``stale_input`` and nothing executes.
+
+Host callbacks (approver, observer) are trusted code: their errors propagate and never grant.
+One that raises ``ToolFailure`` (the loop's own recoverable type) is wrapped in
+``RuntimeError`` so the loop cannot mistake a host failure for a tool observation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import ValidationError
+
+from kernel_ext.boundary.approval import (
+    ApprovalRequest,
+    Approver,
+    BoundaryEvent,
+    Observer,
+    always_deny,
+    freeze_arguments,
+    thaw_arguments,
+)
+from kernel_ext.boundary.calls import ToolCall, ToolResult
+from kernel_ext.boundary.policy import ApprovalPolicy, ExecutionPolicy
+from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.tools.base import Preparation, ToolArgs, ToolContext, ToolOutcome, ToolSpec, maybe_await
+from kernel_ext.tools.registry import ToolCatalog
+from kernel_ext.workspace.versions import FileSnapshot, snapshot
+
+log = logging.getLogger(__name__)
+
+MAX_ARGUMENT_BYTES = 2 * 1024 * 1024
+
+
+class Executor:
+    """Runs tool calls for one run, through the boundary, in the order above."""
+
+    def __init__(
+        self,
+        catalog: ToolCatalog,
+        context: ToolContext | None = None,
+        *,
+        policy: ExecutionPolicy | None = None,
+        approvals: ApprovalPolicy | None = None,
+        approver: Approver = always_deny,
+        observer: Observer | None = None,
+        offered: Iterable[str] | None = None,
+    ):
+        self.catalog = catalog
+        self.context = context if context is not None else ToolContext()
+        self.policy = policy if policy is not None else ExecutionPolicy()
+        self.approvals = approvals if approvals is not None else ApprovalPolicy()
+        self.approver = approver
+        self.observer = observer
+        scoped = catalog.scoped(self.context.available())
+        names = set(scoped.names()) if offered is None else set(offered) & set(scoped.names())
+        self.offered = ToolCatalog(spec for spec in catalog if spec.name in names)
+
+    # -- public ---------------------------------------------------------------------------
+
+    def execute_sync(self, call: ToolCall) -> ToolResult:
+        """``execute`` for synchronous callers (scripts, the CLI); not inside a running loop."""
+        return asyncio.run(self.execute(call))
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        """Validate, authorise, recheck, then execute one copied request."""
+        try:
+            spec, frozen = self._validate(call)
+        except ToolFailure as exc:
+            return self._failure(call.id, str(call.name), exc)
+        name, call_id = spec.name, call.id
+
+        if not self.policy.permits(spec):
+            return self._failure(call_id, name, ToolFailure(ErrorCode.POLICY_DENIED, self.policy.reason(spec)))
+
+        try:
+            preparation = await self._prepare(spec, frozen)
+            files = tuple(self._snapshot(path) for path in preparation.files)
+        except ToolFailure as exc:
+            return self._failure(call_id, name, exc)
+
+        if self.approvals.needs_approval(spec):
+            request = ApprovalRequest(call_id, name, str(spec.category), frozen, files, preparation.proposal)
+            await self._notify(BoundaryEvent("approval_requested", call_id, name, request))
+            decision = await _host_callback(self.approver, request)
+            approved = decision is True
+            await self._notify(BoundaryEvent("approval_resolved", call_id, name, request, approved))
+            if not approved:
+                return self._failure(
+                    call_id, name, ToolFailure(ErrorCode.APPROVAL_DENIED, f"the host did not approve {name!r}; nothing ran")
+                )
+            failure = self._recheck(files, "during approval")
+            if failure is not None:
+                return self._failure(call_id, name, failure)
+
+        await self._notify(BoundaryEvent("dispatch", call_id, name))
+        # The observer is external code too: recheck after its final invocation.
+        failure = self._recheck(files, "while dispatch was reported")
+        if failure is not None:
+            return self._failure(call_id, name, failure)
+        return await self._run(spec, call_id, frozen)
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def _validate(self, call: ToolCall) -> tuple[ToolSpec, tuple[tuple[str, str], ...]]:
+        spec = self.catalog.get(call.name) if isinstance(call.name, str) else None
+        if spec is None:
+            offered = ", ".join(self.offered.names()) or "none"
+            raise ToolFailure(ErrorCode.UNKNOWN_TOOL, f"no tool named {call.name!r}; offered tools: {offered}")
+        if spec.name not in self.offered:
+            raise ToolFailure(
+                ErrorCode.TOOL_NOT_OFFERED,
+                f"{spec.name!r} is not offered in this run (its preconditions are absent: {', '.join(sorted(spec.requires)) or 'none'})",
+            )
+        frozen = freeze_arguments(_parse_arguments(call.arguments))
+        _build_args(spec, frozen)  # schema errors are reported before anything else happens
+        return spec, frozen
+
+    async def _prepare(self, spec: ToolSpec, frozen: tuple[tuple[str, str], ...]) -> Preparation:
+        if spec.prepare is None:
+            return Preparation()
+        preparation = await maybe_await(spec.prepare(_build_args(spec, frozen), self.context))
+        if not isinstance(preparation, Preparation):
+            raise TypeError(f"{spec.name}.prepare returned {type(preparation).__name__}, not Preparation")
+        return preparation
+
+    def _snapshot(self, path: str) -> FileSnapshot:
+        workspace = self.context.workspace
+        if workspace is None:
+            raise ToolFailure(ErrorCode.INTERNAL_ERROR, "this run has no workspace to snapshot files in")
+        return snapshot(workspace, path)
+
+    def _recheck(self, files: tuple[FileSnapshot, ...], when: str) -> ToolFailure | None:
+        for before in files:
+            after = self._snapshot(before.path)
+            if not before.same_version(after):
+                return ToolFailure(
+                    ErrorCode.STALE_INPUT,
+                    f"{before.path!r} {before.describe_change(after)} {when}; nothing ran. Read it again and make a new request",
+                )
+        return None
+
+    async def _run(self, spec: ToolSpec, call_id: str, frozen: tuple[tuple[str, str], ...]) -> ToolResult:
+        try:
+            outcome = await maybe_await(spec.run(_build_args(spec, frozen), self.context))
+        except ToolFailure as exc:
+            return self._failure(call_id, spec.name, exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a tool bug: an observation, logged with its traceback
+            log.exception("tool %s failed", spec.name)
+            return self._failure(
+                call_id, spec.name, ToolFailure(ErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+            )
+        if not isinstance(outcome, ToolOutcome):
+            raise TypeError(f"{spec.name} returned {type(outcome).__name__}, not ToolOutcome")
+        return ToolResult.success(call_id, spec.name, outcome.observation, outcome.data)
+
+    async def _notify(self, event: BoundaryEvent) -> None:
+        if self.observer is not None:
+            await _host_callback(self.observer, event)
+
+    @staticmethod
+    def _failure(call_id: str, name: str, exc: ToolFailure) -> ToolResult:
+        return ToolResult.failure(call_id, name, exc.code, exc.message, exc.data)
+
+
+async def _host_callback(callback: Any, argument: Any) -> Any:
+    """Run trusted host code. Its errors propagate; a ``ToolFailure`` becomes ``RuntimeError``."""
+    try:
+        return await maybe_await(callback(argument))
+    except ToolFailure as exc:
+        raise RuntimeError(f"host callback raised ToolFailure ({exc.code}); refusing to treat it as a tool observation") from exc
+
+
+def _parse_arguments(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, str):
+        if len(raw.encode("utf-8", "surrogatepass")) > MAX_ARGUMENT_BYTES:
+            raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"arguments exceed {MAX_ARGUMENT_BYTES} bytes")
+        if not raw.strip():
+            return {}
+        try:
+            parsed = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ToolFailure(ErrorCode.INVALID_JSON, f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    elif raw is None:
+        parsed = {}
+    else:
+        parsed = raw
+    if not isinstance(parsed, dict):
+        raise ToolFailure(ErrorCode.INVALID_JSON, f"arguments must be a JSON object, got {type(parsed).__name__}")
+    try:
+        # A deep copy through JSON: the caller's dict is never used again.
+        return json.loads(json.dumps(parsed))
+    except (TypeError, ValueError) as exc:
+        raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"arguments are not JSON values: {exc}") from None
+
+
+def _build_args(spec: ToolSpec, frozen: tuple[tuple[str, str], ...]) -> ToolArgs:
+    try:
+        return spec.args_model.model_validate(thaw_arguments(frozen))
+    except ValidationError as exc:
+        raise _schema_failure(spec, exc) from None
+
+
+def _schema_failure(spec: ToolSpec, exc: ValidationError) -> ToolFailure:
+    missing, other = [], []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in error["loc"]) or "arguments"
+        if error["type"] == "missing":
+            missing.append(where)
+        elif error["type"] == "extra_forbidden":
+            other.append(f"unknown argument {where!r}")
+        else:
+            other.append(f"{where!r}: {error['msg']}")
+    if missing:
+        fields = ", ".join(repr(m) for m in missing)
+        return ToolFailure(ErrorCode.MISSING_ARGUMENT, f"{spec.name} needs {fields}" + (f"; also {'; '.join(other)}" if other else ""))
+    return ToolFailure(ErrorCode.INVALID_ARGUMENT, f"{spec.name}: " + "; ".join(other))

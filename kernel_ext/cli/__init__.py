@@ -1,0 +1,30 @@
+"""The command line: one module per subcommand, each with ``register(subparsers)``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMAND_MODULES: tuple[str, ...] = (
+    "kernel_ext.cli.tool",
+    "kernel_ext.cli.scenario",
+    "kernel_ext.cli.demo",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="besser-agent", description="besser-jupyter-agent command line")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.handler(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""``tool --workspace DIR [--allow CAT ...] [--approve yes|no] NAME 'JSON-ARGS'``.
+
+Runs one call through the real Executor and prints the ToolResult as JSON. Exit 0 whether
+or not the tool refused (a refusal is an observation); non-zero only for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("tool", help="run one tool call through the Executor")
+    parser.add_argument("--workspace", required=True, type=Path, help="the project folder (the fence root)")
+    parser.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="CATEGORY",
+        help="allow a tool category beyond read (edit, generate, test, shell, plan); repeatable",
+    )
+    parser.add_argument("--approve", choices=("yes", "no"), default="no", help="the host's answer to approval requests")
+    parser.add_argument("--list", action="store_true", help="print the offered tools and their schemas instead")
+    parser.add_argument("name", nargs="?")
+    parser.add_argument("arguments", nargs="?", default="{}", help="the arguments as a JSON object")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from kernel_ext.boundary import ExecutionPolicy, Executor, ToolCall, always_approve, always_deny
+    from kernel_ext.tools.base import Category, ToolContext
+    from kernel_ext.tools.registry import default_catalog
+    from kernel_ext.workspace import Workspace
+
+    if not args.workspace.is_dir():
+        print(f"error: workspace {str(args.workspace)!r} is not a directory", file=sys.stderr)
+        return 2
+    known = {str(c) for c in Category}
+    unknown = [c for c in args.allow if c not in known]
+    if unknown:
+        print(f"error: unknown category {', '.join(unknown)}; choose from {', '.join(sorted(known))}", file=sys.stderr)
+        return 2
+    context = ToolContext(services={"workspace": Workspace(args.workspace)})
+    executor = Executor(
+        default_catalog(),
+        context,
+        policy=ExecutionPolicy.allowing(args.allow),
+        approver=always_approve if args.approve == "yes" else always_deny,
+    )
+    if args.list:
+        print(json.dumps(executor.offered.provider_schemas(), indent=2))
+        return 0
+    if not args.name:
+        print("error: a tool NAME is required (or --list)", file=sys.stderr)
+        return 2
+    result = executor.execute_sync(ToolCall("cli-1", args.name, args.arguments))
+    print(result.to_json())
+    return 0

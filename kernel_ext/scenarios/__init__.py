@@ -1,0 +1,1 @@
+"""Authored, runnable experiments (disposable files, real Executor); not live-model runs."""

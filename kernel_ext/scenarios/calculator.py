@@ -1,0 +1,130 @@
+"""The chapter-5 calculator fixture: a buggy module, its test driver, and three tools.
+
+``read``, ``edit`` and ``test`` are authored fixture tools (not the agent's file tools): they
+expose exactly ``calculator.py`` and run the driver with a fixed argument vector, so the
+experiment shows the boundary's mechanics and nothing else.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pydantic import Field
+
+from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.tools.base import Category, Preparation, ToolArgs, ToolContext, ToolOutcome, ToolSpec
+from kernel_ext.workspace import publish, snapshot
+
+CALCULATOR = "calculator.py"
+DRIVER = "test_calculator.py"
+
+BUGGY_CALCULATOR = '''"""A tiny calculator with one deliberate bug."""
+
+
+def add(a, b):
+    return a - b
+
+
+def multiply(a, b):
+    return a * b
+'''
+
+DRIVER_SOURCE = '''"""Exit 0 when the calculator is right, 1 with a message when it is not."""
+import sys
+
+from calculator import add, multiply
+
+failures = []
+if add(2, 3) != 5:
+    failures.append(f"add(2, 3) returned {add(2, 3)}, expected 5")
+if multiply(4, 5) != 20:
+    failures.append(f"multiply(4, 5) returned {multiply(4, 5)}, expected 20")
+print("\\n".join(failures) or "all calculator checks passed")
+sys.exit(1 if failures else 0)
+'''
+
+BUG, FIX = "    return a - b\n", "    return a + b\n"
+
+
+def write_fixture(root: Path) -> None:
+    (root / CALCULATOR).write_text(BUGGY_CALCULATOR)
+    (root / DRIVER).write_text(DRIVER_SOURCE)
+
+
+class ReadArgs(ToolArgs):
+    path: str = Field(description="Only calculator.py is exposed.")
+
+
+class EditArgs(ToolArgs):
+    path: str = Field(description="Only calculator.py is exposed.")
+    old: str = Field(description="Exact text to replace; must occur exactly once.")
+    new: str = Field(description="Replacement text.")
+
+
+class TestArgs(ToolArgs):
+    pass
+
+
+def _only_calculator(path: str) -> None:
+    if path != CALCULATOR:
+        raise ToolFailure(ErrorCode.OUTSIDE_WORKSPACE, f"only {CALCULATOR} is exposed, not {path!r}")
+
+
+def _read(args: ReadArgs, ctx: ToolContext) -> ToolOutcome:
+    _only_calculator(args.path)
+    return ToolOutcome(ctx.workspace.read_text(args.path), {"path": args.path})
+
+
+def _prepare_edit(args: EditArgs, ctx: ToolContext) -> Preparation:
+    _only_calculator(args.path)
+    text = ctx.workspace.read_text(args.path)
+    if not args.old or text.count(args.old) != 1:
+        raise ToolFailure("no_unique_match", "old text must match exactly once")
+    after = text.replace(args.old, args.new, 1)
+    diff = "".join(difflib.unified_diff(text.splitlines(True), after.splitlines(True), args.path, args.path))
+    return Preparation(files=(args.path,), proposal=diff)
+
+
+def _edit(args: EditArgs, ctx: ToolContext) -> ToolOutcome:
+    before = snapshot(ctx.workspace, args.path)
+    text = ctx.workspace.read_text(args.path)
+    if text.count(args.old) != 1:
+        raise ToolFailure(ErrorCode.STALE_INPUT, "old text no longer matches exactly once")
+    publish(ctx.workspace, args.path, text.replace(args.old, args.new, 1).encode(), expected=before.identity)
+    return ToolOutcome(f"edited {args.path}", {"path": args.path})
+
+
+def _prepare_test(args: TestArgs, ctx: ToolContext) -> Preparation:
+    return Preparation(files=(CALCULATOR, DRIVER), proposal=f"{Path(sys.executable).name} {DRIVER}")
+
+
+def _test(args: TestArgs, ctx: ToolContext) -> ToolOutcome:
+    # A fixed argument vector, a working directory and a timeout. Not OS isolation: that is
+    # the sandbox's job (kernel_ext.sandbox), which this teaching fixture deliberately skips.
+    env = {"PATH": os.defpath, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+    try:
+        proc = subprocess.run(
+            [sys.executable, DRIVER],
+            cwd=ctx.workspace.root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired:
+        raise ToolFailure(ErrorCode.TIMEOUT, f"{DRIVER} did not finish within 30 s") from None
+    output = (proc.stdout + proc.stderr).strip()
+    if proc.returncode != 0:
+        raise ToolFailure("tests_failed", f"exit {proc.returncode}: {output}", {"exit_code": proc.returncode})
+    return ToolOutcome(f"exit 0: {output}", {"exit_code": 0})
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec("read", Category.READ, ReadArgs, "Read calculator.py.", _read, requires=frozenset({"workspace"})),
+    ToolSpec("edit", Category.EDIT, EditArgs, "Replace text in calculator.py.", _edit, _prepare_edit, frozenset({"workspace"})),
+    ToolSpec("test", Category.TEST, TestArgs, "Run the calculator test driver.", _test, _prepare_test, frozenset({"workspace"})),
+)

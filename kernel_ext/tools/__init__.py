@@ -1,0 +1,1 @@
+"""The tool surface: specs (``base``), the catalog (``registry``), one module per family."""

@@ -1,0 +1,156 @@
+"""What a tool is: a name, a category, a pydantic arguments model, a description, a function.
+
+The JSON schema a provider sees comes from the arguments model, so the contract the model is
+told about and the one the host validates are the same object. Tools never decide policy:
+they enforce resource access (through the workspace fence) and raise ``ToolFailure`` to refuse.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from kernel_ext.errors import ToolFailure
+
+__all__ = [
+    "Category",
+    "ToolArgs",
+    "ToolSpec",
+    "ToolContext",
+    "ToolOutcome",
+    "Preparation",
+    "RunState",
+    "ToolFailure",
+    "maybe_await",
+]
+
+
+class Category(StrEnum):
+    """Host metadata used by policies. Labelling a tool ``read`` is a promise its code keeps."""
+
+    READ = "read"          # no side effect outside run state (file reads, model queries)
+    PLAN = "plan"          # writes only to the run's own state (task list, evidence)
+    EDIT = "edit"          # changes files in the workspace
+    GENERATE = "generate"  # runs a deterministic generator into the workspace
+    TEST = "test"          # executes project code (test_api, validate_app)
+    SHELL = "shell"        # arbitrary commands in the sandbox
+
+
+class ToolArgs(BaseModel):
+    """Base for every arguments model: unknown fields are errors, instances are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What a tool returns when it succeeded: text for the model, structured data for the UI."""
+
+    observation: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """What a tool-specific preparation found before approval.
+
+    ``files`` are workspace paths the call will touch or whose content the decision depends
+    on: the boundary snapshots them into the approval request and rechecks them before
+    execution. ``proposal`` is the human-readable description (a diff, a command plan).
+    """
+
+    files: tuple[str, ...] = ()
+    proposal: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunState:
+    """Per-run mutable state shared by tools (read ids, receipts, evidence), keyed by owner."""
+
+    run_id: str = "local"
+    stores: dict[str, Any] = field(default_factory=dict)
+
+    def store(self, key: str, factory: Callable[[], Any]) -> Any:
+        """The store named ``key``, created by ``factory`` on first use."""
+        if key not in self.stores:
+            self.stores[key] = factory()
+        return self.stores[key]
+
+
+@dataclass
+class ToolContext:
+    """Everything a tool may use, installed by the host for one run.
+
+    ``services`` holds named resources later layers provide (``workspace``, ``domain_model``,
+    ``shell``, ...). A tool's preconditions are service names: a tool whose services are
+    absent is never offered. The shell service is only ever installed by operator
+    configuration, never by anything a model says.
+    """
+
+    services: dict[str, Any] = field(default_factory=dict)
+    state: RunState = field(default_factory=RunState)
+
+    @property
+    def workspace(self) -> Any:
+        return self.services.get("workspace")
+
+    def service(self, name: str) -> Any:
+        if name not in self.services:
+            raise ToolFailure("tool_not_offered", f"this run has no {name!r}")
+        return self.services[name]
+
+    def available(self) -> frozenset[str]:
+        return frozenset(name for name, value in self.services.items() if value is not None)
+
+
+RunFn = Callable[[Any, ToolContext], "ToolOutcome | Awaitable[ToolOutcome]"]
+PrepareFn = Callable[[Any, ToolContext], "Preparation | Awaitable[Preparation]"]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One declared tool. ``requires`` names the services that must be present to offer it."""
+
+    name: str
+    category: Category
+    args_model: type[ToolArgs]
+    description: str
+    run: RunFn
+    prepare: PrepareFn | None = None
+    requires: frozenset[str] = frozenset()
+
+    def json_schema(self) -> dict[str, Any]:
+        """The parameters schema sent to a provider (pydantic's, without its titles)."""
+        return _strip_titles(self.args_model.model_json_schema())
+
+    def provider_schema(self) -> dict[str, Any]:
+        """Provider-neutral declaration: ``{name, description, parameters}``."""
+        return {"name": self.name, "description": self.description, "parameters": self.json_schema()}
+
+    def offered_in(self, available: Iterable[str]) -> bool:
+        return self.requires <= frozenset(available)
+
+
+def _strip_titles(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {
+            key: _strip_titles(value)
+            for key, value in schema.items()
+            if not (key == "title" and isinstance(value, str))
+        }
+    if isinstance(schema, list):
+        return [_strip_titles(item) for item in schema]
+    return schema
+
+
+async def maybe_await(value: Any) -> Any:
+    """Await ``value`` if it is awaitable: tools and callbacks may be sync or async."""
+    if inspect.isawaitable(value):
+        return await value
+    return value

@@ -1,0 +1,288 @@
+"""The workspace fence: every file access walks from a root's directory descriptor, no-follow.
+
+Path strings are only checked lexically (no ``..`` escape, absolute paths must sit under a
+root); the real guarantee comes from the walk itself: each component is opened relative to
+its parent's descriptor with ``O_NOFOLLOW``, so a symlink anywhere in the path (even one
+swapped in after a check) is refused, and FIFOs, devices and sockets are refused before
+anything opens them. Nothing is ever read or written through a link.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from kernel_ext.errors import ErrorCode, ToolFailure
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+DEFAULT_INTERNAL = (".besser",)
+DEFAULT_PROTECTED = (".git",)
+
+
+@dataclass(frozen=True)
+class Location:
+    """A path inside the fence: which root, and the components below it."""
+
+    root: Path
+    parts: tuple[str, ...]
+    display: str
+
+    @property
+    def name(self) -> str:
+        return self.parts[-1] if self.parts else ""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What says "the same file": device, inode, size and modification time."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> Identity:
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class Workspace:
+    """A primary root plus optional extra roots, with internal and protected paths.
+
+    ``internal`` folders (the run's own bookkeeping) are neither listed nor accessible;
+    ``protected`` paths can be read but never written or deleted.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        extra_roots: Iterable[str | os.PathLike[str]] = (),
+        *,
+        internal: Iterable[str] = DEFAULT_INTERNAL,
+        protected: Iterable[str] = DEFAULT_PROTECTED,
+    ):
+        self.root = Path(os.path.realpath(root))
+        if not self.root.is_dir():
+            raise ToolFailure(ErrorCode.NOT_FOUND, f"workspace root {str(root)!r} is not a directory")
+        self.extra_roots = tuple(Path(os.path.realpath(p)) for p in extra_roots)
+        self.internal = tuple(_clean_prefix(p) for p in internal)
+        self.protected = tuple(_clean_prefix(p) for p in protected)
+
+    @property
+    def roots(self) -> tuple[Path, ...]:
+        return (self.root, *self.extra_roots)
+
+    # -- locating ---------------------------------------------------------------------------
+
+    def locate(self, path: str | os.PathLike[str]) -> Location:
+        """Map a user path to a root and components; refuse anything lexically outside."""
+        text = os.fspath(path)
+        if not isinstance(text, str) or not text.strip():
+            raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "path is empty")
+        if "\x00" in text:
+            raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "path contains a NUL byte")
+        candidate = PurePosixPath(text)
+        if candidate.is_absolute():
+            for root in sorted(self.roots, key=lambda r: len(r.parts), reverse=True):
+                parts = _normal_parts(candidate.parts[1:], text)
+                if tuple(parts[: len(root.parts) - 1]) == root.parts[1:]:
+                    return self._location(root, tuple(parts[len(root.parts) - 1 :]))
+            raise ToolFailure(ErrorCode.OUTSIDE_WORKSPACE, f"{text!r} is outside the workspace roots")
+        return self._location(self.root, tuple(_normal_parts(candidate.parts, text)))
+
+    def _location(self, root: Path, parts: tuple[str, ...]) -> Location:
+        rel = "/".join(parts)
+        if root == self.root:
+            display = rel or "."
+        else:
+            display = str(root.joinpath(*parts))
+        if any(_under(rel, prefix) for prefix in self.internal):
+            raise ToolFailure(ErrorCode.PROTECTED_PATH, f"{display!r} is an internal folder of the run")
+        return Location(root, parts, display)
+
+    def is_protected(self, loc: Location) -> bool:
+        rel = "/".join(loc.parts)
+        return any(_under(rel, prefix) for prefix in self.protected)
+
+    def check_writable(self, loc: Location) -> None:
+        if not loc.parts:
+            raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "cannot write the workspace root itself")
+        if self.is_protected(loc):
+            raise ToolFailure(ErrorCode.PROTECTED_PATH, f"{loc.display!r} is protected and cannot be changed")
+
+    def is_internal(self, rel: str) -> bool:
+        return any(_under(rel, prefix) for prefix in self.internal)
+
+    # -- descriptor walk --------------------------------------------------------------------
+
+    @contextmanager
+    def parent_dir(self, loc: Location, *, create: bool = False) -> Iterator[int]:
+        """A descriptor of ``loc``'s parent directory, reached without following any link."""
+        fd = os.open(loc.root, _DIR_FLAGS)
+        try:
+            walked: list[str] = []
+            for part in loc.parts[:-1]:
+                walked.append(part)
+                current, fd = fd, -1  # _step always closes the descriptor it is given
+                fd = self._step(current, part, loc, "/".join(walked), create)
+            yield fd
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    @contextmanager
+    def directory(self, loc: Location) -> Iterator[int]:
+        """A descriptor of the directory ``loc`` itself (the root when ``parts`` is empty)."""
+        if not loc.parts:
+            fd = os.open(loc.root, _DIR_FLAGS)
+            try:
+                yield fd
+            finally:
+                os.close(fd)
+            return
+        with self.parent_dir(loc) as parent:
+            fd = self._step(os.dup(parent), loc.name, loc, loc.display, False)
+            try:
+                yield fd
+            finally:
+                os.close(fd)
+
+    def _step(self, fd: int, part: str, loc: Location, shown: str, create: bool) -> int:
+        """Open directory ``part`` under ``fd`` (closing ``fd``); refuse links and non-dirs."""
+        try:
+            try:
+                return os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                self.check_writable(loc)
+                os.mkdir(part, 0o755, dir_fd=fd)
+                return os.open(part, _DIR_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            raise _walk_error(exc, fd, part, shown) from None
+        finally:
+            os.close(fd)
+
+    # -- inspecting and reading -------------------------------------------------------------
+
+    def lstat(self, path: str | Location) -> os.stat_result | None:
+        """``lstat`` of the final component (None when missing); intermediate links refused."""
+        loc = path if isinstance(path, Location) else self.locate(path)
+        if not loc.parts:
+            return os.stat(loc.root)
+        try:
+            with self.parent_dir(loc) as parent:
+                return os.stat(loc.name, dir_fd=parent, follow_symlinks=False)
+        except ToolFailure as exc:
+            if exc.code == ErrorCode.NOT_FOUND:
+                return None
+            raise
+        except FileNotFoundError:
+            return None
+
+    @contextmanager
+    def open_regular(self, path: str | Location) -> Iterator[tuple[int, os.stat_result]]:
+        """An open descriptor of a regular file and its ``fstat``; links and specials refused."""
+        loc = path if isinstance(path, Location) else self.locate(path)
+        if not loc.parts:
+            raise ToolFailure(ErrorCode.NOT_REGULAR_FILE, "the workspace root is a directory")
+        with self.parent_dir(loc) as parent:
+            try:
+                before = os.stat(loc.name, dir_fd=parent, follow_symlinks=False)
+            except FileNotFoundError:
+                raise ToolFailure(ErrorCode.NOT_FOUND, f"{loc.display!r} does not exist") from None
+            _require_regular(before, loc.display)
+            try:
+                fd = os.open(loc.name, _FILE_FLAGS, dir_fd=parent)
+            except OSError as exc:
+                raise _walk_error(exc, None, loc.name, loc.display) from None
+            try:
+                st = os.fstat(fd)
+                _require_regular(st, loc.display)
+                if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+                    raise ToolFailure(ErrorCode.STALE_INPUT, f"{loc.display!r} was replaced while opening it")
+                yield fd, st
+            finally:
+                os.close(fd)
+
+    def read_bytes(self, path: str | Location, max_bytes: int = 8 * 1024 * 1024) -> tuple[bytes, os.stat_result]:
+        with self.open_regular(path) as (fd, st):
+            if st.st_size > max_bytes:
+                shown = path.display if isinstance(path, Location) else path
+                raise ToolFailure(ErrorCode.TOO_LARGE, f"{shown!r} is {st.st_size} bytes (limit {max_bytes})")
+            chunks = []
+            remaining = max_bytes + 1
+            while remaining > 0:
+                chunk = os.read(fd, min(remaining, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                remaining -= len(chunk)
+            data = b"".join(chunks)
+            if len(data) > max_bytes:
+                raise ToolFailure(ErrorCode.TOO_LARGE, "file grew past the read limit while reading")
+            return data, st
+
+    def read_text(self, path: str | Location, max_bytes: int = 8 * 1024 * 1024) -> str:
+        data, _ = self.read_bytes(path, max_bytes)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            shown = path.display if isinstance(path, Location) else path
+            raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"{shown!r} is not UTF-8 text") from None
+
+
+def _normal_parts(parts: Iterable[str], original: str) -> list[str]:
+    out: list[str] = []
+    for part in parts:
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not out:
+                raise ToolFailure(ErrorCode.OUTSIDE_WORKSPACE, f"{original!r} escapes the workspace")
+            out.pop()
+            continue
+        out.append(part)
+    return out
+
+
+def _clean_prefix(prefix: str) -> str:
+    return "/".join(p for p in PurePosixPath(prefix).parts if p not in ("", ".", "/"))
+
+
+def _under(rel: str, prefix: str) -> bool:
+    return bool(prefix) and (rel == prefix or rel.startswith(prefix + "/"))
+
+
+def _require_regular(st: os.stat_result, shown: str) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        raise ToolFailure(ErrorCode.SYMLINK_REFUSED, f"{shown!r} is a symbolic link; links are never followed")
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (FIFO, device or socket)"
+        raise ToolFailure(ErrorCode.NOT_REGULAR_FILE, f"{shown!r} is {kind}")
+
+
+def _walk_error(exc: OSError, fd: int | None, part: str, shown: str) -> ToolFailure:
+    if exc.errno == errno.ENOENT:
+        return ToolFailure(ErrorCode.NOT_FOUND, f"{shown!r} does not exist")
+    if exc.errno in (errno.ELOOP, errno.EMLINK):
+        return ToolFailure(ErrorCode.SYMLINK_REFUSED, f"{shown!r} is a symbolic link; links are never followed")
+    if exc.errno == errno.ENOTDIR:
+        kind = "a symbolic link" if fd is not None and _is_link(fd, part) else "not a directory"
+        code = ErrorCode.SYMLINK_REFUSED if kind == "a symbolic link" else ErrorCode.NOT_REGULAR_FILE
+        return ToolFailure(code, f"{shown!r} is {kind}")
+    return ToolFailure(ErrorCode.EXECUTION_FAILED, f"{shown!r}: {exc.strerror}")
+
+
+def _is_link(fd: int, part: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
