@@ -1,0 +1,1 @@
+"""The run: phases, events, the orchestrator and its guards."""

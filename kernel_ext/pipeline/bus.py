@@ -1,0 +1,114 @@
+"""A run's event log: numbered, appended to ``events.jsonl``, followed live or replayed.
+
+One log per run. ``emit`` numbers the event, writes one JSON line (flushed, so a reader or a
+restarted server sees it), keeps it in memory and wakes every follower. ``follow(after)``
+replays what a follower missed (``Last-Event-ID``) and then streams live events until the
+run ends. A log reloaded from disk after a restart replays the same events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+from kernel_ext.pipeline.events import BaseEvent, make_event, parse_event
+
+log = logging.getLogger(__name__)
+
+TERMINAL_TYPES = frozenset({"done"})
+
+
+class EventLog:
+    def __init__(self, run_id: str, path: Path | None = None, known_secrets: tuple[str, ...] = ()):
+        self.run_id = run_id
+        self.path = path
+        self.known_secrets = known_secrets
+        self.events: list[BaseEvent] = []
+        self._changed = asyncio.Event()  # binds to a loop only when first awaited
+        self._listeners: list[Callable[[BaseEvent], Any]] = []
+        self._file = None
+
+    # -- writing --------------------------------------------------------------------------
+
+    def emit(self, type_: str, **fields: Any) -> BaseEvent:
+        """Build (redacted), number, persist and publish one event."""
+        event = make_event(type_, self.run_id, self.known_secrets, **fields)
+        return self.append(event)
+
+    def append(self, event: BaseEvent) -> BaseEvent:
+        if self.closed:
+            raise RuntimeError(f"run {self.run_id} already ended; no event may follow 'done'")
+        event = event.model_copy(update={"seq": len(self.events) + 1, "run_id": self.run_id})
+        self.events.append(event)
+        self._persist(event)
+        for listener in list(self._listeners):
+            listener(event)
+        self._wake()
+        return event
+
+    def _persist(self, event: BaseEvent) -> None:
+        if self.path is None:
+            return
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for the run
+        self._file.write(event.model_dump_json() + "\n")
+        self._file.flush()
+        if event.type in TERMINAL_TYPES:
+            self.close_file()
+
+    def close_file(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def add_listener(self, listener: Callable[[BaseEvent], Any]) -> None:
+        """A synchronous callback for every new event (the in-process widget uses this)."""
+        self._listeners.append(listener)
+
+    # -- reading --------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return bool(self.events) and self.events[-1].type in TERMINAL_TYPES
+
+    def since(self, after: int = 0) -> list[BaseEvent]:
+        return self.events[max(after, 0) :]
+
+    async def follow(self, after: int = 0) -> AsyncIterator[BaseEvent]:
+        """Every event with ``seq > after``, then live ones, until the run's ``done``."""
+        position = max(after, 0)
+        while True:
+            while position < len(self.events):
+                event = self.events[position]
+                position += 1
+                yield event
+            if self.closed:
+                return
+            await self._wait()
+
+    async def _wait(self) -> None:
+        self._changed.clear()
+        await self._changed.wait()
+
+    def _wake(self) -> None:
+        self._changed.set()
+
+    @classmethod
+    def load(cls, run_id: str, path: Path) -> EventLog:
+        """Reload a persisted log; a torn last line (a crash mid-write) is dropped."""
+        restored = cls(run_id, path)
+        if path.exists():
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
+                    restored.events.append(parse_event(json.loads(line)))
+                except (ValueError, TypeError):
+                    log.warning("%s: line %d is not a complete event; ignored", path, number)
+        return restored
+

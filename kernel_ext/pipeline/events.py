@@ -1,0 +1,193 @@
+"""The one event schema of a run: what the timeline, cards, SSE and ``events.jsonl`` carry.
+
+Every event has a per-run ``seq`` (1, 2, ...; the SSE id used for ``Last-Event-ID``), the
+``run_id``, a timestamp and a ``type``. Events are built only through ``make_event``, which
+redacts secrets first, so no event object ever holds one.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from kernel_ext.secrets import redact
+
+Phase = Literal["select", "generate", "gap", "customize", "validate"]
+PHASES: tuple[str, ...] = ("select", "generate", "gap", "customize", "validate")
+PhaseStatus = Literal["started", "done", "skipped", "failed"]
+ProviderKind = Literal["live", "replay", "scripted", "none"]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seq: int = 0
+    run_id: str
+    ts: float = Field(default_factory=time.time)
+
+
+class RunStarted(_Event):
+    type: Literal["run_started"] = "run_started"
+    request: str
+    model_name: str = ""
+    provider_label: str = "none"
+    provider_kind: ProviderKind = "none"
+    sandbox_tier: str = ""
+    shell_tools_enabled: bool = False
+    run_dir: str = ""
+
+
+class PhaseEvent(_Event):
+    type: Literal["phase"] = "phase"
+    phase: Phase
+    status: PhaseStatus
+    message: str = ""
+    duration_s: float | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class TextEvent(_Event):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolCallEvent(_Event):
+    type: Literal["tool_call"] = "tool_call"
+    call_id: str
+    name: str
+    summary: str = ""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResultEvent(_Event):
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str
+    ok: bool
+    error_code: str | None = None
+    summary: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class ApprovalRequested(_Event):
+    type: Literal["approval_requested"] = "approval_requested"
+    call_id: str
+    name: str
+    category: str
+    request: dict[str, Any]
+
+
+class ApprovalResolved(_Event):
+    type: Literal["approval_resolved"] = "approval_resolved"
+    call_id: str
+    name: str
+    approved: bool
+    by: str = "host"  # who decided: "card", "scripted", "policy", "timeout", "cancelled"
+
+
+class TaskListEvent(_Event):
+    type: Literal["task_list"] = "task_list"
+    tasks: list[dict[str, Any]]
+
+
+class FindingEvent(_Event):
+    type: Literal["finding"] = "finding"
+    severity: Literal["blocker", "warning", "info"]
+    source: str
+    message: str
+    path: str | None = None
+    line: int | None = None
+
+
+class SnapshotEvent(_Event):
+    type: Literal["snapshot"] = "snapshot"
+    snapshot_id: str
+    reason: str
+    rank: list[float] = Field(default_factory=list)
+    action: Literal["taken", "restored"] = "taken"
+
+
+class CostEvent(_Event):
+    type: Literal["cost"] = "cost"
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    turns: int = 0
+    elapsed_s: float = 0.0
+
+
+class DoneEvent(_Event):
+    type: Literal["done"] = "done"
+    status: Literal["completed", "blocked", "failed", "cancelled", "interrupted"]
+    authorship: dict[str, list[str]] = Field(default_factory=dict)
+    blockers: list[str] = Field(default_factory=list)
+    verification: dict[str, Any] = Field(default_factory=dict)
+    phase_durations: dict[str, float] = Field(default_factory=dict)
+    summary: str = ""
+
+
+class ErrorEvent(_Event):
+    type: Literal["error"] = "error"
+    code: str
+    message: str
+    terminal: bool = True
+
+
+Event = Annotated[
+    RunStarted
+    | PhaseEvent
+    | TextEvent
+    | ToolCallEvent
+    | ToolResultEvent
+    | ApprovalRequested
+    | ApprovalResolved
+    | TaskListEvent
+    | FindingEvent
+    | SnapshotEvent
+    | CostEvent
+    | DoneEvent
+    | ErrorEvent,
+    Field(discriminator="type"),
+]
+
+EVENT_TYPES: dict[str, type[_Event]] = {
+    cls.model_fields["type"].default: cls
+    for cls in (
+        RunStarted,
+        PhaseEvent,
+        TextEvent,
+        ToolCallEvent,
+        ToolResultEvent,
+        ApprovalRequested,
+        ApprovalResolved,
+        TaskListEvent,
+        FindingEvent,
+        SnapshotEvent,
+        CostEvent,
+        DoneEvent,
+        ErrorEvent,
+    )
+}
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
+
+
+def make_event(type_: str, run_id: str, known_secrets: tuple[str, ...] = (), **fields: Any) -> _Event:
+    """Build an event of ``type_`` after redacting every field (the only way events are made)."""
+    cls = EVENT_TYPES[type_]
+    return cls(run_id=run_id, **redact(fields, known_secrets))
+
+
+def parse_event(data: str | bytes | dict[str, Any]) -> _Event:
+    """An event from its JSON form (a line of ``events.jsonl`` or an SSE ``data`` field)."""
+    if isinstance(data, dict):
+        return _ADAPTER.validate_python(data)
+    return _ADAPTER.validate_json(data)
+
+
+def to_json(event: _Event) -> str:
+    return event.model_dump_json()
+
+
+BaseEvent = _Event

@@ -1,0 +1,63 @@
+"""Where a run keeps its things: ``<runs>/<run-id>/`` with the app, events and recipe.
+
+``app/`` is the workspace (the generated project, the only tree tools may touch);
+``events.jsonl`` and ``run.json`` sit beside it; ``.besser/`` holds what the run needs but the
+project must not see (the sandbox's ``$HOME``, snapshots, state).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$")
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    run_dir: Path
+
+    @classmethod
+    def create(cls, runs_dir: Path, run_id: str | None = None) -> RunLayout:
+        run_id = run_id or new_run_id()
+        if not RUN_ID_PATTERN.match(run_id):
+            raise ValueError(f"invalid run id {run_id!r}")
+        layout = cls(Path(runs_dir) / run_id)
+        for folder in (layout.app_dir, layout.home_dir, layout.snapshots_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        return layout
+
+    @property
+    def run_id(self) -> str:
+        return self.run_dir.name
+
+    @property
+    def app_dir(self) -> Path:
+        return self.run_dir / "app"
+
+    @property
+    def events_path(self) -> Path:
+        return self.run_dir / "events.jsonl"
+
+    @property
+    def recipe_path(self) -> Path:
+        return self.run_dir / "run.json"
+
+    @property
+    def internal_dir(self) -> Path:
+        return self.run_dir / ".besser"
+
+    @property
+    def home_dir(self) -> Path:
+        return self.internal_dir / "home"
+
+    @property
+    def snapshots_dir(self) -> Path:
+        return self.internal_dir / "snapshots"

@@ -1,0 +1,71 @@
+"""What looks like a secret, and how to remove it before it can travel.
+
+One definition serves every layer: the sandbox strips secret-named variables from tool
+environments, events and reports redact secret-named fields and known secret values, and
+request reports hide credentials. Redaction happens before an event is built, so nothing
+downstream (widgets, notebooks, logs, ``events.jsonl``) ever holds the value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+REDACTED = "[redacted]"
+
+# Parts of a name that mark its value as a secret (matched on word pieces, case-insensitive).
+SECRET_NAME_PARTS = (
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "AUTH",
+    "AUTHORIZATION",
+    "COOKIE",
+    "PRIVATE",
+    "SIGNATURE",
+    "APIKEY",
+)
+_NAME_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z])(?=[A-Z])")
+_BEARER = re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}")
+_KEY_SHAPES = re.compile(
+    r"\b(sk-[A-Za-z0-9_-]{16,}|sk-ant-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9-]{10,}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
+)
+
+
+def is_secret_name(name: str) -> bool:
+    """True for names like ``OPENAI_API_KEY``, ``accessToken``, ``db-password``, ``Authorization``."""
+    pieces = [p.upper() for p in _NAME_SPLIT.split(name) if p]
+    joined = "".join(pieces)
+    return any(piece in SECRET_NAME_PARTS for piece in pieces) or any(
+        part in joined for part in ("APIKEY", "SECRET", "PASSWORD", "ACCESSTOKEN", "AUTHTOKEN", "CREDENTIAL")
+    )
+
+
+def redact_text(text: str, known: Iterable[str] = ()) -> str:
+    """Replace known secret values, bearer credentials and key-shaped strings in ``text``."""
+    for secret in sorted({s for s in known if s and len(s) >= 6}, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
+    return _KEY_SHAPES.sub(REDACTED, text)
+
+
+def redact(value: Any, known: Iterable[str] = ()) -> Any:
+    """A deep copy of ``value`` with secret-named string fields and secret-looking strings redacted."""
+    known = tuple(known)
+    if isinstance(value, dict):
+        return {
+            key: (REDACTED if isinstance(key, str) and isinstance(item, str) and item and is_secret_name(key) else redact(item, known))
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [redact(item, known) for item in value]
+    if isinstance(value, str):
+        return redact_text(value, known)
+    return value
