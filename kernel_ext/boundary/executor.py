@@ -157,7 +157,11 @@ class Executor:
 
     async def _run(self, spec: ToolSpec, call_id: str, frozen: tuple[tuple[str, str], ...]) -> ToolResult:
         try:
-            outcome = await maybe_await(spec.run(_build_args(spec, frozen), self.context))
+            args = _build_args(spec, frozen)
+            if spec.blocking:
+                outcome = await maybe_await(await asyncio.to_thread(spec.run, args, self.context))
+            else:
+                outcome = await maybe_await(spec.run(args, self.context))
         except ToolFailure as exc:
             return self._failure(call_id, spec.name, exc)
         except asyncio.CancelledError:

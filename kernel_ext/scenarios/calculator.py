@@ -126,5 +126,7 @@ def _test(args: TestArgs, ctx: ToolContext) -> ToolOutcome:
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("read", Category.READ, ReadArgs, "Read calculator.py.", _read, requires=frozenset({"workspace"})),
     ToolSpec("edit", Category.EDIT, EditArgs, "Replace text in calculator.py.", _edit, _prepare_edit, frozenset({"workspace"})),
-    ToolSpec("test", Category.TEST, TestArgs, "Run the calculator test driver.", _test, _prepare_test, frozenset({"workspace"})),
+    ToolSpec(
+        "test", Category.TEST, TestArgs, "Run the calculator test driver.", _test, _prepare_test, frozenset({"workspace"}), blocking=True
+    ),
 )

@@ -115,7 +115,11 @@ PrepareFn = Callable[[Any, ToolContext], "Preparation | Awaitable[Preparation]"]
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """One declared tool. ``requires`` names the services that must be present to offer it."""
+    """One declared tool. ``requires`` names the services that must be present to offer it.
+
+    ``blocking`` marks a synchronous ``run`` that waits on something slow (a subprocess): the
+    boundary runs it in a worker thread so a server's event loop keeps serving.
+    """
 
     name: str
     category: Category
@@ -124,6 +128,7 @@ class ToolSpec:
     run: RunFn
     prepare: PrepareFn | None = None
     requires: frozenset[str] = frozenset()
+    blocking: bool = False
 
     def json_schema(self) -> dict[str, Any]:
         """The parameters schema sent to a provider (pydantic's, without its titles)."""

@@ -1,0 +1,94 @@
+"""Turning boundary activity into run events: one mapping used by every run body.
+
+The Executor reports ``approval_requested`` / ``approval_resolved`` / ``dispatch`` to its
+observer; ``boundary_observer`` turns those into events (the card's payload is the frozen
+request with a diff per file). ``report_call`` and ``report_result`` bracket each call.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+from kernel_ext.boundary.approval import ApprovalRequest, BoundaryEvent
+from kernel_ext.boundary.calls import ToolCall, ToolResult
+from kernel_ext.pipeline.bus import EventLog
+
+SUMMARY_CHARS = 400
+DATA_CHARS = 4000
+
+
+def boundary_observer(events: EventLog, decided_by: str = "host"):
+    """An Executor observer that records approvals as events (dispatch is implied by the result)."""
+
+    def observe(event: BoundaryEvent) -> None:
+        if event.kind == "approval_requested" and event.request is not None:
+            events.emit(
+                "approval_requested",
+                call_id=event.call_id,
+                name=event.name,
+                category=event.request.category,
+                request=card_payload(event.request),
+            )
+        elif event.kind == "approval_resolved":
+            events.emit(
+                "approval_resolved", call_id=event.call_id, name=event.name, approved=bool(event.approved), by=decided_by
+            )
+
+    return observe
+
+
+def card_payload(request: ApprovalRequest) -> dict[str, Any]:
+    """The frozen request as a card shows it: arguments, file hashes, and the proposal."""
+    payload = request.as_dict()
+    payload["snapshots"] = [
+        {"path": f.path, "exists": f.exists, "sha256": f.sha256, "lines": (f.text or "").count("\n")} for f in request.files
+    ]
+    return payload
+
+
+def report_call(events: EventLog, call: ToolCall) -> None:
+    arguments = call.arguments
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            arguments = {"_raw": arguments[:SUMMARY_CHARS]}
+    if not isinstance(arguments, dict):
+        arguments = {"_raw": str(arguments)[:SUMMARY_CHARS]}
+    events.emit("tool_call", call_id=call.id, name=str(call.name), summary=_summary(arguments), arguments=_bounded(arguments))
+
+
+def report_result(events: EventLog, result: ToolResult) -> None:
+    events.emit(
+        "tool_result",
+        call_id=result.call_id,
+        name=result.name,
+        ok=result.ok,
+        error_code=result.error.code if result.error else None,
+        summary=result.observation[:SUMMARY_CHARS],
+        data=_bounded(result.data),
+    )
+
+
+def unified_diff(path: str, before: str, after: str) -> str:
+    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{path}", f"b/{path}"))
+
+
+def _summary(arguments: dict[str, Any]) -> str:
+    for key in ("path", "command", "action", "name", "pattern", "class_name"):
+        if key in arguments and isinstance(arguments[key], str):
+            return f"{key}={arguments[key][:200]}"
+    return ""
+
+
+def _bounded(value: Any) -> Any:
+    """Long strings are cut so one event stays small; structure is kept."""
+    if isinstance(value, dict):
+        return {k: _bounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bounded(v) for v in value[:200]]
+    if isinstance(value, str) and len(value) > DATA_CHARS:
+        return value[:DATA_CHARS] + f"... [{len(value) - DATA_CHARS} characters cut]"
+    return value

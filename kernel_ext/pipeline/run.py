@@ -1,0 +1,132 @@
+"""A run you can follow, await, approve into, or cancel: the handle every front end shares.
+
+The server extension, the magics (in-process mode), the command line and the Python API all
+start runs here. A run is an asyncio task executing a *body* (the orchestrator, or an authored
+scenario) with a ``RunContext``: its folder, its event log, and the ``AsyncApprover`` through
+which approval cards (or a scripted host approver) answer. The body never touches transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernel_ext.boundary.approval import AsyncApprover
+from kernel_ext.pipeline.bus import EventLog
+from kernel_ext.pipeline.events import BaseEvent
+from kernel_ext.pipeline.layout import RunLayout
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunContext:
+    """What a run body gets: where to work, where to report, how to ask a human."""
+
+    layout: RunLayout
+    events: EventLog
+    approver: AsyncApprover
+    options: Any = None
+    started_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def run_id(self) -> str:
+        return self.layout.run_id
+
+
+RunBody = Callable[[RunContext], Awaitable[None]]
+
+
+class Run:
+    """One running (or finished) run. ``status`` is derived from its events, never stored twice."""
+
+    def __init__(self, context: RunContext, task: asyncio.Task[None] | None = None):
+        self.context = context
+        self.task = task
+
+    @property
+    def id(self) -> str:
+        return self.context.run_id
+
+    @property
+    def events(self) -> EventLog:
+        return self.context.events
+
+    @property
+    def status(self) -> str:
+        last = self.events.events[-1] if self.events.events else None
+        if last is not None and last.type == "done":
+            return last.status
+        if self.task is None or self.task.done():
+            return "interrupted"
+        return "waiting_for_approval" if self.context.approver.pending() else "running"
+
+    def pending_approvals(self) -> tuple[str, ...]:
+        return self.context.approver.pending()
+
+    def decide(self, call_id: str, approved: bool) -> bool:
+        """Settle a pending approval; False if there is none (unknown, or already decided)."""
+        return self.context.approver.resolve(call_id, approved)
+
+    def cancel(self) -> bool:
+        if self.task is None or self.task.done():
+            return False
+        self.task.cancel()
+        return True
+
+    async def wait(self) -> BaseEvent | None:
+        """Wait for the run to end; the ``done`` event (None if the run was interrupted)."""
+        if self.task is not None:
+            await asyncio.gather(self.task, return_exceptions=True)
+        last = self.events.events[-1] if self.events.events else None
+        return last if last is not None and last.type == "done" else None
+
+
+def start_run(
+    body: RunBody,
+    layout: RunLayout,
+    *,
+    options: Any = None,
+    approval_timeout: float | None = None,
+    known_secrets: tuple[str, ...] = (),
+) -> Run:
+    """Start ``body`` as a task on the running loop; every ending emits exactly one ``done``."""
+    events = EventLog(layout.run_id, layout.events_path, known_secrets)
+    context = RunContext(layout, events, AsyncApprover(timeout=approval_timeout), options)
+    run = Run(context)
+    run.task = asyncio.get_running_loop().create_task(_guarded(body, context), name=f"besser-run-{layout.run_id}")
+    return run
+
+
+async def _guarded(body: RunBody, context: RunContext) -> None:
+    events = context.events
+    try:
+        await body(context)
+    except asyncio.CancelledError:
+        if not events.closed:
+            events.emit("error", code="CANCELLED", message="the run was cancelled")
+            events.emit("done", status="cancelled", summary="cancelled before it finished")
+        raise
+    except Exception as exc:  # a bug in a body must still end the run visibly
+        log.exception("run %s failed", context.run_id)
+        if not events.closed:
+            events.emit("error", code="INTERNAL", message=f"{type(exc).__name__}: {exc}")
+            events.emit("done", status="failed", summary="the run stopped on an internal error")
+    else:
+        if not events.closed:
+            events.emit("done", status="completed")
+    finally:
+        events.close_file()
+
+
+def load_finished(run_dir: Path) -> Run:
+    """A run reloaded from its folder (after a restart): its events replay; nothing runs."""
+    layout = RunLayout(Path(run_dir))
+    events = EventLog.load(layout.run_id, layout.events_path)
+    return Run(RunContext(layout, events, AsyncApprover()), task=None)
+
