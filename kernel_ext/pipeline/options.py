@@ -1,0 +1,76 @@
+"""What a caller may ask of a run, and what only the operator decides.
+
+``RunRequest`` is the part a person (magic, REST body, CLI) chooses. ``OperatorSettings`` is
+fixed at server (or library call) start: shell tools, toolchain validation, sandbox policy,
+the provider's keys. A request can never widen operator settings: unknown fields such as
+``allow_shell_tools`` are dropped when a body is parsed, and nothing here reads them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ApproveMode = Literal["none", "edits", "shell", "all"]
+
+
+class RunRequest(BaseModel):
+    """A request to generate (or modify) an app from a model. Extra fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    request: str = Field(min_length=1, max_length=20_000)
+    model_path: str | None = None
+    model_json: dict[str, Any] | None = None
+    target: str | None = Field(default=None, description="an explicitly chosen generator; saves the select call")
+    provider: str | None = Field(default=None, description="none | replay:CASSETTE | scripted:NAME | openai | anthropic")
+    llm_model: str | None = None
+    approve: ApproveMode = Field(default="none", description="categories approved without a card (a person's choice)")
+    base_run_id: str | None = Field(default=None, description="continue an existing run's workspace (modify run)")
+    max_turns: int = Field(default=40, ge=1, le=400)
+    max_cost_usd: float = Field(default=2.0, ge=0)
+    max_runtime_s: float = Field(default=1800, gt=0)
+
+
+class ScenarioRequest(BaseModel):
+    """A request to host an authored teaching scenario (chapter 5's calculator)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    scenario: Literal["side-effects"] = "side-effects"
+    allow: list[Literal["edit", "test"]] = Field(default_factory=lambda: ["edit", "test"])
+
+
+def _env_flag(name: str, environ: dict[str, str] | None = None) -> bool:
+    value = (environ if environ is not None else os.environ).get(name, "")
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    """Decisions of whoever started the server or called the library; never of a request."""
+
+    shell_tools_enabled: bool = False
+    toolchain_validation: bool = False
+    sandbox_policy: str = "auto"
+    provider: str | None = None
+    llm_model: str | None = None
+    approval_timeout_s: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_environment(cls, environ: dict[str, str] | None = None, **explicit: Any) -> OperatorSettings:
+        """Environment at start-up, with explicit arguments (library callers) taking precedence."""
+        env = environ if environ is not None else dict(os.environ)
+        values: dict[str, Any] = {
+            "shell_tools_enabled": _env_flag("BESSER_LLM_ENABLE_SHELL_TOOLS", env),
+            "toolchain_validation": _env_flag("BESSER_LLM_ENABLE_TOOLCHAIN_VALIDATION", env),
+            "sandbox_policy": env.get("BESSER_SANDBOX", "auto") or "auto",
+            "provider": env.get("BESSER_LLM_PROVIDER") or None,
+            "llm_model": env.get("BESSER_LLM_MODEL") or None,
+        }
+        values.update({k: v for k, v in explicit.items() if v is not None})
+        return cls(**values)
