@@ -1,0 +1,48 @@
+"""Does this request need a frontend? Word rules, decided before any model call.
+
+A request for something people interact with (app, web app, UI, website, dashboard, portal)
+gets a frontend even without a GUI model; an explicitly headless request (API only, backend
+only, REST API, no UI) stays backend-only, and headless wins when both appear. In a modify
+run a bare "app" names the existing project, so only explicit interface words count there.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_HEADLESS = re.compile(
+    r"\b(api[- ]only|backend[- ]only|back[- ]end[- ]only|rest(ful)?\s+api|headless|no\s+(ui|frontend|front[- ]end|gui|interface)"
+    r"|without\s+(a\s+|any\s+)?(ui|frontend|front[- ]end|gui|user\s+interface)|only\s+(the\s+|an?\s+)?(api|backend))\b",
+    re.IGNORECASE,
+)
+_INTERFACE = re.compile(
+    r"\b(web\s*app(lication)?s?|ui|user\s+interface|gui|websites?|web\s+sites?|dashboards?|portals?|front[- ]?ends?|web\s+pages?|screens?)\b",
+    re.IGNORECASE,
+)
+# "app" alone, but not when it is an API's or backend's app ("a FastAPI app", "backend app").
+_BARE_APP = re.compile(r"(?<!fastapi\s)(?<!api\s)(?<!backend\s)(?<!django\s)(?<!flask\s)\b(apps?|applications?)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class FrontendIntent:
+    needed: bool
+    reason: str
+
+
+def frontend_intent(request: str, *, modify: bool = False, has_gui_model: bool = False) -> FrontendIntent:
+    text = " ".join(request.split())
+    headless = _HEADLESS.search(text)
+    if headless:
+        return FrontendIntent(False, f"explicitly headless: {headless.group(0)!r}")
+    if has_gui_model:
+        return FrontendIntent(True, "the project has a GUI model")
+    interface = _INTERFACE.search(text)
+    if interface:
+        return FrontendIntent(True, f"asks for something people interact with: {interface.group(0)!r}")
+    bare = _BARE_APP.search(text)
+    if bare and not modify:
+        return FrontendIntent(True, f"asks for an {bare.group(0)!r} people use")
+    if bare and modify:
+        return FrontendIntent(False, f"in a modify run {bare.group(0)!r} names the existing project")
+    return FrontendIntent(False, "no interface was asked for")
