@@ -1,0 +1,138 @@
+"""Phase 3: validate, repair blockers in bounded rounds, keep the best tree, never regress.
+
+The tree before Phase 3 is the first snapshot, so a failed repair never costs Phase 2's work.
+Each round gives the repairer (fix turns of the LLM) the blockers only; the tree is validated
+again and ranked by (app boots) then (entities it cannot create) then (actions it cannot run)
+then (blocker count). Every strictly better tree is snapshotted. The loop stops when blockers
+reach zero, after two rounds in a row without progress, after three rounds that changed the
+tree without improving it, when the round budget is spent, or when ``should_continue`` says
+so. A tree that ends worse than the best is rolled back to the best snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernel_ext.pipeline import snapshots
+
+NO_PROGRESS_ROUNDS = 2
+PLATEAU_ROUNDS = 3
+MIN_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str  # "blocker" | "warning" | "info"
+    source: str
+    message: str
+    path: str | None = None
+    line: int | None = None
+
+    def as_event(self) -> dict[str, Any]:
+        return {"severity": self.severity, "source": self.source, "message": self.message, "path": self.path, "line": self.line}
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    findings: tuple[Finding, ...] = ()
+    boots: bool | None = None  # None: nothing to boot (no backend) or not probed
+    cannot_create: tuple[str, ...] = ()
+    cannot_run: tuple[str, ...] = ()
+
+    @property
+    def blockers(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity == "blocker")
+
+    def rank(self) -> tuple[int, int, int, int]:
+        """Lower is better."""
+        return (1 if self.boots is False else 0, len(self.cannot_create), len(self.cannot_run), len(self.blockers))
+
+    def runtime_failure(self) -> bool:
+        """An observed start-up or create failure: completion must never be reported over it."""
+        return self.boots is False or bool(self.cannot_create)
+
+
+@dataclass(frozen=True)
+class RoundOutcome:
+    """What the repairer says it did besides editing files (which Phase 3 measures itself)."""
+
+    obligations_changed: bool = False  # checklist evidence or API scenarios changed
+    note: str = ""
+
+
+@dataclass
+class Phase3Result:
+    report: ValidationReport
+    rounds: int = 0
+    rolled_back: bool = False
+    stop_reason: str = ""
+    history: list[tuple[int, tuple[int, int, int, int], bool]] = field(default_factory=list)
+
+
+Validate = Callable[[], Awaitable[ValidationReport]]
+Repair = Callable[[ValidationReport, int], Awaitable[RoundOutcome]]
+Emit = Callable[..., Any]
+
+
+async def run_phase3(
+    app_dir: Path,
+    snapshots_dir: Path,
+    validate: Validate,
+    repair: Repair | None,
+    *,
+    turns_left: int = 0,
+    should_continue: Callable[[], bool] = lambda: True,
+    emit: Emit | None = None,
+) -> Phase3Result:
+    emit = emit or (lambda *a, **k: None)
+    report = await validate()
+    best_report = report
+    best = snapshots.take(app_dir, snapshots_dir, "phase3-start")
+    emit("snapshot", snapshot_id=best.snapshot_id, reason="the tree before Phase 3", rank=list(report.rank()))
+    result = Phase3Result(report)
+    max_rounds = max(MIN_ROUNDS, turns_left)
+    no_progress = plateau = 0
+
+    while True:
+        if not report.blockers:
+            result.stop_reason = "no blockers left"
+            break
+        if repair is None:
+            result.stop_reason = "no provider to repair with"
+            break
+        if result.rounds >= max_rounds:
+            result.stop_reason = f"round budget ({max_rounds}) spent"
+            break
+        if not should_continue():
+            result.stop_reason = "run budget spent"
+            break
+        result.rounds += 1
+        before = snapshots.tree_digest(app_dir)
+        outcome = await repair(report, result.rounds)
+        changed = snapshots.tree_digest(app_dir) != before
+        report = await validate()
+        improved = report.rank() < best_report.rank()
+        result.history.append((result.rounds, report.rank(), changed))
+        if improved:
+            best_report = report
+            best = snapshots.take(app_dir, snapshots_dir, f"phase3-round-{result.rounds}")
+            emit("snapshot", snapshot_id=best.snapshot_id, reason=f"round {result.rounds} improved the tree", rank=list(report.rank()))
+        no_progress = 0 if (improved or outcome.obligations_changed) else no_progress + 1
+        plateau = plateau + 1 if (changed and not improved) else 0
+        if no_progress >= NO_PROGRESS_ROUNDS:
+            result.stop_reason = f"{NO_PROGRESS_ROUNDS} rounds in a row without progress"
+            break
+        if plateau >= PLATEAU_ROUNDS:
+            result.stop_reason = f"{PLATEAU_ROUNDS} rounds changed the tree without improving it"
+            break
+
+    if report.rank() > best_report.rank():
+        snapshots.restore(best, app_dir)
+        emit("snapshot", snapshot_id=best.snapshot_id, reason="the repair ended worse; back to the best tree", rank=list(best_report.rank()), action="restored")
+        report = best_report
+        result.rolled_back = True
+    result.report = report
+    return result
