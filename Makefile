@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 ## JupyterLab on notebooks/ with the server extension enabled
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ServerApp.open_browser=False
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ServerApp.open_browser=False $(ROOT_FLAG) $(LAB_ARGS)
 
 ## The headless main job
 demo: $(STAMP)
