@@ -31,10 +31,48 @@ class ErrorCode(StrEnum):
     NOT_FOUND = "not_found"
     ALREADY_EXISTS = "already_exists"
     TOO_LARGE = "too_large"
+    HARD_LINK_REFUSED = "hard_link_refused"
+    FILE_BUSY = "file_busy"
+    NOT_TEXT = "not_text"
+    # file tools: read ids, edit gates, anchors, replays
+    UNKNOWN_READ_ID = "unknown_read_id"
+    READ_ID_SPENT = "read_id_spent"
+    UNREAD_RANGE = "unread_range"
+    NOT_READ = "not_read"
+    NO_CHANGE = "no_change"
+    ELISION = "elision"
+    NUMBERED_TEXT = "numbered_text"
+    SYNTAX_ERROR = "syntax_error"
+    BREAKS_IMPORT = "breaks_import"
+    NO_MATCH = "no_match"
+    AMBIGUOUS_MATCH = "ambiguous_match"
+    DUPLICATE_INSERTION = "duplicate_insertion"
+    POSSIBLE_REPLAY = "possible_replay"
+    CHECKER_UNAVAILABLE = "checker_unavailable"
     # tool execution
     EXECUTION_FAILED = "execution_failed"
     TIMEOUT = "timeout"
+    # shell and sandbox (kernel_ext.sandbox, run_command, install_dependencies)
+    SHELL_DISABLED = "shell_disabled"
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+    COMMAND_DENIED = "command_denied"
+    PROGRAM_NOT_ALLOWED = "program_not_allowed"
     INTERNAL_ERROR = "internal_error"
+    # LLM providers (kernel_ext.providers); TIMEOUT above is shared
+    INVALID_KEY = "invalid_key"
+    UPSTREAM_LLM = "upstream_llm"
+    BAD_REQUEST = "bad_request"
+    CANCELLED = "cancelled"
+    COST_CAP = "cost_cap"
+    NOT_CONFIGURED = "not_configured"
+    REPLAY_DIVERGED = "replay_diverged"
+    # models and generators
+    NOT_A_MODEL = "not_a_model"
+    INVALID_MODEL = "invalid_model"
+    EMPTY_MODEL = "empty_model"
+    UNSAFE_MODEL_SOURCE = "unsafe_model_source"
+    GENERATOR_UNAVAILABLE = "generator_unavailable"
+    GENERATION_FAILED = "generation_failed"
 
 
 class ToolFailure(Exception):

@@ -8,8 +8,10 @@ import sys
 
 COMMAND_MODULES: tuple[str, ...] = (
     "kernel_ext.cli.tool",
+    "kernel_ext.cli.generate",
     "kernel_ext.cli.scenario",
     "kernel_ext.cli.demo",
+    "kernel_ext.cli.providers",
 )
 
 

@@ -1,0 +1,74 @@
+"""Building the provider a configuration names (live, replay or scripted).
+
+Live providers without a key are refused only for the vendors' own endpoints; a custom base
+URL (a local or self-hosted server) may need none. ``record`` turns on cassette writing.
+Nothing here opens a connection or imports httpx.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kernel_ext.providers.base import ErrorCode, Provider, ProviderError
+from kernel_ext.providers.config import DEFAULT_BASE_URLS, SOURCE_ENV, URL_ENV, ProviderConfig
+
+__all__ = ["build_provider", "NO_PROVIDER_HINT"]
+
+NO_PROVIDER_HINT = (
+    "no LLM provider is configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY, OPENAI_BASE_URL for a "
+    "local OpenAI-compatible server, or BESSER_LLM_PROVIDER=replay with BESSER_LLM_CASSETTE"
+)
+
+
+def build_provider(
+    config: ProviderConfig | None = None,
+    *,
+    record: str | Path | None = None,
+    meter: Any = None,
+    retry: Any = None,
+    strict_replay: bool = True,
+) -> Provider:
+    """The provider for ``config`` (default: from the environment). Raises ``NOT_CONFIGURED``."""
+    from kernel_ext.providers.meter import CostMeter
+
+    config = config if config is not None else ProviderConfig.from_env()
+    if config.provider is None:
+        raise ProviderError(ErrorCode.NOT_CONFIGURED, NO_PROVIDER_HINT)
+    meter = meter if meter is not None else CostMeter(config.max_cost_usd)
+    provider: Provider
+    if config.is_live:
+        if not config.api_key and config.base_url.rstrip("/") == DEFAULT_BASE_URLS[config.provider]:
+            raise ProviderError(
+                ErrorCode.NOT_CONFIGURED,
+                f"{config.provider} needs {config.key_env} (a custom {URL_ENV[config.provider]} may work without one)",
+            )
+        if config.provider == "openai":
+            from kernel_ext.providers.openai_compat import OpenAICompatProvider as live
+        else:
+            from kernel_ext.providers.anthropic import AnthropicProvider as live
+        provider = live(
+            model=config.model,
+            base_url=config.base_url,
+            api_key=config.api_key,
+            timeout=config.timeout,
+            retry=retry,
+            meter=meter,
+            max_tokens=config.max_tokens,
+        )
+    else:
+        if not config.source:
+            raise ProviderError(
+                ErrorCode.NOT_CONFIGURED, f"{config.provider} needs {SOURCE_ENV[config.provider]} (a file path)"
+            )
+        if config.provider == "replay":
+            from kernel_ext.providers.replay import ReplayProvider
+
+            provider = ReplayProvider(config.source, strict=strict_replay, meter=meter)
+        else:
+            from kernel_ext.providers.scripted import Script, ScriptedProvider
+
+            provider = ScriptedProvider(Script.from_file(config.source), meter=meter)
+    if record is not None:
+        provider.record(record)
+    return provider

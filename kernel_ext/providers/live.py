@@ -1,0 +1,148 @@
+"""What the two HTTP providers share: the key, the endpoint, the transport, the stream loop.
+
+A protocol subclass supplies the path, headers, request body and a stream assembler (SSE
+events in, provider events out); this class sends with retries, parses SSE and closes the
+connection whatever happens. httpx is imported on the first request, not before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar, Protocol
+
+from kernel_ext.providers.base import ErrorCode, Event, Provider, ProviderError, Retrying
+from kernel_ext.providers.cancel import CancelGuard
+from kernel_ext.providers.messages import Request
+from kernel_ext.providers.retry import RetryPolicy
+from kernel_ext.providers.sse import SSEEvent, parse_sse
+
+__all__ = ["LiveProvider", "Assembler"]
+
+
+class Assembler(Protocol):
+    """Turns one protocol's SSE events into provider events for one reply."""
+
+    done: bool
+
+    def feed(self, event: SSEEvent) -> list[Event]: ...
+
+    def finish(self) -> list[Event]: ...
+
+
+class LiveProvider(Provider):
+    kind: ClassVar[str] = "live"
+    protocol: ClassVar[str] = ""
+    key_env: ClassVar[str] = ""
+    path: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        api_key: Any = None,
+        timeout: float = 120.0,
+        connect_timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        meter: Any = None,
+        max_tokens: int | None = None,
+    ):
+        super().__init__(model=model, label=f"{self.protocol}:{model}", meter=meter, max_tokens=max_tokens)
+        from kernel_ext.providers.config import Secret
+
+        self._key = api_key if isinstance(api_key, Secret) or api_key is None else Secret(str(api_key))
+        if self._key is not None and not self._key:
+            self._key = None
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.retry_policy = retry or RetryPolicy()
+        self._transport: Any = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(label={self.label!r}, endpoint={self.describe()['endpoint']!r})"
+
+    # -- protocol hooks ----------------------------------------------------------------------
+
+    def _headers(self, key: str | None) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _body(self, request: Request) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _assembler(self, transport: Any) -> Assembler:
+        raise NotImplementedError
+
+    def _path(self) -> str:
+        return self.path
+
+    # -- shared ------------------------------------------------------------------------------
+
+    def secrets(self) -> tuple[str, ...]:
+        return (self._key.reveal(),) if self._key is not None else ()
+
+    def describe(self) -> dict[str, Any]:
+        from kernel_ext.providers.redact import safe_url
+
+        return {
+            **super().describe(),
+            "protocol": self.protocol,
+            "endpoint": safe_url(self.base_url),
+            "key": f"set ({self.key_env})" if self._key is not None else f"not set ({self.key_env})",
+        }
+
+    def transport(self) -> Any:
+        if self._transport is None:
+            from kernel_ext.providers.transport import HttpTransport
+
+            self._transport = HttpTransport(
+                self.base_url,
+                timeout=self.timeout,
+                connect_timeout=self.connect_timeout,
+                retry=self.retry_policy,
+                secrets=self.secrets(),
+                key_hint=self.key_env,
+            )
+        return self._transport
+
+    async def aclose(self) -> None:
+        if self._transport is not None:
+            await self._transport.aclose()
+
+    async def _events(self, request: Request, cancel: asyncio.Event | None) -> AsyncIterator[Event]:
+        transport = self.transport()
+        key = self._key.reveal() if self._key is not None else None
+        async with CancelGuard(cancel) as guard:
+            response = None
+            sent = transport.post_stream(self._path(), self._headers(key), self._body(request), guard)
+            async for item in sent:
+                if isinstance(item, Retrying):
+                    yield item
+                else:
+                    response = item
+            lines = transport.lines(response, guard)
+            events = parse_sse(lines)
+            try:
+                assembler = self._assembler(transport)
+                async for sse in events:
+                    for event in _feed(assembler, sse, transport.endpoint):
+                        yield event
+                    if assembler.done:
+                        break
+                for event in assembler.finish():
+                    yield event
+            finally:
+                await events.aclose()
+                await lines.aclose()
+                await response.aclose()
+
+
+def _feed(assembler: Assembler, sse: SSEEvent, endpoint: str) -> list[Event]:
+    """The assembler's events; a structurally wrong event is the endpoint's fault, named so."""
+    problem = ""
+    try:
+        return assembler.feed(sse)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        problem = type(exc).__name__
+    raise ProviderError(ErrorCode.UPSTREAM_LLM, f"{endpoint} sent a malformed stream event ({problem})")

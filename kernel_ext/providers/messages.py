@@ -1,0 +1,182 @@
+"""A provider-neutral conversation: what the agent said and heard, independent of any wire format.
+
+The pipeline keeps one ``Conversation``; each provider translates it to its own protocol at
+send time, so switching providers (or replaying a recording made with another one) never
+rewrites history. Everything here is plain data with a JSON form, which is also what
+cassettes store.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+__all__ = [
+    "ToolUse",
+    "UserMessage",
+    "AssistantMessage",
+    "ToolResultMessage",
+    "Message",
+    "Conversation",
+    "Request",
+    "tool_schemas",
+    "message_to_dict",
+    "message_from_dict",
+]
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """One complete tool call a model proposed. ``arguments`` is the JSON text exactly as sent."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+    def parsed(self) -> dict[str, Any] | None:
+        """The arguments as a JSON object, or None when they are not one (the boundary says why)."""
+        try:
+            value = json.loads(self.arguments)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def to_call(self) -> Any:
+        """The boundary's ``ToolCall`` for this proposal (imported here to keep providers light)."""
+        from kernel_ext.boundary.calls import ToolCall
+
+        return ToolCall(self.id, self.name, self.arguments)
+
+
+@dataclass(frozen=True)
+class UserMessage:
+    text: str
+    role: str = field(default="user", init=False)
+
+
+@dataclass(frozen=True)
+class AssistantMessage:
+    text: str = ""
+    tool_calls: tuple[ToolUse, ...] = ()
+    role: str = field(default="assistant", init=False)
+
+
+@dataclass(frozen=True)
+class ToolResultMessage:
+    """The observation of one tool call, answered to the model under the call's id."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    role: str = field(default="tool", init=False)
+
+
+Message = Union[UserMessage, AssistantMessage, ToolResultMessage]
+
+
+def message_to_dict(message: Message) -> dict[str, Any]:
+    if isinstance(message, UserMessage):
+        return {"role": "user", "text": message.text}
+    if isinstance(message, AssistantMessage):
+        out: dict[str, Any] = {"role": "assistant", "text": message.text}
+        if message.tool_calls:
+            out["tool_calls"] = [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
+            ]
+        return out
+    if isinstance(message, ToolResultMessage):
+        return {
+            "role": "tool",
+            "call_id": message.call_id,
+            "name": message.name,
+            "content": message.content,
+            "is_error": message.is_error,
+        }
+    raise TypeError(f"not a conversation message: {type(message).__name__}")
+
+
+def message_from_dict(data: Mapping[str, Any]) -> Message:
+    role = data.get("role")
+    if role == "user":
+        return UserMessage(str(data["text"]))
+    if role == "assistant":
+        calls = tuple(
+            ToolUse(str(c["id"]), str(c["name"]), str(c.get("arguments", "{}")))
+            for c in data.get("tool_calls", ())
+        )
+        return AssistantMessage(str(data.get("text", "")), calls)
+    if role == "tool":
+        return ToolResultMessage(
+            str(data["call_id"]), str(data["name"]), str(data["content"]), bool(data.get("is_error", False))
+        )
+    raise ValueError(f"unknown message role {role!r}")
+
+
+@dataclass
+class Conversation:
+    """The system prompt plus the ordered messages of one agent run."""
+
+    system: str = ""
+    messages: list[Message] = field(default_factory=list)
+
+    def user(self, text: str) -> UserMessage:
+        return self._add(UserMessage(text))
+
+    def assistant(self, text: str = "", tool_calls: Iterable[ToolUse] = ()) -> AssistantMessage:
+        return self._add(AssistantMessage(text, tuple(tool_calls)))
+
+    def tool_result(self, call_id: str, name: str, content: str, is_error: bool = False) -> ToolResultMessage:
+        return self._add(ToolResultMessage(call_id, name, content, is_error))
+
+    def add_result(self, result: Any) -> ToolResultMessage:
+        """Answer a boundary ``ToolResult`` (refusals are observations too, flagged as errors)."""
+        return self.tool_result(result.call_id, result.name, result.observation, not result.ok)
+
+    def _add(self, message: Message) -> Any:
+        self.messages.append(message)
+        return message
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"system": self.system, "messages": [message_to_dict(m) for m in self.messages]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Conversation:
+        return cls(str(data.get("system", "")), [message_from_dict(m) for m in data.get("messages", ())])
+
+
+@dataclass(frozen=True)
+class Request:
+    """One call to a provider: a frozen copy of the conversation plus the tools offered."""
+
+    system: str
+    messages: tuple[Message, ...]
+    tools: tuple[dict[str, Any], ...] = ()
+    max_tokens: int | None = None
+
+    @classmethod
+    def of(cls, conversation: Conversation, tools: Iterable[Any] = (), max_tokens: int | None = None) -> Request:
+        return cls(conversation.system, tuple(conversation.messages), tool_schemas(tools), max_tokens)
+
+
+def tool_schemas(tools: Iterable[Any]) -> tuple[dict[str, Any], ...]:
+    """Normalise tools to ``{name, description, parameters}``.
+
+    Accepts ``ToolSpec`` objects (anything with ``provider_schema()``), a ``ToolCatalog``, or
+    ready dicts of that shape; a duplicate or nameless tool is a programming error.
+    """
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for tool in tools:
+        schema = tool.provider_schema() if hasattr(tool, "provider_schema") else tool
+        if not isinstance(schema, Mapping) or not isinstance(schema.get("name"), str) or not schema["name"]:
+            raise ValueError(f"not a tool schema: {schema!r:.120}")
+        name = schema["name"]
+        if name in seen:
+            raise ValueError(f"tool {name!r} offered twice")
+        seen.add(name)
+        parameters = schema.get("parameters") or {"type": "object", "properties": {}}
+        out.append({"name": name, "description": str(schema.get("description", "")), "parameters": dict(parameters)})
+    return tuple(out)

@@ -1,0 +1,183 @@
+"""Replaying a cassette: a recorded session answered again, offline, labelled as a replay.
+
+Each request must match the recorded one; the first difference fails the call with
+``REPLAY_DIVERGED`` and a message naming where (``messages[3].content``), what was
+recorded and what the run sent. ``strict=False`` ignores the content of tool results (paths
+and timings that legitimately differ between machines) but still checks everything else.
+Where recording cut a key (``[redacted]``), any text matches.
+Recorded usage is priced again, so the cost line and a cost cap behave as they did live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+from kernel_ext.providers.base import ErrorCode, Event, Provider, ProviderError, event_from_dict
+from kernel_ext.providers.cancel import cancelled
+from kernel_ext.providers.messages import Request
+from kernel_ext.providers.recording import CASSETTE_VERSION, request_record
+from kernel_ext.providers.redact import MASK, redact
+
+__all__ = ["ReplayProvider", "Cassette", "read_cassette", "first_difference"]
+
+_MISSING = object()
+
+
+class Cassette:
+    """A cassette read into memory: the header and each exchange's full request."""
+
+    def __init__(self, path: Path, header: dict[str, Any], exchanges: list[dict[str, Any]]):
+        self.path = path
+        self.header = header
+        self.exchanges = exchanges
+
+    @property
+    def recorded_from(self) -> dict[str, Any]:
+        return dict(self.header.get("recorded_from") or {})
+
+
+def read_cassette(path: str | Path) -> Cassette:
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        problem = f"cannot read cassette {str(path)!r}: {exc.strerror or exc}"
+    else:
+        problem = ""
+    if problem:
+        raise ProviderError(ErrorCode.NOT_CONFIGURED, problem)
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict):
+            raise ProviderError(ErrorCode.NOT_CONFIGURED, f"cassette {path.name}: line {number} is not a JSON object")
+        records.append(record)
+    if not records or records[0].get("cassette") != CASSETTE_VERSION:
+        raise ProviderError(ErrorCode.NOT_CONFIGURED, f"{path.name} is not a version {CASSETTE_VERSION} cassette")
+    exchanges, system, messages = [], "", []
+    for record in records[1:]:
+        system = record.get("system", system)
+        messages = messages[: int(record.get("keep", 0))] + list(record.get("append", ()))
+        exchanges.append(
+            {
+                "request": {"system": system, "messages": messages, "tools": record.get("tools", [])},
+                "events": record.get("events", []),
+                "error": record.get("error"),
+            }
+        )
+    return Cassette(path, records[0], exchanges)
+
+
+class ReplayProvider(Provider):
+    kind: ClassVar[str] = "replay"
+
+    def __init__(self, cassette: str | Path | Cassette, *, strict: bool = True, meter: Any = None):
+        self.cassette = cassette if isinstance(cassette, Cassette) else read_cassette(cassette)
+        recorded = self.cassette.recorded_from
+        super().__init__(model=str(recorded.get("model", "")), label=f"replay:{self.cassette.path.name}", meter=meter)
+        self.strict = strict
+        self.position = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "cassette": str(self.cassette.path),
+            "recorded_from": self.cassette.recorded_from.get("label", ""),
+            "notice": "replayed from a recording, not a live model",
+        }
+
+    async def _events(self, request: Request, cancel: asyncio.Event | None) -> AsyncIterator[Event]:
+        exchanges = self.cassette.exchanges
+        number = self.position + 1
+        if self.position >= len(exchanges):
+            raise ProviderError(
+                ErrorCode.REPLAY_DIVERGED,
+                f"request #{number} goes beyond cassette {self.cassette.path.name}, "
+                f"which holds {len(exchanges)} exchange(s)",
+            )
+        recorded = exchanges[self.position]
+        expected, actual = recorded["request"], request_record(request)
+        if not self.strict:
+            expected, actual = _without_tool_output(expected), _without_tool_output(actual)
+        difference = first_difference(expected, actual)
+        if difference is not None:
+            where, old, new = difference
+            message = (
+                f"request #{number} diverges from cassette {self.cassette.path.name} at {where}: "
+                f"recorded {old}, the run sent {new}"
+            )
+            raise ProviderError(ErrorCode.REPLAY_DIVERGED, redact(message), {"exchange": number, "path": where})
+        self.position += 1
+        for data in recorded["events"]:
+            if cancel is not None and cancel.is_set():
+                raise cancelled("replaying")
+            yield event_from_dict(data)
+            await asyncio.sleep(0)  # let the host's UI and cancellation run between events
+        if recorded.get("error"):
+            error = recorded["error"]
+            raise ProviderError(str(error.get("code", ErrorCode.UPSTREAM_LLM)), str(error.get("message", "")))
+
+
+def _without_tool_output(record: dict[str, Any]) -> dict[str, Any]:
+    messages = [{k: v for k, v in m.items() if not (m.get("role") == "tool" and k == "content")} for m in record["messages"]]
+    return {**record, "messages": messages}
+
+
+def first_difference(expected: Any, actual: Any, where: str = "request") -> tuple[str, str, str] | None:
+    """The first place two JSON values differ: (path, recorded excerpt, actual excerpt)."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        for key in list(expected) + [k for k in actual if k not in expected]:
+            found = first_difference(expected.get(key, _MISSING), actual.get(key, _MISSING), f"{where}.{key}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(expected, list) and isinstance(actual, list):
+        for index, (old, new) in enumerate(zip(expected, actual)):
+            found = first_difference(old, new, f"{where}[{index}]")
+            if found is not None:
+                return found
+        if len(expected) != len(actual):
+            return f"{where} (length)", f"{len(expected)} item(s)", f"{len(actual)} item(s)"
+        return None
+    if expected == actual:
+        return None
+    if isinstance(expected, str) and isinstance(actual, str):
+        if MASK in expected and _masked_match(expected, actual):
+            return None
+        return (where, *_excerpts(expected, actual))
+    return where, _show(expected), _show(actual)
+
+
+def _masked_match(expected: str, actual: str) -> bool:
+    """A recorded string with cut keys matches any text in their place (the key is not stored)."""
+    pattern = ".+?".join(re.escape(part) for part in expected.split(MASK))
+    return re.fullmatch(pattern, actual, re.DOTALL) is not None
+
+
+def _show(value: Any) -> str:
+    if value is _MISSING:
+        return "nothing"
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _excerpts(old: str, new: str, width: int = 30) -> tuple[str, str]:
+    """Both strings around their first differing character."""
+    at = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+    start = max(0, at - width)
+
+    def cut(text: str) -> str:
+        piece = text[start : at + width]
+        return ("..." if start else "") + json.dumps(piece, ensure_ascii=False) + ("..." if at + width < len(text) else "")
+
+    return cut(old), cut(new) + f" (first difference at character {at})"

@@ -1,0 +1,117 @@
+"""Bounded retries with exponential backoff, honouring ``Retry-After``.
+
+Only failures before a reply starts are retried (429, 5xx, 408/409, timeouts and dropped
+connections); once events have been streamed to the caller a failure is final, because
+repeating the request would repeat text the user already saw. The policy knows nothing
+about HTTP libraries: an attempt raises ``RetryableError`` to ask for another try.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import Generic, TypeVar
+
+from kernel_ext.providers.base import ProviderError, Retrying
+from kernel_ext.providers.cancel import CancelGuard
+
+__all__ = ["RetryPolicy", "RetryableError", "Attempted", "retrying", "retry_after_seconds", "RETRY_STATUSES"]
+
+T = TypeVar("T")
+
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 4
+    base_delay: float = 0.5
+    max_delay: float = 8.0
+    max_retry_after: float = 60.0
+    jitter: bool = True
+
+    def delay(self, retry: int, retry_after: float | None = None) -> float | None:
+        """Seconds before retry number ``retry`` (1-based), or None to give up."""
+        if retry > self.max_retries:
+            return None
+        if retry_after is not None:
+            return None if retry_after > self.max_retry_after else max(0.0, retry_after)
+        backoff = min(self.max_delay, self.base_delay * 2 ** (retry - 1))
+        return backoff * random.uniform(0.5, 1.0) if self.jitter else backoff
+
+
+class RetryableError(Exception):
+    """An attempt failed in a way worth retrying; ``error`` is raised if retries run out."""
+
+    def __init__(self, error: ProviderError, retry_after: float | None = None):
+        super().__init__(error.message)
+        self.error = error
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Attempted(Generic[T]):
+    """The value of the attempt that succeeded (last item of ``retrying``)."""
+
+    value: T
+
+
+async def retrying(
+    attempt: Callable[[], Awaitable[T]], policy: RetryPolicy, guard: CancelGuard
+) -> AsyncIterator[Retrying | Attempted[T]]:
+    """Run ``attempt`` until it succeeds; yield a ``Retrying`` notice before each backoff."""
+    retry = 0
+    while True:
+        failure: RetryableError | None = None
+        try:
+            value = await guard.run(attempt(), "waiting for the endpoint")
+        except RetryableError as exc:
+            failure = exc
+        if failure is None:
+            yield Attempted(value)
+            return
+        # raised outside the except block so no transport exception rides along as context
+        retry += 1
+        delay = policy.delay(retry, failure.retry_after)
+        if delay is None:
+            raise _exhausted(failure, retry - 1, policy)
+        yield Retrying(retry, delay, failure.error.code, failure.error.message)
+        await guard.run(asyncio.sleep(delay), "backing off before a retry")
+
+
+def _exhausted(failure: RetryableError, retries: int, policy: RetryPolicy) -> ProviderError:
+    error = failure.error
+    if failure.retry_after is not None and failure.retry_after > policy.max_retry_after:
+        note = f" (the endpoint asks to wait {failure.retry_after:.0f}s, more than the {policy.max_retry_after:.0f}s allowed)"
+    else:
+        note = f" (after {retries} retries)" if retries else ""
+    return ProviderError(error.code, error.message + note, {**error.data, "retries": retries})
+
+
+def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
+    """``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date), else None."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    ms = lowered.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())

@@ -1,0 +1,204 @@
+"""HTTP for live providers: one lazily created httpx client, streamed POSTs, errors to codes.
+
+This is the only module that imports httpx, and nothing imports it until a live provider
+sends its first request. Exceptions are always raised outside ``except`` blocks, so no httpx
+exception (whose request carries the auth header) rides along as ``__context__``; every
+upstream text passes through ``redact`` first. Redirects are not followed: a redirect to
+another host would carry the key with it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from kernel_ext.providers.base import ErrorCode, ProviderError, Retrying
+from kernel_ext.providers.cancel import CancelGuard
+from kernel_ext.providers.redact import redact, safe_url
+from kernel_ext.providers.retry import (
+    RETRY_STATUSES,
+    Attempted,
+    RetryableError,
+    RetryPolicy,
+    retry_after_seconds,
+    retrying,
+)
+
+__all__ = ["HttpTransport", "is_loopback"]
+
+_ERROR_BODY_LIMIT = 64 * 1024
+_USER_AGENT = "besser-jupyter-agent (kernel_ext.providers)"
+
+
+def is_loopback(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+class HttpTransport:
+    """Streamed JSON POSTs to one endpoint with retries, timeouts and cancellation."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float,
+        connect_timeout: float,
+        retry: RetryPolicy,
+        secrets: tuple[str, ...],
+        key_hint: str,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.endpoint = safe_url(self.base_url)
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.retry = retry
+        self.secrets = secrets
+        self.key_hint = key_hint  # e.g. "OPENAI_API_KEY", named when a key is missing
+        self._client: httpx.AsyncClient | None = None
+
+    def _get_client(self) -> httpx.AsyncClient:
+        if self._client is None or self._client.is_closed:
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
+                follow_redirects=False,
+                # a local server must not be routed through the user's proxy settings
+                trust_env=not is_loopback(self.base_url),
+                headers={"user-agent": _USER_AGENT},
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def post_stream(
+        self, path: str, headers: Mapping[str, str], body: Mapping[str, Any], guard: CancelGuard
+    ) -> AsyncIterator[Retrying | httpx.Response]:
+        """Retry notices, then the open 2xx response (the caller closes it)."""
+        url = self.base_url + path
+        content = json.dumps(body, ensure_ascii=False).encode("utf-8")
+
+        async def attempt() -> httpx.Response:
+            return await self._send(url, headers, content)
+
+        async for item in retrying(attempt, self.retry, guard):
+            yield item.value if isinstance(item, Attempted) else item
+
+    async def _send(self, url: str, headers: Mapping[str, str], content: bytes) -> httpx.Response:
+        failure: ProviderError | RetryableError | None = None
+        response: httpx.Response | None = None
+        try:
+            client = self._get_client()
+            request = client.build_request("POST", url, headers=dict(headers), content=content)
+            response = await client.send(request, stream=True)
+        except httpx.TimeoutException:
+            failure = RetryableError(
+                ProviderError(ErrorCode.TIMEOUT, f"{self.endpoint} did not answer within {self.timeout:g}s")
+            )
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.LocalProtocolError) as exc:
+            failure = ProviderError(ErrorCode.NOT_CONFIGURED, f"cannot send to {self.endpoint}: {self._clean(str(exc))}")
+        except httpx.TransportError as exc:
+            failure = RetryableError(
+                ProviderError(
+                    ErrorCode.UPSTREAM_LLM,
+                    f"could not reach {self.endpoint}: {type(exc).__name__} {self._clean(str(exc))}".rstrip(),
+                )
+            )
+        if failure is not None:
+            raise failure
+        assert response is not None
+        if response.status_code < 300:
+            return response
+        failure = await self._status_failure(response)
+        raise failure
+
+    async def _status_failure(self, response: httpx.Response) -> ProviderError | RetryableError:
+        status = response.status_code
+        body = b""
+        try:
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) >= _ERROR_BODY_LIMIT:
+                    break
+        except httpx.HTTPError:
+            pass
+        finally:
+            await response.aclose()
+        kind, detail = self._upstream_error(body)
+        data = {"status": status, "endpoint": self.endpoint, **({"upstream_type": kind} if kind else {})}
+        where = f"{self.endpoint} (HTTP {status}{', ' + kind if kind else ''})"
+        if status in (401, 403):
+            if not self.secrets:
+                text = f"{where} requires an API key and none is set ({self.key_hint})"
+            else:
+                text = f"{where} rejected the API key from {self.key_hint}"
+            # the upstream text is dropped on purpose: endpoints echo (masked) keys in it
+            return ProviderError(ErrorCode.INVALID_KEY, text, data)
+        text = f"{where}: {detail}" if detail else where
+        if status in RETRY_STATUSES:
+            return RetryableError(ProviderError(ErrorCode.UPSTREAM_LLM, text, data), retry_after_seconds(response.headers))
+        if 300 <= status < 400:
+            text = f"{where} redirected elsewhere; set the base URL to the final address"
+            return ProviderError(ErrorCode.BAD_REQUEST, text, data)
+        code = ErrorCode.BAD_REQUEST if status < 500 else ErrorCode.UPSTREAM_LLM
+        return ProviderError(code, text, data)
+
+    def _upstream_error(self, body: bytes) -> tuple[str, str]:
+        """(error type, message) from an error body, both redacted and bounded."""
+        text = body.decode("utf-8", "replace")
+        kind, message = "", text.strip()
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            error = parsed.get("error", parsed)
+            if isinstance(error, dict):
+                kind = str(error.get("type") or error.get("code") or "")
+                message = str(error.get("message") or error.get("detail") or "")
+            else:
+                message = str(error)
+        if not kind.replace("_", "").replace("-", "").isalnum() or len(kind) > 48:
+            kind = ""
+        return kind, self._clean(message)
+
+    def _clean(self, text: str, limit: int = 300) -> str:
+        text = redact(" ".join(text.split()), self.secrets)
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+
+    async def lines(self, response: httpx.Response, guard: CancelGuard) -> AsyncIterator[str]:
+        """The response body as lines; mid-stream failures become named errors."""
+        iterator = response.aiter_lines().__aiter__()
+        try:
+            while True:
+                failure: ProviderError | None = None
+                try:
+                    line = await guard.run(iterator.__anext__(), "streaming the reply")
+                except StopAsyncIteration:
+                    return
+                except httpx.TimeoutException:
+                    failure = ProviderError(
+                        ErrorCode.TIMEOUT, f"the stream from {self.endpoint} stalled: no data for {self.timeout:g}s"
+                    )
+                except httpx.TransportError as exc:
+                    failure = ProviderError(
+                        ErrorCode.UPSTREAM_LLM,
+                        f"the connection to {self.endpoint} dropped mid-stream ({type(exc).__name__})",
+                    )
+                if failure is not None:
+                    raise failure
+                yield line
+        finally:
+            await response.aclose()
+
+    def error_in_stream(self, payload: Any) -> ProviderError:
+        """An error the endpoint sent inside an otherwise successful stream."""
+        kind, message = self._upstream_error(json.dumps(payload).encode())
+        where = f"{self.endpoint} reported an error mid-stream" + (f" ({kind})" if kind else "")
+        return ProviderError(ErrorCode.UPSTREAM_LLM, f"{where}: {message}" if message else where)
