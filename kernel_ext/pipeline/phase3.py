@@ -17,42 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ext.pipeline import snapshots
+from kernel_ext.validation.report import Finding, ValidationReport
+
+__all__ = ["Finding", "Phase3Result", "RoundOutcome", "ValidationReport", "run_phase3"]
 
 NO_PROGRESS_ROUNDS = 2
 PLATEAU_ROUNDS = 3
 MIN_ROUNDS = 5
-
-
-@dataclass(frozen=True)
-class Finding:
-    severity: str  # "blocker" | "warning" | "info"
-    source: str
-    message: str
-    path: str | None = None
-    line: int | None = None
-
-    def as_event(self) -> dict[str, Any]:
-        return {"severity": self.severity, "source": self.source, "message": self.message, "path": self.path, "line": self.line}
-
-
-@dataclass(frozen=True)
-class ValidationReport:
-    findings: tuple[Finding, ...] = ()
-    boots: bool | None = None  # None: nothing to boot (no backend) or not probed
-    cannot_create: tuple[str, ...] = ()
-    cannot_run: tuple[str, ...] = ()
-
-    @property
-    def blockers(self) -> tuple[Finding, ...]:
-        return tuple(f for f in self.findings if f.severity == "blocker")
-
-    def rank(self) -> tuple[int, int, int, int]:
-        """Lower is better."""
-        return (1 if self.boots is False else 0, len(self.cannot_create), len(self.cannot_run), len(self.blockers))
-
-    def runtime_failure(self) -> bool:
-        """An observed start-up or create failure: completion must never be reported over it."""
-        return self.boots is False or bool(self.cannot_create)
 
 
 @dataclass(frozen=True)
