@@ -5,3 +5,23 @@ Kept import-light on purpose: ``%load_ext kernel_ext`` must stay fast, so heavy 
 """
 
 __version__ = "0.1.0"
+
+
+def _jupyter_server_extension_points() -> list[dict]:
+    """The server extension (``jupyter server extension list`` shows it as ``kernel_ext``)."""
+    from kernel_ext.server.app import BesserAgentApp
+
+    return [{"module": "kernel_ext", "app": BesserAgentApp}]
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext kernel_ext``: registers ``%besser`` and ``%%test_api`` (nothing heavy is imported)."""
+    from kernel_ext.magics import register
+
+    register(ipython)
+
+
+def unload_ipython_extension(ipython) -> None:
+    from kernel_ext.magics import unregister
+
+    unregister(ipython)

@@ -3,6 +3,9 @@ from pathlib import Path
 
 import pytest
 
+# Fixtures for the Jupyter server tests (jp_serverapp, jp_fetch, base url "/a%40b/").
+pytest_plugins = ("pytest_jupyter.jupyter_server",)
+
 sys.path.insert(0, str(Path(__file__).parent))
 
 

@@ -81,3 +81,17 @@ async def test_policy_without_test_category_denies_without_asking(tmp_path):
     results = [e for e in run.events.events if e.type == "tool_result"]
     assert results[-1].error_code == "policy_denied"
     assert done.status == "blocked"
+
+
+async def test_cancelled_before_its_first_step_still_ends(tmp_path):
+    run = start_run(side_effects_body(), RunLayout.create(tmp_path))
+    run.cancel()  # same step as the start: the body never runs
+    done = await asyncio.wait_for(run.wait(), 5)
+    assert done is not None and done.status == "cancelled"
+
+
+async def test_an_expired_approval_says_timeout(tmp_path):
+    run = start_run(side_effects_body(allowed=("edit",)), RunLayout.create(tmp_path), approval_timeout=0.05)
+    await asyncio.wait_for(run.wait(), 30)
+    resolved = [e for e in run.events.events if e.type == "approval_resolved"]
+    assert resolved and resolved[0].by == "timeout" and resolved[0].approved is False

@@ -108,6 +108,7 @@ class AsyncApprover:
         self.timeout = timeout
         self._pending: dict[str, asyncio.Future[bool]] = {}
         self.decided: dict[str, bool | None] = {}
+        self.decided_by: dict[str, str] = {}  # call id -> who decided: the resolver's name or "timeout"
 
     def pending(self) -> tuple[str, ...]:
         return tuple(self._pending)
@@ -124,6 +125,7 @@ class AsyncApprover:
                 decision = await asyncio.wait_for(asyncio.shield(future), self.timeout)
             except TimeoutError:
                 self.decided[request.call_id] = False
+                self.decided_by[request.call_id] = "timeout"
                 return False
             return decision
         finally:
@@ -131,12 +133,13 @@ class AsyncApprover:
             if not future.done():
                 future.cancel()
 
-    def resolve(self, call_id: str, approved: bool) -> bool:
+    def resolve(self, call_id: str, approved: bool, by: str = "card") -> bool:
         """Settle a pending request; False when there is none (unknown or already decided)."""
         future = self._pending.get(call_id)
         if future is None or future.done():
             return False
         self.decided[call_id] = bool(approved)
+        self.decided_by[call_id] = by
         future.set_result(bool(approved))
         return True
 

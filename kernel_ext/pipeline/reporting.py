@@ -19,8 +19,12 @@ SUMMARY_CHARS = 400
 DATA_CHARS = 4000
 
 
-def boundary_observer(events: EventLog, decided_by: str = "host"):
-    """An Executor observer that records approvals as events (dispatch is implied by the result)."""
+def boundary_observer(events: EventLog, approver: Any = None, decided_by: str = "host"):
+    """An Executor observer that records approvals as events (dispatch is implied by the result).
+
+    Who decided comes from the approver when it knows (an ``AsyncApprover`` says "card" or
+    "timeout"), else ``decided_by`` (e.g. "scripted" for an authored approver).
+    """
 
     def observe(event: BoundaryEvent) -> None:
         if event.kind == "approval_requested" and event.request is not None:
@@ -33,7 +37,11 @@ def boundary_observer(events: EventLog, decided_by: str = "host"):
             )
         elif event.kind == "approval_resolved":
             events.emit(
-                "approval_resolved", call_id=event.call_id, name=event.name, approved=bool(event.approved), by=decided_by
+                "approval_resolved",
+                call_id=event.call_id,
+                name=event.name,
+                approved=bool(event.approved),
+                by=getattr(approver, "decided_by", {}).get(event.call_id, decided_by),
             )
 
     return observe

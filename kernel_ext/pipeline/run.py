@@ -69,9 +69,9 @@ class Run:
     def pending_approvals(self) -> tuple[str, ...]:
         return self.context.approver.pending()
 
-    def decide(self, call_id: str, approved: bool) -> bool:
+    def decide(self, call_id: str, approved: bool, by: str = "card") -> bool:
         """Settle a pending approval; False if there is none (unknown, or already decided)."""
-        return self.context.approver.resolve(call_id, approved)
+        return self.context.approver.resolve(call_id, approved, by)
 
     def cancel(self) -> bool:
         if self.task is None or self.task.done():
@@ -100,7 +100,17 @@ def start_run(
     context = RunContext(layout, events, AsyncApprover(timeout=approval_timeout), options)
     run = Run(context)
     run.task = asyncio.get_running_loop().create_task(_guarded(body, context), name=f"besser-run-{layout.run_id}")
+    run.task.add_done_callback(lambda _task: _close_unstarted(events))
     return run
+
+
+def _close_unstarted(events: EventLog) -> None:
+    """A task cancelled before its first step never ran ``_guarded``: end its log here, so
+    followers and the status see ``cancelled`` instead of waiting forever."""
+    if not events.closed:
+        events.emit("error", code="CANCELLED", message="the run was cancelled before it started")
+        events.emit("done", status="cancelled", summary="cancelled before it started")
+    events.close_file()
 
 
 async def _guarded(body: RunBody, context: RunContext) -> None:

@@ -45,7 +45,7 @@ def side_effects_body(allowed: Iterable[str] = ("edit", "test"), request: str = 
             ToolContext(services={"workspace": Workspace(ctx.layout.app_dir)}),
             policy=ExecutionPolicy.allowing(allowed),
             approver=ctx.approver,
-            observer=boundary_observer(events, decided_by="card"),
+            observer=boundary_observer(events, ctx.approver),
         )
         results = []
         for number, (name, arguments) in enumerate(PLAN, 1):

@@ -1,0 +1,139 @@
+"""Two ways to host a run from a kernel, one interface: the server extension, or in-process.
+
+``ServerBackend`` starts runs over REST and follows them over SSE in a background task;
+``LocalBackend`` hosts them in the kernel with the same ``RunManager`` the server uses (VS
+Code, nbclient, plain IPython, or a server that does not answer). Either returns a
+``RunView`` at once; the cell never waits for the run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kernel_ext.magics.client import (
+    ServerClient,
+    ServerError,
+    ServerUnavailable,
+    from_environment,
+)
+from kernel_ext.magics.loop import LoopRunner
+from kernel_ext.pipeline.options import OperatorSettings
+from kernel_ext.pipeline.run import Run
+from kernel_ext.server.kinds import RequestRefused, parse_request
+from kernel_ext.server.manager import RunManager, secret_values
+from kernel_ext.server.report import describe_configuration
+
+
+class BackendError(Exception):
+    """A short, actionable refusal for the magic to show (``code`` is stable)."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+class ServerBackend:
+    mode = "server"
+
+    def __init__(self, client: ServerClient, runner: LoopRunner):
+        self.client = client
+        self.runner = runner
+
+    @property
+    def note(self) -> str:
+        return f"hosted by the Jupyter server at {self.client.url}"
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        try:
+            return self.client.request(method, path, body)
+        except ServerError as exc:
+            raise BackendError(exc.code, exc.message) from None
+
+    def config(self) -> dict[str, Any]:
+        return self._call("GET", "config")
+
+    def runs(self) -> list[dict[str, Any]]:
+        return self._call("GET", "runs")["runs"]
+
+    def start(self, payload: dict[str, Any]) -> Any:
+        run = self._call("POST", "runs", payload)["run"]
+        return self.attach(run["id"])
+
+    def attach(self, run_id: str) -> Any:
+        from widgets.runview import RunView
+
+        self._call("GET", f"runs/{run_id}")  # a named refusal (RUN_NOT_FOUND) before any view exists
+        client, runner = self.client, self.runner
+        view = RunView(run_id=run_id, decide=lambda call_id, approved: runner.spawn(client.decide(run_id, call_id, approved)), note=self.note)
+        view.cancel_run = lambda: self._call("POST", f"runs/{run_id}/cancel", {})
+        view.follower = runner.spawn(client.follow(run_id, view.apply, after=0, note=view.set_note))
+        return view
+
+
+class LocalBackend:
+    mode = "in-process"
+
+    def __init__(self, runner: LoopRunner, runs_dir: Path | None = None, environ: Mapping[str, str] | None = None):
+        env = os.environ if environ is None else environ
+        self.runner = runner
+        self.manager = RunManager(
+            Path(runs_dir) if runs_dir is not None else Path.cwd() / "besser_runs",
+            OperatorSettings.from_environment(dict(env)),
+            known_secrets=secret_values(env),
+        )
+        self.note = "in-process (no server extension): the run lives in this kernel"
+
+    def config(self) -> dict[str, Any]:
+        return describe_configuration(self.manager.operator, self.manager, mode=self.mode)
+
+    def runs(self) -> list[dict[str, Any]]:
+        return self.manager.list()
+
+    def start(self, payload: dict[str, Any]) -> Any:
+        try:
+            request = parse_request(payload)
+        except RequestRefused as exc:
+            raise BackendError(exc.code, exc.message) from None
+
+        def begin() -> Any:
+            try:
+                run = self.manager.start(request)
+            except RequestRefused as exc:
+                raise BackendError(exc.code, exc.message) from None
+            return self._view(run)
+
+        return self.runner.call(begin)
+
+    def attach(self, run_id: str) -> Any:
+        run = self.manager.get(run_id)
+        if run is None:
+            raise BackendError("RUN_NOT_FOUND", f"no run {run_id!r} in {self.manager.runs_dir}")
+        return self.runner.call(self._view, run)
+
+    def _view(self, run: Run) -> Any:
+        """Replay what happened so far, then listen (both on the run's loop: nothing is missed)."""
+        from widgets.runview import RunView
+
+        runner = self.runner
+        view = RunView(run_id=run.id, decide=lambda call_id, approved: runner.soon(run.decide, call_id, approved), note=self.note)
+        view.cancel_run = lambda: runner.soon(run.cancel)
+        view.replay(run.events.events)
+        if run.task is not None and not run.task.done():
+            run.events.add_listener(view.apply)
+        view.run = run
+        return view
+
+
+def choose_backend(runner: LoopRunner, local: LocalBackend, environ: Mapping[str, str] | None = None) -> tuple[Any, str]:
+    """The server when its exported URL answers, else in-process; plus a line saying which and why."""
+    client = from_environment(os.environ if environ is None else environ)
+    if client is None:
+        return local, ""
+    try:
+        client.probe()
+    except ServerUnavailable as exc:
+        return local, f"the server extension at {client.url} did not answer ({exc}); running in-process instead"
+    return ServerBackend(client, runner), ""

@@ -1,0 +1,234 @@
+"""``%besser generate|scenario|runs|attach|config|show`` and ``%%test_api``.
+
+Commands return a display object at once (a ``RunView`` for runs); following a run happens in
+a background task. Mistakes answer one actionable line (``UsageError``): an unknown model
+variable, a run that does not exist, a pipeline that is not installed. Only ``argparse``,
+``shlex`` and IPython are imported here; everything else when a command needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+
+APPROVE_MODES = ("none", "edits", "shell", "all")
+
+
+class _HelpShown(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (try `{self.prog} -h`)")
+
+    def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
+        if status:
+            raise UsageError(message or f"{self.prog}: invalid arguments")
+        raise _HelpShown()
+
+
+def build_parser() -> _Parser:
+    parser = _Parser(prog="%besser", description="Start, follow and inspect besser-jupyter-agent runs.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    generate = commands.add_parser("generate", help="generate an app from a DomainModel and a request")
+    generate.add_argument("model", help="a DomainModel variable, a model file, or example:NAME")
+    generate.add_argument("request", nargs="+", help="what to build, in words")
+    generate.add_argument("--target", help="an explicit generator (saves the select call)")
+    generate.add_argument("--provider", help="none | replay:CASSETTE | scripted:NAME | openai | anthropic")
+    generate.add_argument("--llm-model", help="the LLM model name")
+    generate.add_argument("--approve", choices=APPROVE_MODES, default="none", help="categories approved without a card")
+    generate.add_argument("--max-turns", type=int)
+    generate.add_argument("--max-cost", type=float, help="USD")
+    generate.add_argument("--max-runtime", type=float, help="seconds")
+    generate.add_argument("--base-run", help="continue an earlier run's workspace")
+    scenario = commands.add_parser("scenario", help="host an authored teaching scenario")
+    scenario.add_argument("name", choices=["side-effects"])
+    scenario.add_argument("--allow", default="edit,test", help="categories the policy allows besides read (comma-separated)")
+    commands.add_parser("runs", help="list runs")
+    attach = commands.add_parser("attach", help="re-attach to a run (replays its events)")
+    attach.add_argument("run_id")
+    commands.add_parser("config", help="what the backend allows and has")
+    show = commands.add_parser("show", help="draw a model's class diagram")
+    show.add_argument("model")
+    return parser
+
+
+def _test_api_parser() -> _Parser:
+    parser = _Parser(prog="%%test_api", description="Run the cell's requests against a run's generated app.")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--run", dest="run_id", help="a run id (default: the latest run)")
+    where.add_argument("--app", help="a folder holding a generated app")
+    return parser
+
+
+@magics_class
+class BesserMagics(Magics):
+    def __init__(self, shell: Any = None):
+        super().__init__(shell)
+        self._runner: Any = None
+        self._local: Any = None
+        self.views: dict[str, Any] = {}  # the latest view per run id, kept so followers stay referenced
+
+    # -- entry points ---------------------------------------------------------------------
+
+    @line_magic
+    def besser(self, line: str) -> Any:
+        try:
+            args = build_parser().parse_args(_split(line))
+        except _HelpShown:
+            return None
+        from kernel_ext.magics.backends import BackendError
+
+        try:
+            return getattr(self, f"_{args.command}")(args)
+        except BackendError as exc:
+            raise UsageError(f"{exc.code}: {exc}") from None
+
+    @cell_magic
+    def test_api(self, line: str, cell: str) -> Any:
+        from kernel_ext.magics import apitest
+        from kernel_ext.magics.display import Notice
+
+        try:
+            args = _test_api_parser().parse_args(_split(line))
+        except _HelpShown:
+            return None
+        if not apitest.available():
+            return Notice(apitest.UNAVAILABLE)
+        try:
+            scenario = apitest.parse_cell(cell)
+            return apitest.run_cell(self._app_dir(args), scenario)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+    # -- commands -------------------------------------------------------------------------
+
+    def _generate(self, args: argparse.Namespace) -> Any:
+        payload: dict[str, Any] = {"kind": "generate", "request": " ".join(args.request), **self._model_source(args.model)}
+        options = {"target": args.target, "provider": args.provider, "llm_model": args.llm_model, "approve": args.approve,
+                   "max_turns": args.max_turns, "max_cost_usd": args.max_cost, "max_runtime_s": args.max_runtime,
+                   "base_run_id": args.base_run}
+        payload.update({k: v for k, v in options.items() if v is not None})
+        return self._start(payload)
+
+    def _scenario(self, args: argparse.Namespace) -> Any:
+        allow = [part.strip() for part in args.allow.split(",") if part.strip()]
+        return self._start({"kind": "scenario", "scenario": args.name, "allow": allow})
+
+    def _runs(self, args: argparse.Namespace) -> Any:
+        from kernel_ext.magics.display import RunsTable
+
+        backend, note = self._backend()
+        return RunsTable(backend.runs(), note or f"runs ({backend.mode})")
+
+    def _attach(self, args: argparse.Namespace) -> Any:
+        backend, note = self._backend()
+        view = backend.attach(args.run_id)
+        return self._keep(view, note)
+
+    def _config(self, args: argparse.Namespace) -> Any:
+        from kernel_ext.magics.display import ConfigView
+
+        backend, note = self._backend()
+        return ConfigView(backend.config(), note or f"mode: {backend.mode}")
+
+    def _show(self, args: argparse.Namespace) -> Any:
+        from kernel_ext.magics.display import Notice
+        from kernel_ext.server.kinds import installed
+
+        if not installed("kernel_ext.model.diagram"):
+            return Notice("the class diagram is not available: kernel_ext.model.diagram (F5) is not installed")
+        from kernel_ext.model.diagram import show
+
+        return show(self._load_model(args.model))
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _backend(self) -> tuple[Any, str]:
+        from kernel_ext.magics.backends import LocalBackend, choose_backend
+        from kernel_ext.magics.loop import LoopRunner
+
+        if self._runner is None:
+            self._runner = LoopRunner()
+        if self._local is None:
+            self._local = LocalBackend(self._runner)
+        return choose_backend(self._runner, self._local)
+
+    def _start(self, payload: dict[str, Any]) -> Any:
+        import httpx
+
+        backend, note = self._backend()
+        try:
+            view = backend.start(payload)
+        except httpx.TransportError as exc:  # answered the probe, then went away
+            note = f"the server extension stopped answering ({type(exc).__name__}); running in-process instead"
+            view = self._local.start(payload)
+        return self._keep(view, note)
+
+    def _keep(self, view: Any, note: str) -> Any:
+        if note:
+            view.set_note(f"{note} · {view.note}")
+        if view.state.run_id:
+            self.views[view.state.run_id] = view
+        return view
+
+    def _model_source(self, name: str) -> dict[str, Any]:
+        """A DomainModel from the namespace goes as JSON; a path or example:NAME goes as a source."""
+        namespace = self.shell.user_ns if self.shell is not None else {}
+        if name in namespace:
+            from kernel_ext.model.jsonform import model_to_dict
+
+            return {"model_json": model_to_dict(self._load_model(name))}
+        if name.startswith("example:"):
+            return {"model_path": name}
+        path = Path(name).expanduser()
+        if path.is_file():
+            return {"model_path": str(path.resolve())}
+        raise UsageError(_unknown_model(name))
+
+    def _load_model(self, name: str) -> Any:
+        from kernel_ext.errors import ToolFailure
+        from kernel_ext.model.loading import load_model
+
+        namespace = self.shell.user_ns if self.shell is not None else {}
+        if name not in namespace and not name.startswith("example:") and not Path(name).expanduser().is_file():
+            raise UsageError(_unknown_model(name))
+        source = namespace.get(name, name)
+        try:
+            return load_model(source)
+        except ToolFailure as exc:
+            kind = type(source).__name__
+            raise UsageError(f"{name!r} ({kind}) is not a usable B-UML model: {exc.message}") from None
+
+    def _app_dir(self, args: argparse.Namespace) -> Path:
+        if args.app:
+            path = Path(args.app).expanduser()
+            if not path.is_dir():
+                raise UsageError(f"--app {args.app}: no such folder")
+            return path
+        backend, _ = self._backend()
+        runs = backend.runs()
+        chosen = next((r for r in runs if r["id"] == args.run_id), None) if args.run_id else (runs[-1] if runs else None)
+        if chosen is None:
+            raise UsageError(f"no run {args.run_id!r}; `%besser runs` lists them" if args.run_id else "no runs yet: pass --app DIR")
+        return Path(chosen["run_dir"]) / "app"
+
+
+def _split(line: str) -> list[str]:
+    try:
+        return shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"could not read the arguments: {exc}") from None
+
+
+def _unknown_model(name: str) -> str:
+    return (
+        f"unknown model {name!r}: define a DomainModel named {name} in this notebook, "
+        "give the path of a model file, or use example:library"
+    )

@@ -1,0 +1,63 @@
+"""Small display objects the magics return: a notice, the runs table, the config.
+
+Each has ``_repr_mimebundle_`` with text/plain (terminals, static viewers) and text/html.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+from typing import Any
+
+
+class Notice:
+    """One line for the person at the notebook (a fallback, an unavailable feature)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:
+        return {"text/plain": self.text, "text/html": f"<div>{html.escape(self.text)}</div>"}
+
+
+class RunsTable:
+    COLUMNS = ("id", "status", "request", "started", "events", "waiting")
+
+    def __init__(self, runs: list[dict[str, Any]], note: str = ""):
+        self.runs = runs
+        self.note = note
+
+    def _rows(self) -> list[tuple[str, ...]]:
+        rows = []
+        for run in self.runs:
+            started = run.get("started_at")
+            when = dt.datetime.fromtimestamp(started).strftime("%Y-%m-%d %H:%M:%S") if started else ""
+            rows.append((run["id"], run.get("status", ""), (run.get("request") or "")[:60], when, str(run.get("events", "")), str(len(run.get("pending_approvals") or []))))
+        return rows
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:
+        rows = self._rows()
+        if not rows:
+            text = "no runs yet"
+            return {"text/plain": "\n".join(filter(None, (self.note, text))), "text/html": f"<div>{html.escape(text)}</div>"}
+        widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(self.COLUMNS)]
+        line = lambda cells: "  ".join(c.ljust(widths[i]) for i, c in enumerate(cells)).rstrip()
+        text = "\n".join([*(filter(None, [self.note])), line(self.COLUMNS), *(line(r) for r in rows)])
+        head = "".join(f"<th>{c}</th>" for c in self.COLUMNS)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+        return {"text/plain": text, "text/html": f"<table><tr>{head}</tr>{body}</table>"}
+
+
+class ConfigView:
+    def __init__(self, config: dict[str, Any], note: str = ""):
+        self.config = config
+        self.note = note
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:
+        text = json.dumps(self.config, indent=2, default=str)
+        plain = f"{self.note}\n{text}" if self.note else text
+        return {"text/plain": plain, "text/html": f"<pre>{html.escape(plain)}</pre>"}

@@ -1,0 +1,91 @@
+"""The server extension: configuration, the run manager's lifetime, and the kernel export.
+
+Configured through traitlets (``c.BesserAgentApp.*``); a trait left unset falls back to the
+operator's environment at start-up (``BESSER_LLM_ENABLE_SHELL_TOOLS``, ``BESSER_SANDBOX``,
+``BESSER_LLM_PROVIDER``, ``BESSER_LLM_MODEL``, ...), so the same variables work with and
+without Jupyter. Nothing a request carries changes these settings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jupyter_server.extension.application import ExtensionApp
+from traitlets import Bool, Float, Int, Unicode
+
+from kernel_ext.pipeline.options import OperatorSettings
+from kernel_ext.server.auth import Capability, KernelExport, api_url
+from kernel_ext.server.handlers import routes
+from kernel_ext.server.handlers.base import STATE_KEY, ServerState
+from kernel_ext.server.manager import RunManager, secret_values
+
+
+class BesserAgentApp(ExtensionApp):
+    name = "besser_agent"
+    description = "Hosts besser-jupyter-agent runs: REST + SSE under <base_url>/besser-agent/"
+
+    runs_dir = Unicode("besser_runs", config=True, help="Where runs live; relative paths are under the server's root_dir.")
+    shell_tools_enabled = Bool(None, allow_none=True, config=True, help="Offer shell tools (default: BESSER_LLM_ENABLE_SHELL_TOOLS).")
+    toolchain_validation = Bool(None, allow_none=True, config=True, help="Toolchain validation in Phase 3 (default: BESSER_LLM_ENABLE_TOOLCHAIN_VALIDATION).")
+    sandbox_policy = Unicode(None, allow_none=True, config=True, help="auto | bwrap | landlock | off (default: BESSER_SANDBOX or auto).")
+    provider = Unicode(None, allow_none=True, config=True, help="LLM provider (default: BESSER_LLM_PROVIDER, else inferred from keys).")
+    llm_model = Unicode(None, allow_none=True, config=True, help="LLM model name (default: BESSER_LLM_MODEL).")
+    approval_timeout = Float(None, allow_none=True, config=True, help="Seconds before an unanswered approval counts as denied.")
+    max_turns = Int(None, allow_none=True, config=True, help="Cap on a run's LLM turns; a request asking for more gets this.")
+    max_cost_usd = Float(None, allow_none=True, config=True, help="Cap on a run's LLM cost in USD.")
+    max_runtime_s = Float(None, allow_none=True, config=True, help="Cap on a run's wall time in seconds.")
+    heartbeat_interval = Float(15.0, config=True, help="Seconds between SSE heartbeats on a quiet stream.")
+    export_to_kernels = Bool(True, config=True, help="Export BESSER_AGENT_URL and BESSER_AGENT_TOKEN to kernels started by this server.")
+
+    def initialize_settings(self) -> None:
+        caps = {"max_turns": self.max_turns, "max_cost_usd": self.max_cost_usd, "max_runtime_s": self.max_runtime_s}
+        operator = OperatorSettings.from_environment(
+            shell_tools_enabled=self.shell_tools_enabled,
+            toolchain_validation=self.toolchain_validation,
+            sandbox_policy=self.sandbox_policy,
+            provider=self.provider,
+            llm_model=self.llm_model,
+            approval_timeout_s=self.approval_timeout,
+            extra={k: v for k, v in caps.items() if v is not None},
+        )
+        capability = Capability.new()
+        manager = RunManager(
+            self._runs_path(),
+            operator,
+            known_secrets=secret_values(extra=(capability.token, getattr(self.serverapp.identity_provider, "token", "") or "")),
+        )
+        recovered = manager.recover()
+        if recovered:
+            self.log.warning("besser-agent: %d run(s) in flight at the last shutdown marked interrupted", len(recovered))
+        self.settings[STATE_KEY] = ServerState(manager, capability, operator, heartbeat_s=self.heartbeat_interval)
+        self._export = KernelExport()
+        self._publish()
+        self.log.info(
+            "besser-agent: runs in %s; shell tools %s; sandbox policy %s",
+            manager.runs_dir,
+            "enabled" if operator.shell_tools_enabled else "disabled",
+            operator.sandbox_policy,
+        )
+
+    def initialize_handlers(self) -> None:
+        self.handlers.extend(routes())
+
+    async def _start_jupyter_server_extension(self, serverapp) -> None:
+        self._publish()  # the port is final now (a busy port makes the server pick another)
+
+    async def stop_extension(self) -> None:
+        state = self.settings.get(STATE_KEY)
+        if state is not None:
+            await state.manager.shutdown()
+        if getattr(self, "_export", None) is not None:
+            self._export.withdraw()
+
+    def _publish(self) -> None:
+        url = self.serverapp.connection_url
+        if not self.export_to_kernels or not url.startswith(("http://", "https://")):
+            return
+        self._export.publish(api_url(url), self.settings[STATE_KEY].capability)
+
+    def _runs_path(self) -> Path:
+        path = Path(self.runs_dir).expanduser()
+        return path if path.is_absolute() else Path(self.serverapp.root_dir) / path

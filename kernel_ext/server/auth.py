@@ -1,0 +1,77 @@
+"""The capability token kernels use to reach this extension, and nothing else of the server.
+
+Each server start makes a fresh random token and exports it, with the extension's URL, into
+the server's environment, which the kernels it starts inherit (``BESSER_AGENT_URL``,
+``BESSER_AGENT_TOKEN``). Only this extension's handlers accept it: the server's own identity
+provider never sees it as valid, so it opens no contents, kernels or terminals. Its name marks
+it as a secret, so sandboxes scrub it from tool environments and events redact it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import re
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+ENV_URL = "BESSER_AGENT_URL"
+ENV_TOKEN = "BESSER_AGENT_TOKEN"
+API_PREFIX = "besser-agent"
+RESOURCE_PREFIX = "besser-agent:"
+CAPABILITY_USER = "besser-agent-kernel"
+
+_AUTH_HEADER = re.compile(r"^\s*(?:token|bearer)\s+(\S+)\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Capability:
+    token: str = field(repr=False)
+
+    @classmethod
+    def new(cls) -> Capability:
+        return cls(secrets.token_urlsafe(32))
+
+    def accepts(self, presented: str | None) -> bool:
+        return bool(presented) and hmac.compare_digest(presented.encode(), self.token.encode())
+
+
+def presented_token(headers: Any) -> str | None:
+    """The token of an ``Authorization: token <t>`` header (never a URL parameter: URLs get logged)."""
+    match = _AUTH_HEADER.match(headers.get("Authorization", "") or "")
+    return match.group(1) if match else None
+
+
+def api_url(connection_url: str) -> str:
+    """The extension's REST root under the server's (already URL-escaped) base URL."""
+    return connection_url.rstrip("/") + f"/{API_PREFIX}/"
+
+
+class KernelExport:
+    """Sets the two variables for kernels started from now on; ``withdraw`` restores what was there."""
+
+    def __init__(self) -> None:
+        self._previous: dict[str, str | None] | None = None
+
+    def publish(self, url: str, capability: Capability) -> None:
+        if self._previous is None:
+            self._previous = {name: os.environ.get(name) for name in (ENV_URL, ENV_TOKEN)}
+        os.environ[ENV_URL] = url
+        os.environ[ENV_TOKEN] = capability.token
+
+    def withdraw(self) -> None:
+        if self._previous is None:
+            return
+        for name, value in self._previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._previous = None
+
+
+def capability_user() -> Any:
+    from jupyter_server.auth import User
+
+    return User(username=CAPABILITY_USER, name="kernel (capability token)", display_name="kernel")

@@ -1,0 +1,28 @@
+"""REST + SSE handlers under ``<base_url>/besser-agent/``; the route table lives here."""
+
+from __future__ import annotations
+
+from kernel_ext.server.auth import API_PREFIX
+
+RUN = r"(?P<run_id>[A-Za-z0-9][A-Za-z0-9_-]{2,63})"
+CALL = r"(?P<call_id>[A-Za-z0-9][A-Za-z0-9_.:-]{0,127})"
+
+
+def routes() -> list[tuple[str, type]]:
+    """(pattern, handler) pairs, relative to the server's base URL."""
+    from kernel_ext.server.handlers.archive import ArchiveHandler
+    from kernel_ext.server.handlers.config import ConfigHandler
+    from kernel_ext.server.handlers.decisions import ApprovalHandler, CancelHandler
+    from kernel_ext.server.handlers.events import EventsHandler
+    from kernel_ext.server.handlers.runs import RunHandler, RunsHandler
+
+    prefix = API_PREFIX
+    return [
+        (rf"{prefix}/config", ConfigHandler),
+        (rf"{prefix}/runs", RunsHandler),
+        (rf"{prefix}/runs/{RUN}", RunHandler),
+        (rf"{prefix}/runs/{RUN}/events", EventsHandler),
+        (rf"{prefix}/runs/{RUN}/approvals/{CALL}", ApprovalHandler),
+        (rf"{prefix}/runs/{RUN}/cancel", CancelHandler),
+        (rf"{prefix}/runs/{RUN}/archive", ArchiveHandler),
+    ]

@@ -1,0 +1,88 @@
+"""What every handler of the extension shares: the capability token, JSON replies, refusals.
+
+Handlers are ``APIHandler``s whose methods are decorated ``@authenticated`` and
+``@authorized`` (resources ``besser-agent:*``). ``prepare`` accepts the per-start capability
+token before the server's own identity check, so a kernel holding it is authenticated here
+and only here. Refusals answer ``{"code", "message"}`` with a stable code.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from jupyter_server.base.handlers import APIHandler
+from tornado.web import HTTPError
+
+from kernel_ext.pipeline.options import OperatorSettings
+from kernel_ext.pipeline.run import Run
+from kernel_ext.server.auth import Capability, capability_user, presented_token
+from kernel_ext.server.manager import RunManager
+
+STATE_KEY = "besser_agent_state"
+
+
+@dataclass
+class ServerState:
+    """Everything the handlers need, put in the web app's settings by the ExtensionApp."""
+
+    manager: RunManager
+    capability: Capability
+    operator: OperatorSettings
+    heartbeat_s: float = 15.0
+    sandbox: dict[str, Any] | None = None
+
+
+class Refusal(HTTPError):
+    """A named refusal: HTTP ``status`` with ``{"code": code, "message": message}``."""
+
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(status, log_message=f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class BesserHandler(APIHandler):
+    auth_resource = "besser-agent:runs"
+
+    @property
+    def state(self) -> ServerState:
+        return self.settings[STATE_KEY]
+
+    async def prepare(self) -> None:  # type: ignore[override]
+        token = presented_token(self.request.headers)
+        if token and self.state.capability.accepts(token):
+            user = capability_user()
+            # Seen by the identity provider as "already authenticated" (and XSRF-exempt, like
+            # any token request); the server's other handlers never run this code.
+            self._token_authenticated = True
+            self.current_user = self._jupyter_current_user = user
+        await super().prepare()
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, Refusal):
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps({"code": exc.code, "message": exc.message}))
+            return
+        super().write_error(status_code, **kwargs)
+
+    def reply(self, data: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(data))
+
+    def json_body(self) -> Any:
+        if not self.request.body:
+            return {}
+        try:
+            return json.loads(self.request.body)
+        except ValueError as exc:
+            raise Refusal(400, "INVALID_JSON", f"the body is not JSON: {exc}") from None
+
+    def find_run(self, run_id: str) -> Run:
+        run = self.state.manager.get(run_id)
+        if run is None:
+            raise Refusal(404, "RUN_NOT_FOUND", f"no run {run_id!r} on this server")
+        return run

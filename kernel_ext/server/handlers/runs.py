@@ -1,0 +1,49 @@
+"""``GET/POST runs`` and ``GET runs/{id}``: list, start (validated body), and look up runs."""
+
+from __future__ import annotations
+
+from jupyter_server.auth.decorator import authorized
+from tornado import web
+
+from kernel_ext.server.handlers.base import BesserHandler, Refusal
+from kernel_ext.server.kinds import RequestRefused, kind_of, parse_request
+from kernel_ext.server.manager import summarize
+
+
+class RunsHandler(BesserHandler):
+    auth_resource = "besser-agent:runs"
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.reply({"runs": self.state.manager.list()})
+
+    @web.authenticated
+    @authorized(action="execute")
+    async def post(self) -> None:
+        """Start a run. Fields the operator decides (``allow_shell_tools``...) are ignored."""
+        try:
+            request = parse_request(self.json_body())
+            run = self.state.manager.start(request)
+        except RequestRefused as exc:
+            raise Refusal(exc.status, exc.code, exc.message) from None
+        self.log.info("besser-agent: started %s run %s", kind_of(request), run.id)
+        self.set_header("Location", f"{self.request.path.rstrip('/')}/{run.id}")
+        self.reply({"run": summarize(run)}, status=201)
+
+
+class RunHandler(BesserHandler):
+    auth_resource = "besser-agent:runs"
+
+    @web.authenticated
+    @authorized
+    async def get(self, run_id: str) -> None:
+        run = self.find_run(run_id)
+        summary = summarize(run)
+        pending = set(run.pending_approvals())
+        summary["approvals"] = [
+            {"call_id": e.call_id, "name": e.name, "category": e.category, "pending": e.call_id in pending}
+            for e in run.events.events
+            if e.type == "approval_requested"
+        ]
+        self.reply({"run": summary})

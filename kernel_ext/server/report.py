@@ -1,0 +1,64 @@
+"""The configuration a client may see: features, sandbox policy, provider presence.
+
+Jupyter-free so ``%besser config`` shows the same shape in-process. It says whether a provider
+is configured and which one, never a key, a token or an endpoint's credentials.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernel_ext import __version__
+from kernel_ext.pipeline.options import OperatorSettings
+from kernel_ext.server.kinds import KINDS, generation_available, installed
+from kernel_ext.server.manager import RunManager
+
+SCENARIOS = ("side-effects",)
+
+
+def describe_configuration(
+    operator: OperatorSettings, manager: RunManager | None = None, *, mode: str = "server", sandbox: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {
+        "version": __version__,
+        "mode": mode,
+        "features": {
+            "shell_tools_enabled": operator.shell_tools_enabled,
+            "toolchain_validation": operator.toolchain_validation,
+            "generate_available": generation_available(),
+            "test_api_available": installed("kernel_ext.tools.api_test"),
+            "kinds": list(KINDS),
+            "scenarios": list(SCENARIOS),
+        },
+        "sandbox": sandbox or describe_sandbox(operator),
+        "provider": describe_provider(operator),
+        "budgets": {k: v for k, v in operator.extra.items() if k in ("max_turns", "max_cost_usd", "max_runtime_s")},
+        "approval_timeout_s": manager.approval_timeout if manager is not None else operator.approval_timeout_s,
+        "runs_dir": str(manager.runs_dir) if manager is not None else None,
+    }
+
+
+def describe_sandbox(operator: OperatorSettings) -> dict[str, Any]:
+    """The policy; the active tier is decided by F3's self-test and reported on each run."""
+    present = installed("kernel_ext.sandbox")
+    return {
+        "policy": operator.sandbox_policy,
+        "tier": None,
+        "note": "the active tier is shown on each run" if present else "the sandbox layer is not installed",
+    }
+
+
+def describe_provider(operator: OperatorSettings) -> dict[str, Any]:
+    """Which provider a run would use, and whether one is configured at all (no key, ever)."""
+    try:
+        from kernel_ext.providers.config import ProviderConfig
+    except ImportError:
+        return {"configured": bool(operator.provider), "provider": operator.provider or "none", "model": operator.llm_model or ""}
+    try:
+        config = ProviderConfig.from_env(provider=operator.provider, model=operator.llm_model)
+    except Exception as exc:  # noqa: BLE001 - a bad setting is reported, not raised: config must always answer
+        return {"configured": False, "provider": operator.provider or "none", "problem": str(getattr(exc, "message", exc))}
+    described = {k: v for k, v in config.describe().items() if k in ("provider", "model", "endpoint", "key", "source")}
+    configured = config.provider is not None and (not config.is_live or bool(config.api_key) or config.origin.get("base_url") != "default")
+    return {"configured": configured, **described}
+

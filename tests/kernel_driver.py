@@ -1,0 +1,111 @@
+"""A real ipykernel driven over ZMQ with jupyter_client, as a front end would drive it.
+
+It records every widget model the kernel opens (``comm_open`` on iopub) and its updates, and
+clicks a button by sending the comm message the ipywidgets front end sends:
+``{"method": "custom", "content": {"event": "click"}}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.manager import AsyncKernelManager
+
+BESSER_VARIABLES = ("BESSER_AGENT_URL", "BESSER_AGENT_TOKEN")
+
+
+def kernel_env(*, with_server: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    if not with_server:
+        for name in BESSER_VARIABLES:
+            env.pop(name, None)
+    return env
+
+
+class KernelDriver:
+    def __init__(self, manager: AsyncKernelManager):
+        self.manager = manager
+        self.client = manager.client()
+        self.widgets: dict[str, dict[str, Any]] = {}  # comm_id -> latest state, in opening order
+        self.clicked: set[str] = set()
+        self._reader: asyncio.Task | None = None
+
+    @classmethod
+    async def start(cls, cwd: Path, env: dict[str, str]) -> KernelDriver:
+        manager = AsyncKernelManager(kernel_name="python3")
+        await manager.start_kernel(cwd=str(cwd), env=env)
+        driver = cls(manager)
+        driver.client.start_channels()
+        await driver.client.wait_for_ready(timeout=60)
+        driver._reader = asyncio.ensure_future(driver._read_iopub())
+        return driver
+
+    async def stop(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+        self.client.stop_channels()
+        await self.manager.shutdown_kernel(now=True)
+
+    async def _read_iopub(self) -> None:
+        while True:
+            message = await self.client.get_iopub_msg()
+            kind, content = message["header"]["msg_type"], message["content"]
+            if kind == "comm_open" and content.get("target_name") == "jupyter.widget":
+                self.widgets[content["comm_id"]] = dict(content["data"].get("state", {}))
+            elif kind == "comm_msg" and content.get("comm_id") in self.widgets:
+                data = content.get("data", {})
+                if data.get("method") in ("update", "echo_update"):
+                    self.widgets[content["comm_id"]].update(data.get("state", {}))
+
+    async def execute(self, code: str, timeout: float = 60, **expressions: str) -> dict[str, Any]:
+        """Run ``code``; the values of ``expressions`` (their text/plain) by name. Fails on an error."""
+        msg_id = self.client.execute(code, user_expressions=expressions)
+        while True:
+            reply = await self.client.get_shell_msg(timeout=timeout)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
+        content = reply["content"]
+        assert content["status"] == "ok", f"{content.get('ename')}: {content.get('evalue')}"
+        values = {}
+        for name, value in content.get("user_expressions", {}).items():
+            assert value["status"] == "ok", f"{name}: {value.get('ename')}: {value.get('evalue')}"
+            values[name] = value["data"]["text/plain"]
+        return values
+
+    def buttons(self, description: str) -> list[str]:
+        return [cid for cid, state in self.widgets.items() if state.get("_model_name") == "ButtonModel" and state.get("description") == description]
+
+    def click(self, comm_id: str) -> None:
+        content = {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}
+        self.client.shell_channel.send(self.client.session.msg("comm_msg", content))
+        self.clicked.add(comm_id)
+
+    async def click_next(self, description: str = "Approve", timeout: float = 30) -> str:
+        """Click the first ``description`` button not clicked yet (waits for one to appear)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            fresh = [cid for cid in self.buttons(description) if cid not in self.clicked and not self.widgets[cid].get("disabled")]
+            if fresh:
+                self.click(fresh[0])
+                return fresh[0]
+            if loop.time() > deadline:
+                raise AssertionError(f"no new {description!r} button within {timeout} s")
+            await asyncio.sleep(0.02)
+
+    async def wait_for(self, expression: str, expected: str, timeout: float = 60) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            value = (await self.execute("", value=expression))["value"]
+            if value == expected:
+                return
+            if loop.time() > deadline:
+                raise AssertionError(f"{expression} is {value}, expected {expected}")
+            await asyncio.sleep(0.1)

@@ -1,0 +1,137 @@
+# ruff: noqa: F811 - fixtures imported from jupyter_fixtures are requested by name
+"""Real kernels: ``%load_ext kernel_ext``, a run started by the magic, the Approve click sent as
+a comm message to the card's button, the run reaching ``done``; against the server extension
+(REST + SSE from the kernel) and in-process; and a notebook under nbclient."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import nbformat
+import pytest
+from jupyter_fixtures import (  # noqa: F401
+    extension_config,
+    jp_asyncio_loop,
+    jp_server_config,
+    runs_dir,
+)
+from kernel_driver import KernelDriver, kernel_env
+from nbclient import NotebookClient
+
+from kernel_ext.scenarios.calculator import FIX
+from kernel_ext.server.handlers.base import STATE_KEY
+from kernel_ext.server.kinds import generation_available
+
+F8_MISSING = "F8 pipeline not installed"
+
+
+async def approve_both_cards(kernel: KernelDriver) -> list[str]:
+    first = await kernel.click_next("Approve")
+    await asyncio.sleep(0)
+    second = await kernel.click_next("Approve")
+    return [first, second]
+
+
+async def test_in_process_run_approved_by_comm_clicks(tmp_path):
+    kernel = await KernelDriver.start(tmp_path, kernel_env(with_server=False))
+    try:
+        await kernel.execute("%load_ext kernel_ext")
+        values = await kernel.execute("view = %besser scenario side-effects\ndisplay(view)", status="view.state.status", note="view.note")
+        assert "in-process" in values["note"] and values["status"] != "'completed'"  # the cell returned at once
+        clicked = await approve_both_cards(kernel)
+        await kernel.wait_for("view.state.status", "'completed'")
+        assert all(kernel.widgets[c].get("disabled") for c in clicked)  # the front end sees the buttons disabled
+        outcomes = await kernel.execute("", outcomes="[c.card.outcome for c in view.cards]")
+        assert outcomes["outcomes"] == "['executed', 'executed']"
+        run_dirs = list((tmp_path / "besser_runs").iterdir())
+        assert len(run_dirs) == 1 and FIX in (run_dirs[0] / "app" / "calculator.py").read_text()
+    finally:
+        await kernel.stop()
+
+
+async def test_kernel_follows_a_server_run_and_approves_through_it(jp_serverapp, http_server, runs_dir, tmp_path):
+    manager = jp_serverapp.web_app.settings[STATE_KEY].manager
+    kernel = await KernelDriver.start(tmp_path, kernel_env(with_server=True))
+    try:
+        await kernel.execute("%load_ext kernel_ext")
+        values = await kernel.execute("view = %besser scenario side-effects\ndisplay(view)", note="view.note")
+        assert "hosted by the Jupyter server" in values["note"] and "/a%40b/besser-agent/" in values["note"]
+        (run,) = manager.live()
+        await approve_both_cards(kernel)
+        done = await asyncio.wait_for(run.wait(), 60)
+        assert done.status == "completed"
+        resolved = [e for e in run.events.events if e.type == "approval_resolved"]
+        assert [e.approved for e in resolved] == [True, True]
+        await kernel.wait_for("view.state.status", "'completed'")  # the kernel's follower saw done over SSE
+        assert (await kernel.execute("", n="view.state.last_seq"))["n"] == str(len(run.events.events))
+        assert not (tmp_path / "besser_runs").exists()  # nothing ran in the kernel
+        # re-attach (as after a kernel restart): the server replays the log
+        await kernel.execute("again = %besser attach " + run.id)
+        await kernel.wait_for("again.state.status", "'completed'")
+        listed = await kernel.execute("table = %besser runs", text="table._repr_mimebundle_()['text/plain']")
+        assert run.id in listed["text"] and "completed" in listed["text"]
+    finally:
+        await kernel.stop()
+
+
+async def test_notebook_runs_in_process_under_nbclient(tmp_path):
+    cells = [
+        "%load_ext kernel_ext",
+        "view = %besser scenario side-effects\nview",
+        "card = await view.wait_for_approval(timeout=30)\ncard.approve_button.click()",
+        "card = await view.wait_for_approval(timeout=30)\ncard.approve_button.click()",
+        (
+            "state = await view.wait(timeout=60)\nassert state.status == 'completed', state.status\n"
+            "assert all(c.approve_button.disabled and c.deny_button.disabled for c in view.cards)\nprint(view.to_text())"
+        ),
+    ]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = NotebookClient(notebook, kernel_name="python3", timeout=120, store_widget_state=True,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("BESSER_AGENT_URL", "BESSER_AGENT_TOKEN"):
+            patch.delenv(name, raising=False)
+        await client.async_execute()
+    printed = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
+    assert "[executed] edit" in printed and "done: completed" in printed
+    view_output = notebook.cells[1].outputs[0]["data"]
+    assert "application/vnd.jupyter.widget-view+json" in view_output and "in-process" in view_output["text/plain"]
+    models = notebook.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    assert {"VBoxModel", "HTMLModel"} <= {m["model_name"] for m in models.values()}
+
+
+@pytest.mark.skipif(generation_available(), reason="F8 pipeline installed: the refusal cannot happen")
+async def test_generate_without_the_pipeline_says_so_in_one_line(tmp_path):
+    kernel = await KernelDriver.start(tmp_path, kernel_env(with_server=False))
+    try:
+        await kernel.execute("%load_ext kernel_ext")
+        msg_id = kernel.client.execute("%besser generate example:library 'a FastAPI backend'")
+        reply = await kernel.client.get_shell_msg(timeout=60)
+        assert reply["parent_header"]["msg_id"] == msg_id and reply["content"]["status"] == "error"
+        assert reply["content"]["ename"] == "UsageError" and "PIPELINE_UNAVAILABLE" in reply["content"]["evalue"]
+        assert not (tmp_path / "besser_runs").exists() or not list((tmp_path / "besser_runs").iterdir())
+    finally:
+        await kernel.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not generation_available(), reason=F8_MISSING)
+async def test_generate_against_the_server_reaches_done(jp_serverapp, http_server, tmp_path):
+    manager = jp_serverapp.web_app.settings[STATE_KEY].manager
+    kernel = await KernelDriver.start(tmp_path, kernel_env(with_server=True))
+    try:
+        await kernel.execute("%load_ext kernel_ext\nfrom kernel_ext.model.examples import build_library_model\nlibrary = build_library_model()")
+        await kernel.execute("view = %besser generate library 'A FastAPI backend' --provider none --target fastapi\ndisplay(view)")
+        (run,) = manager.live()
+        while not run.events.closed:
+            try:
+                await asyncio.wait_for(kernel.click_next("Approve", timeout=2), 3)
+            except AssertionError:
+                pass
+        assert (await run.wait()) is not None
+        await kernel.wait_for("view.state.finished", "True", timeout=120)
+        started = json.loads(run.events.events[0].model_dump_json())
+        assert started["type"] == "run_started"
+    finally:
+        await kernel.stop()

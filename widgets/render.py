@@ -1,0 +1,210 @@
+"""HTML and plain text for the pieces of a run view, from ``RunState`` alone.
+
+Shared by the live widgets (HTML) and their ``_repr_mimebundle_`` fallbacks for static viewers
+(text), so both always say the same thing. Every value is escaped; nothing here holds state.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from typing import Any
+
+from widgets.state import ApprovalView, RunState
+
+STATUS_MARK = {"pending": "○", "started": "◐", "done": "●", "skipped": "–", "failed": "✕"}
+STATUS_COLOR = {
+    "completed": "#1a7f37", "executed": "#1a7f37", "approved": "#1a7f37",
+    "blocked": "#9a6700", "waiting": "#9a6700", "pending": "#57606a", "running": "#0969da", "starting": "#57606a",
+    "failed": "#cf222e", "denied": "#cf222e", "stale input": "#cf222e", "expired": "#9a6700",
+    "cancelled": "#57606a", "interrupted": "#9a6700",
+}
+ARGUMENT_CHARS = 1500
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def badge(text: str) -> str:
+    color = STATUS_COLOR.get(text.split(" (")[0], "#57606a")
+    return f'<span style="color:#fff;background:{color};border-radius:8px;padding:0 6px;font-size:90%">{esc(text)}</span>'
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return ""
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
+
+
+# -- header and meter ---------------------------------------------------------------------
+
+
+def meter_text(state: RunState) -> str:
+    cost = state.cost
+    return (
+        f"{seconds(state.elapsed_s) or '0 ms'} · ${float(cost.get('cost_usd') or 0):.4f} · "
+        f"{int(cost.get('input_tokens') or 0)}+{int(cost.get('output_tokens') or 0)} tokens · {int(cost.get('turns') or 0)} turns"
+    )
+
+
+def header_html(state: RunState, note: str = "") -> str:
+    waiting = len(state.open_approvals())
+    status = f"waiting for {waiting} approval{'s' * (waiting > 1)}" if waiting and not state.finished else state.status
+    parts = [f"<b>run {esc(state.run_id or '…')}</b> {badge(status)}"]
+    if state.request:
+        parts.append(f"<div><i>{esc(state.request[:300])}</i></div>")
+    if note:
+        parts.append(f'<div style="color:#57606a">{esc(note)}</div>')
+    for error in state.errors[-3:]:
+        parts.append(f'<div style="color:#cf222e">{esc(error["code"])}: {esc(error["message"])}</div>')
+    return "".join(parts)
+
+
+# -- timeline -----------------------------------------------------------------------------
+
+
+def timeline_html(state: RunState) -> str:
+    cells = []
+    for phase in state.phases.values():
+        mark = STATUS_MARK.get(phase.status, "?")
+        title = esc(phase.message) if phase.message else ""
+        cells.append(f'<td title="{title}" style="padding:2px 10px">{mark} {esc(phase.name)}<br><small>{esc(seconds(phase.duration_s))}</small></td>')
+    current = state.calls.get(state.current_call) if state.current_call else None
+    now = f"running <code>{esc(current.name)}</code> {esc(current.summary)}" if current else ""
+    provider = f"provider: {esc(state.provider_label)} ({esc(state.provider_kind)})"
+    sandbox = f"sandbox: {esc(state.sandbox_tier or 'n/a')}"
+    return (
+        f"<table><tr>{''.join(cells)}</tr></table>"
+        f'<div style="color:#57606a"><small>{provider} · {sandbox} · {esc(meter_text(state))}</small></div>'
+        + (f"<div><small>{now}</small></div>" if now else "")
+    )
+
+
+def timeline_text(state: RunState) -> str:
+    phases = "  ".join(f"{STATUS_MARK.get(p.status, '?')} {p.name} {seconds(p.duration_s)}".rstrip() for p in state.phases.values())
+    return f"{phases}\nprovider: {state.provider_label} ({state.provider_kind}) · sandbox: {state.sandbox_tier or 'n/a'} · {meter_text(state)}"
+
+
+# -- approval cards -----------------------------------------------------------------------
+
+
+def card_html(card: ApprovalView, note: str = "") -> str:
+    request = card.request or {}
+    arguments = request.get("arguments", {})
+    body = [f"<b>{esc(card.name)}</b> <small>({esc(card.category)}, call {esc(card.call_id)})</small> {badge(card.outcome)}"]
+    command = arguments.get("command") if isinstance(arguments, dict) else None
+    if command:
+        risk = request.get("risk") or (request.get("plan") or {}).get("risk") or "unclassified"
+        body.append(f"<div>command <code>{esc(command)}</code> · risk {esc(risk)}</div>")
+    shown = json.dumps(arguments, indent=1, ensure_ascii=False, default=str)
+    if len(shown) > ARGUMENT_CHARS:
+        shown = shown[:ARGUMENT_CHARS] + f"\n… {len(shown) - ARGUMENT_CHARS} characters more"
+    body.append(f'<pre style="max-height:12em;overflow:auto;margin:2px 0">{esc(shown)}</pre>')
+    proposal = request.get("proposal") or ""
+    if proposal:
+        body.append(f'<pre style="max-height:20em;overflow:auto;margin:2px 0">{diff_html(proposal)}</pre>')
+    if note:
+        body.append(f'<div style="color:#57606a">{esc(note)}</div>')
+    return "".join(body)
+
+
+def diff_html(text: str) -> str:
+    lines = []
+    for line in text.splitlines():
+        color = "#1a7f37" if line.startswith("+") and not line.startswith("+++") else "#cf222e" if line.startswith("-") and not line.startswith("---") else None
+        lines.append(f'<span style="color:{color}">{esc(line)}</span>' if color else esc(line))
+    return "\n".join(lines)
+
+
+def card_text(card: ApprovalView) -> str:
+    return f"[{card.outcome}] {card.name} ({card.category}, call {card.call_id})"
+
+
+# -- tasks, findings, done ----------------------------------------------------------------
+
+
+def texts_html(state: RunState) -> str:
+    return "".join(f'<div style="color:#57606a"><small>{esc(t[:500])}</small></div>' for t in state.texts[-3:])
+
+
+def tasks_html(state: RunState) -> str:
+    if not state.tasks:
+        return ""
+    rows = "".join(
+        f"<li>{'☑' if str(t.get('status', '')).lower() in ('done', 'existing') else '☐'} {esc(t.get('title') or t.get('description') or t.get('id', ''))}"
+        f" <small>{esc(t.get('status', ''))}</small></li>"
+        for t in state.tasks
+    )
+    return f"<b>tasks</b><ul style='margin:0'>{rows}</ul>"
+
+
+def findings_html(state: RunState) -> str:
+    if not state.findings:
+        return ""
+    rows = "".join(
+        f"<li>{badge(str(f.get('severity')))} {esc(f.get('source'))}: {esc(f.get('message'))}"
+        + (f" <code>{esc(f.get('path'))}{':' + esc(f.get('line')) if f.get('line') else ''}</code>" if f.get("path") else "")
+        + "</li>"
+        for f in state.findings[-50:]
+    )
+    return f"<b>findings</b><ul style='margin:0'>{rows}</ul>"
+
+
+AUTHORSHIP_LABELS = {
+    "generator_untouched": "generator output, untouched",
+    "generator_modified": "generator output modified by the LLM",
+    "llm_authored": "written by the LLM",
+}
+
+
+def done_html(state: RunState, link_base: str | None = None) -> str:
+    done = state.done
+    if not done:
+        return ""
+    parts = [f"<b>done</b> {badge(str(done.get('status')))} {esc(done.get('summary') or '')}"]
+    for blocker in done.get("blockers") or []:
+        parts.append(f'<div style="color:#cf222e">blocker: {esc(blocker)}</div>')
+    authorship = done.get("authorship") or {}
+    if authorship:
+        total = sum(len(v) for v in authorship.values()) or 1
+        rows = []
+        for key, files in authorship.items():
+            share = 100 * len(files) / total
+            links = ", ".join(file_link(state, f, link_base) for f in sorted(files)[:30])
+            more = f" and {len(files) - 30} more" if len(files) > 30 else ""
+            rows.append(f"<li>{esc(AUTHORSHIP_LABELS.get(key, key))}: {len(files)} files ({share:.0f}%) <small>{links}{more}</small></li>")
+        parts.append(f"<div>authorship</div><ul style='margin:0'>{''.join(rows)}</ul>")
+    if state.run_dir:
+        parts.append(f"<div><small>run folder: {file_link(state, '', link_base, label=state.run_dir)}</small></div>")
+    return "".join(parts)
+
+
+def file_link(state: RunState, relative: str, link_base: str | None, label: str | None = None) -> str:
+    """A link the notebook front end opens: relative to the kernel's folder, or under ``link_base``."""
+    target = os.path.join(state.run_dir, "app", relative) if relative else state.run_dir
+    if link_base is None:
+        try:
+            target = os.path.relpath(target)
+        except ValueError:
+            pass
+    else:
+        target = link_base.rstrip("/") + "/" + target.lstrip("/")
+    return f'<a href="{esc(target)}" target="_blank">{esc(label or relative)}</a>'
+
+
+def run_text(state: RunState, note: str = "") -> str:
+    """The whole run as plain text (static viewers, terminals, ``print(view)``)."""
+    lines = [f"run {state.run_id or '…'} [{state.status}] {state.request[:200]}".rstrip()]
+    if note:
+        lines.append(note)
+    lines.append(timeline_text(state))
+    lines.extend("  " + card_text(card) for card in state.approvals.values())
+    lines.extend(f"  {f.get('severity')}: {f.get('message')}" for f in state.findings[-10:])
+    if state.done:
+        lines.append(f"done: {state.done.get('status')} {state.done.get('summary') or ''}".rstrip())
+        for key, files in (state.done.get("authorship") or {}).items():
+            lines.append(f"  {AUTHORSHIP_LABELS.get(key, key)}: {len(files)} files")
+        lines.extend(f"  blocker: {b}" for b in state.done.get("blockers") or [])
+    return "\n".join(lines)

@@ -1,0 +1,167 @@
+"""``RunView``: a run in one widget: header, timeline, approval cards, tasks, findings, done.
+
+Fed one event at a time through ``apply`` (from the SSE follower, an in-process listener or a
+replayed ``events.jsonl``); the pure ``RunState`` reducer decides what changed and only those
+parts are re-rendered. ``wait`` and ``wait_for_approval`` let a notebook cell (or a test)
+await the run without blocking the kernel. A failing render never reaches the run: ``apply``
+logs and carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import ipywidgets as w
+
+from widgets.approval import ApprovalCard
+from widgets.base import StaticFallback
+from widgets.render import (
+    done_html,
+    findings_html,
+    header_html,
+    run_text,
+    tasks_html,
+    texts_html,
+)
+from widgets.state import RunState
+from widgets.timeline import PhaseTimeline
+
+log = logging.getLogger(__name__)
+
+
+class RunView(StaticFallback, w.VBox):
+    def __init__(
+        self,
+        *,
+        run_id: str = "",
+        decide: Callable[[str, bool], Any] | None = None,
+        cancel: Callable[[], Any] | None = None,
+        note: str = "",
+        link_base: str | None = None,
+        **kwargs,
+    ):
+        self.state = RunState(run_id=run_id)
+        self.decide = decide
+        self.cancel_run = cancel
+        self.note = note
+        self.link_base = link_base
+        self.follower: Any = None  # the background task following the run, if any
+        self.timeline = PhaseTimeline(self.state)
+        self._header = w.HTML()
+        self._cards_box = w.VBox()
+        self._texts = w.HTML()
+        self._tasks = w.HTML()
+        self._findings = w.HTML()
+        self._done = w.HTML()
+        self._cards: dict[str, ApprovalCard] = {}
+        super().__init__(
+            children=(self._header, self.timeline, self._texts, self._cards_box, self._tasks, self._findings, self._done),
+            **kwargs,
+        )
+        self._render({"header"})
+
+    # -- feeding --------------------------------------------------------------------------
+
+    def apply(self, event: Any) -> set[str]:
+        """Fold in one event and re-render what it changed; never raises into the caller."""
+        try:
+            changed = self.state.apply(event)
+            if changed:
+                self._render(changed)
+            return changed
+        except Exception:
+            log.exception("RunView could not apply an event")
+            return set()
+
+    def replay(self, events: Iterable[Any]) -> RunView:
+        for event in events:
+            self.apply(event)
+        return self
+
+    def set_note(self, note: str) -> None:
+        """A transport line under the header (mode, reconnecting, fallbacks)."""
+        self.note = note
+        self._render({"header"})
+
+    # -- reading --------------------------------------------------------------------------
+
+    @property
+    def cards(self) -> list[ApprovalCard]:
+        return list(self._cards.values())
+
+    def card(self, call_id: str) -> ApprovalCard:
+        return self._cards[call_id]
+
+    async def wait(self, timeout: float | None = None) -> RunState:
+        """Until the run's ``done`` arrives here (polls; works from any loop)."""
+        await self._until(lambda: self.state.finished, timeout)
+        return self.state
+
+    async def wait_for_approval(self, timeout: float | None = None) -> ApprovalCard:
+        """The first card still waiting for a decision (from this view's point of view)."""
+        await self._until(lambda: any(not c.decided for c in self._cards.values()) or self.state.finished, timeout)
+        open_cards = [c for c in self._cards.values() if not c.decided]
+        if not open_cards:
+            raise RuntimeError(f"run {self.state.run_id} ended ({self.state.status}) without another approval")
+        return open_cards[0]
+
+    @staticmethod
+    async def _until(predicate: Callable[[], bool], timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not predicate():
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"not reached within {timeout} s")
+            await asyncio.sleep(0.02)
+
+    # -- rendering ------------------------------------------------------------------------
+
+    def _render(self, changed: set[str]) -> None:
+        state = self.state
+        if "header" in changed:
+            _set(self._header, header_html(state, self.note))
+        if changed & {"timeline", "meter"}:
+            self.timeline.update(state)
+        if "cards" in changed:
+            for call_id, card_state in state.approvals.items():
+                if call_id not in self._cards:
+                    self._cards[call_id] = ApprovalCard(card_state, self.decide)
+            self._cards_box.children = tuple(self._cards.values())
+        for name in changed:
+            if name.startswith("card:"):
+                call_id = name[5:]
+                if call_id in self._cards and call_id in state.approvals:
+                    self._cards[call_id].update(state.approvals[call_id])
+        if "texts" in changed:
+            _set(self._texts, texts_html(state))
+        if "tasks" in changed:
+            _set(self._tasks, tasks_html(state))
+        if "findings" in changed:
+            _set(self._findings, findings_html(state))
+        if "done" in changed:
+            _set(self._done, done_html(state, self.link_base))
+
+    def to_text(self) -> str:
+        return run_text(self.state, self.note)
+
+    def to_html(self) -> str:
+        return "".join(
+            part
+            for part in (
+                header_html(self.state, self.note),
+                self.timeline.to_html(),
+                "".join(c.to_html() for c in self._cards.values()),
+                tasks_html(self.state),
+                findings_html(self.state),
+                done_html(self.state, self.link_base),
+            )
+            if part
+        )
+
+
+def _set(widget: w.HTML, value: str) -> None:
+    if widget.value != value:
+        widget.value = value

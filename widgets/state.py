@@ -1,0 +1,225 @@
+"""The view state of a run, reduced from its events: what every widget renders.
+
+Pure (no ipywidgets, no I/O), so the state after a replayed ``events.jsonl`` is testable without
+a kernel and the same reducer serves live SSE, in-process listeners and re-attach. ``apply``
+accepts event objects or their JSON dicts, ignores duplicates (a resumed stream may repeat
+one) and returns the names of the parts that changed, so a view re-renders only those.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+PHASES = ("select", "generate", "gap", "customize", "validate")
+TERMINAL = frozenset({"completed", "blocked", "failed", "cancelled", "interrupted"})
+
+# What a card says once its call is over, from the tool_result's error code.
+OUTCOME_BY_CODE = {
+    None: "executed",
+    "approval_denied": "denied",
+    "stale_input": "stale input",
+    "policy_denied": "denied by policy",
+    "cancelled": "cancelled",
+}
+
+
+@dataclass
+class PhaseView:
+    name: str
+    status: str = "pending"  # pending | started | done | skipped | failed
+    started_at: float | None = None
+    duration_s: float | None = None
+    message: str = ""
+
+
+@dataclass
+class CallView:
+    call_id: str
+    name: str
+    summary: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    ok: bool | None = None  # None while it runs
+    error_code: str | None = None
+    result: str = ""
+
+
+@dataclass
+class ApprovalView:
+    call_id: str
+    name: str
+    category: str
+    request: dict[str, Any]
+    approved: bool | None = None  # None while pending
+    decided_by: str = ""
+    outcome: str = "pending"  # pending | approved | denied | executed | stale input | expired | cancelled | ...
+
+    @property
+    def open(self) -> bool:
+        return self.approved is None and self.outcome == "pending"
+
+
+@dataclass
+class RunState:
+    run_id: str = ""
+    request: str = ""
+    model_name: str = ""
+    provider_label: str = "none"
+    provider_kind: str = "none"
+    sandbox_tier: str = ""
+    shell_tools_enabled: bool = False
+    run_dir: str = ""
+    status: str = "starting"
+    phases: dict[str, PhaseView] = field(default_factory=lambda: {p: PhaseView(p) for p in PHASES})
+    calls: dict[str, CallView] = field(default_factory=dict)
+    current_call: str | None = None
+    approvals: dict[str, ApprovalView] = field(default_factory=dict)
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    errors: list[dict[str, str]] = field(default_factory=list)
+    cost: dict[str, float] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "turns": 0})
+    started_at: float | None = None
+    last_at: float | None = None
+    done: dict[str, Any] | None = None
+    last_seq: int = 0
+    event_count: int = 0
+
+    # -- reducing -------------------------------------------------------------------------
+
+    @classmethod
+    def replay(cls, events) -> RunState:
+        state = cls()
+        for event in events:
+            state.apply(event)
+        return state
+
+    def apply(self, event: Any) -> set[str]:
+        """Fold one event in; the names of the parts that changed (empty for a duplicate)."""
+        data = event if isinstance(event, dict) else event.model_dump()
+        seq = int(data.get("seq") or 0)
+        if seq and seq <= self.last_seq:
+            return set()
+        self.last_seq = max(self.last_seq, seq)
+        self.event_count += 1
+        ts = data.get("ts")
+        if ts is not None:
+            self.started_at = ts if self.started_at is None else self.started_at
+            self.last_at = ts
+        handler = getattr(self, "_on_" + str(data.get("type")), None)
+        changed = handler(data) if handler is not None else set()
+        return changed | {"meter"}
+
+    def _on_run_started(self, e: dict) -> set[str]:
+        for name in ("run_id", "request", "model_name", "provider_label", "provider_kind", "sandbox_tier", "shell_tools_enabled", "run_dir"):
+            if name in e:
+                setattr(self, name, e[name])
+        self.status = "running"
+        return {"header", "timeline"}
+
+    def _on_phase(self, e: dict) -> set[str]:
+        phase = self.phases.setdefault(e["phase"], PhaseView(e["phase"]))
+        phase.status = e["status"]
+        phase.message = e.get("message", "") or phase.message
+        if e["status"] == "started":
+            phase.started_at = e.get("ts")
+        elif e.get("duration_s") is not None:
+            phase.duration_s = e["duration_s"]
+        elif phase.started_at is not None and e.get("ts") is not None:
+            phase.duration_s = max(e["ts"] - phase.started_at, 0.0)
+        return {"timeline"}
+
+    def _on_text(self, e: dict) -> set[str]:
+        self.texts.append(e["text"])
+        del self.texts[:-20]
+        return {"texts"}
+
+    def _on_tool_call(self, e: dict) -> set[str]:
+        self.calls[e["call_id"]] = CallView(e["call_id"], e["name"], e.get("summary", ""), e.get("arguments", {}))
+        self.current_call = e["call_id"]
+        return {"timeline", "calls"}
+
+    def _on_tool_result(self, e: dict) -> set[str]:
+        call = self.calls.setdefault(e["call_id"], CallView(e["call_id"], e["name"]))
+        call.ok, call.error_code, call.result = e["ok"], e.get("error_code"), e.get("summary", "")
+        if self.current_call == e["call_id"]:
+            self.current_call = None
+        changed = {"timeline", "calls"}
+        card = self.approvals.get(e["call_id"])
+        if card is not None:
+            card.outcome = _outcome(card, call)
+            changed.add(f"card:{card.call_id}")
+        return changed
+
+    def _on_approval_requested(self, e: dict) -> set[str]:
+        self.approvals[e["call_id"]] = ApprovalView(e["call_id"], e["name"], e["category"], e.get("request", {}))
+        return {"cards", f"card:{e['call_id']}", "header"}
+
+    def _on_approval_resolved(self, e: dict) -> set[str]:
+        card = self.approvals.get(e["call_id"])
+        if card is None:
+            return set()
+        card.approved, card.decided_by = bool(e["approved"]), e.get("by", "")
+        if card.decided_by == "timeout":
+            card.outcome = "expired"
+        elif card.decided_by == "cancelled":
+            card.outcome = "cancelled"
+        else:
+            card.outcome = "approved" if card.approved else "denied"
+        return {f"card:{card.call_id}", "header"}
+
+    def _on_task_list(self, e: dict) -> set[str]:
+        self.tasks = list(e.get("tasks", []))
+        return {"tasks"}
+
+    def _on_finding(self, e: dict) -> set[str]:
+        self.findings.append({k: e.get(k) for k in ("severity", "source", "message", "path", "line")})
+        return {"findings"}
+
+    def _on_snapshot(self, e: dict) -> set[str]:
+        return set()
+
+    def _on_cost(self, e: dict) -> set[str]:
+        self.cost = {k: e.get(k, 0) for k in ("input_tokens", "output_tokens", "cost_usd", "turns", "elapsed_s")}
+        return {"meter"}
+
+    def _on_error(self, e: dict) -> set[str]:
+        self.errors.append({"code": e["code"], "message": e["message"]})
+        return {"header"}
+
+    def _on_done(self, e: dict) -> set[str]:
+        self.status = e["status"]
+        self.done = {k: e.get(k) for k in ("status", "authorship", "blockers", "verification", "phase_durations", "summary")}
+        for name, seconds in (e.get("phase_durations") or {}).items():
+            if name in self.phases:
+                self.phases[name].duration_s = seconds
+        changed = {"header", "timeline", "done"}
+        self.current_call = None
+        for card in self.approvals.values():
+            if card.open:  # nobody answered before the run ended
+                card.outcome = "cancelled" if self.status == "cancelled" else self.status
+                changed.add(f"card:{card.call_id}")
+        return changed
+
+    # -- reading --------------------------------------------------------------------------
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def elapsed_s(self) -> float:
+        if self.started_at is None or self.last_at is None:
+            return 0.0
+        return max(self.last_at - self.started_at, float(self.cost.get("elapsed_s") or 0.0))
+
+    def open_approvals(self) -> list[ApprovalView]:
+        return [card for card in self.approvals.values() if card.open]
+
+
+def _outcome(card: ApprovalView, call: CallView) -> str:
+    if call.ok:
+        return "executed"
+    if call.error_code == "approval_denied" and card.outcome in ("expired", "cancelled"):
+        return card.outcome
+    return OUTCOME_BY_CODE.get(call.error_code, f"failed ({call.error_code})")
