@@ -73,6 +73,12 @@ class ErrorCode(StrEnum):
     UNSAFE_MODEL_SOURCE = "unsafe_model_source"
     GENERATOR_UNAVAILABLE = "generator_unavailable"
     GENERATION_FAILED = "generation_failed"
+    # test_api and validate_app (kernel_ext.validation, kernel_ext.tools.api_test)
+    HEADER_REFUSED = "header_refused"
+    EXTERNAL_URL = "external_url"
+    CORRECTION_REQUIRED = "correction_required"
+    TOO_MANY_SCENARIOS = "too_many_scenarios"
+    RUNTIME_CHECKS_DISABLED = "runtime_checks_disabled"
 
 
 class ToolFailure(Exception):

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,15 +25,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--approve", choices=("yes", "no"), default="no", help="the host's answer to approval requests")
     parser.add_argument("--list", action="store_true", help="print the offered tools and their schemas instead")
+    parser.add_argument("--model", help="a model file (.py, .plantuml, .json) or example:NAME, installed as the 'domain_model' service")
+    parser.add_argument(
+        "--enable-shell",
+        action="store_true",
+        help="operator switch: install the sandboxed shell service (run_command, install_dependencies); "
+        "BESSER_LLM_ENABLE_SHELL_TOOLS=1 in the environment does the same",
+    )
     parser.add_argument("name", nargs="?")
     parser.add_argument("arguments", nargs="?", default="{}", help="the arguments as a JSON object")
     parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    from kernel_ext.boundary import ExecutionPolicy, Executor, ToolCall, always_approve, always_deny
     from kernel_ext.tools.base import Category, ToolContext
-    from kernel_ext.tools.registry import default_catalog
     from kernel_ext.workspace import Workspace
 
     if not args.workspace.is_dir():
@@ -44,6 +50,31 @@ def handle(args: argparse.Namespace) -> int:
         print(f"error: unknown category {', '.join(unknown)}; choose from {', '.join(sorted(known))}", file=sys.stderr)
         return 2
     context = ToolContext(services={"workspace": Workspace(args.workspace)})
+    if args.model:
+        from kernel_ext.errors import ToolFailure
+        from kernel_ext.model.loading import load
+
+        try:
+            context.services["domain_model"] = load(args.model).model
+        except ToolFailure as exc:
+            print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
+            return 2
+    from kernel_ext.sandbox.service import shell_service_for_run
+
+    shell = shell_service_for_run(args.workspace, run_id="cli", enable=True if args.enable_shell else None)
+    if shell is not None:
+        context.services["shell"] = shell
+    try:
+        return _execute(args, context)
+    finally:
+        if shell is not None:
+            shell.close()
+
+
+def _execute(args: argparse.Namespace, context: Any) -> int:
+    from kernel_ext.boundary import ExecutionPolicy, Executor, ToolCall, always_approve, always_deny
+    from kernel_ext.tools.registry import default_catalog
+
     executor = Executor(
         default_catalog(),
         context,

@@ -1,0 +1,164 @@
+"""Phase 1 and model questions, side by side with what BESSER costs on its own.
+
+1. Phase 1 for the Library model and synthetic models of 10, 50 and 200 classes:
+   ``run_phase1`` (generate into a private directory, publish every file through the fence,
+   hash it) against the baseline, ``BackendGenerator(...).generate()`` called directly into a
+   fresh directory. Rounds are interleaved. The output checks (syntax, imports, importing
+   ``main_api`` in a fresh interpreter) are timed separately: they are what Phase 1 adds.
+2. ``query_class`` on the 200-class model through the real Executor (validate, policy,
+   dispatch, bounded rendering; the index is built once per run) against a direct
+   ``describe_class`` lookup, and against BESSER's agent serialising the whole model
+   (``serialize_domain_model``), which is what a model question costs without an index.
+3. The size of what the LLM is handed for 200 classes: our overview against BESSER's whole
+   serialised model. Tokens are estimated as characters / 4 (no tokenizer is available offline).
+
+Run: ``.venv/bin/python bench/bench_phase1.py``
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT)]
+
+ROUNDS = 5
+CHECK_ROUNDS = 3
+QUERIES = 400
+
+
+def _figure(samples: list[float], unit: str = "ms", scale: float = 1000.0) -> str:
+    values = [s * scale for s in samples]
+    return f"median {statistics.median(values):8.2f} {unit} (min {min(values):.2f} - max {max(values):.2f})"
+
+
+def _models() -> dict[str, object]:
+    from kernel_ext.model import build_library_model, synthetic_model
+
+    return {"library (5)": build_library_model, "10 classes": lambda: synthetic_model(10),
+            "50 classes": lambda: synthetic_model(50), "200 classes": lambda: synthetic_model(200)}
+
+
+def bench_phase1() -> None:
+    from besser.generators.backend import BackendGenerator
+
+    from kernel_ext.generation import run_phase1
+
+    print("1. Phase 1, FastAPI backend (rounds interleaved)")
+    medians: dict[str, tuple[float, float]] = {}
+    for label, build in _models().items():
+        model = build()
+        base, ours, inner, checks = [], [], [], []
+        files = 0
+        for i in range(ROUNDS):
+            with tempfile.TemporaryDirectory() as tmp:
+                start = time.perf_counter()
+                BackendGenerator(model=model, http_methods=["GET", "POST", "PUT", "DELETE"], output_dir=str(Path(tmp) / "b")).generate()
+                base.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                result = run_phase1(model, Path(tmp) / "app", "fastapi_backend", check=False)
+                ours.append(time.perf_counter() - start)
+                inner.append(result.generator_seconds)
+                files = len(result.files)
+                if i < CHECK_ROUNDS:
+                    shutil.rmtree(Path(tmp) / "app")
+                    result = run_phase1(model, Path(tmp) / "app", "fastapi_backend")
+                    assert result.ok, result.findings
+                    checks.append(result.checks.seconds)
+        ratio = statistics.median(ours) / statistics.median(base)
+        medians[label] = (statistics.median(base), statistics.median(ours))
+        print(f"   {label:12} {files:4d} files")
+        print(f"      baseline: BackendGenerator direct   {_figure(base)}")
+        print(f"      run_phase1 (no checks)              {_figure(ours)}  = {ratio:.2f}x baseline")
+        print(f"        of which BESSER's generator       {_figure(inner)}")
+        print(f"        publish through fence + hashes    {_figure([o - g for o, g in zip(ours, inner)])}")
+        print(f"      output checks (syntax, imports, app import in a fresh interpreter) {_figure(checks)}")
+    (b10, o10), (b200, o200) = medians["10 classes"], medians["200 classes"]
+    print(f"   growth 10 -> 200 classes: baseline {(b200 - b10) / 190 * 1000:.2f} ms/class, "
+          f"run_phase1 {(o200 - o10) / 190 * 1000:.2f} ms/class")
+
+
+def bench_queries() -> None:
+    from besser.spec_driven_agent.model_serializer import serialize_domain_model
+
+    from kernel_ext.boundary import Executor, ToolCall
+    from kernel_ext.model import build_index, synthetic_model
+    from kernel_ext.model.views import describe_class, overview
+    from kernel_ext.tools.base import ToolContext
+    from kernel_ext.tools.registry import default_catalog
+
+    model = synthetic_model(200)
+    names = sorted(c.name for c in model.get_classes())
+    executor = Executor(default_catalog(), ToolContext(services={"domain_model": model}))
+    start = time.perf_counter()
+    first = executor.execute_sync(ToolCall("c0", "query_class", {"name": names[0]}))
+    cold = time.perf_counter() - start
+    assert first.ok
+
+    import asyncio
+
+    async def run_calls() -> list[float]:
+        times = []
+        for i in range(QUERIES):
+            t = time.perf_counter()
+            result = await executor.execute(ToolCall(f"c{i}", "query_class", {"name": names[(i * 37) % len(names)]}))
+            times.append(time.perf_counter() - t)
+            assert result.ok
+        return times
+
+    tool_times = asyncio.run(run_calls())
+    index = build_index(model)
+    first_render = []
+    for name in names:  # every class once on a fresh index: no memoised rendering
+        t = time.perf_counter()
+        describe_class(index, name)
+        first_render.append(time.perf_counter() - t)
+    direct = []
+    for i in range(QUERIES):
+        t = time.perf_counter()
+        describe_class(index, names[(i * 37) % len(names)])
+        direct.append(time.perf_counter() - t)
+    whole = []
+    for _ in range(20):
+        t = time.perf_counter()
+        serialize_domain_model(model)
+        whole.append(time.perf_counter() - t)
+    build = []
+    for _ in range(10):
+        t = time.perf_counter()
+        build_index(model)
+        build.append(time.perf_counter() - t)
+
+    def p(samples: list[float], q: float) -> float:
+        return statistics.quantiles(samples, n=100)[int(q) - 1] * 1000
+
+    print("\n2. query_class on the 200-class model")
+    print(f"   first call (builds the index)          {cold * 1000:8.2f} ms")
+    print(f"   query_class via Executor   p50 {p(tool_times, 50):6.3f} ms  p95 {p(tool_times, 95):6.3f} ms  (n={QUERIES}, target p50 <= 5 ms)")
+    print(f"   describe_class, first render of each class  p50 {p(first_render, 50):6.3f} ms  p95 {p(first_render, 95):6.3f} ms")
+    print(f"   describe_class direct      p50 {p(direct, 50):6.3f} ms  p95 {p(direct, 95):6.3f} ms")
+    print(f"   build_index                {_figure(build)}")
+    print(f"   baseline: BESSER serialize_domain_model (whole model) {_figure(whole)}")
+
+    text = overview(index)
+    serialized = json.dumps(serialize_domain_model(model))
+    query = describe_class(index, "E013")[0]
+    print("\n3. What the LLM is handed for 200 classes (tokens ~ chars/4)")
+    print(f"   overview                          {len(text):7d} chars  ~{len(text) / 4:6.0f} tokens  (target < ~2,000)")
+    print(f"   one query_class answer (E013)     {len(query):7d} chars  ~{len(query) / 4:6.0f} tokens")
+    print(f"   baseline: BESSER whole-model JSON {len(serialized):7d} chars  ~{len(serialized) / 4:6.0f} tokens")
+
+
+def main() -> None:
+    bench_phase1()
+    bench_queries()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""``generate MODEL_FILE --out DIR [--generator NAME] [--options JSON] [--no-check] [--json]``.
+
+Phase 1 only for now (the pipeline extends this command into the whole run): load and check
+the model, run one BESSER generator into DIR, print what was written and what the checks
+found. Exit 0 when the output has no blocker, 1 when it has, 2 for a refusal or usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("generate", help="run Phase 1 (a BESSER generator) for a model")
+    parser.add_argument("model", nargs="?", help="a model file (.py, .plantuml, .json) or example:NAME")
+    parser.add_argument("--out", type=Path, help="the folder to generate into (created if missing); required")
+    parser.add_argument("--generator", default="fastapi_backend", help="the target, e.g. fastapi_backend, sqlalchemy, nextjs")
+    parser.add_argument("--options", default="{}", help="the generator's options as a JSON object")
+    parser.add_argument("--no-check", action="store_true", help="skip the syntax, import and app-import checks")
+    parser.add_argument("--json", action="store_true", help="print the Phase 1 result as JSON")
+    parser.add_argument("--list", action="store_true", help="list the generators and exit")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from kernel_ext.errors import ToolFailure
+    from kernel_ext.generation.phase1 import run_phase1
+    from kernel_ext.generation.registry import ALL_TARGETS
+
+    if args.list:
+        for spec in ALL_TARGETS:
+            print(f"{spec.name:16} {spec.kind:8} needs {'+'.join(sorted(spec.needs)):12} -> {spec.subdir or '.'}/  {spec.label}")
+        return 0
+    if not args.model or args.out is None:
+        print("error: MODEL and --out DIR are required (or --list)", file=sys.stderr)
+        return 2
+    try:
+        options = json.loads(args.options)
+    except json.JSONDecodeError as exc:
+        print(f"error: --options is not JSON: {exc.msg}", file=sys.stderr)
+        return 2
+    try:
+        result = run_phase1(args.model, args.out, args.generator, options, check=not args.no_check)
+    except ToolFailure as exc:
+        print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        _print_summary(result, args.out)
+    return 0 if result.ok else 1
+
+
+def _print_summary(result, out: Path) -> None:
+    where = out / result.subdir if result.subdir else out
+    print(f"phase 1: {result.generator} ({result.kind}) for model {result.model_name!r} -> {where}")
+    print(f"  {len(result.published.created)} created, {len(result.published.overwritten)} overwritten, "
+          f"{len(result.published.unchanged)} unchanged; generator {result.generator_seconds:.2f} s, "
+          f"checks {result.checks.seconds:.2f} s, app import: {result.checks.app_import}")
+    for note in result.notes:
+        print(f"  note: {note}")
+    for finding in result.findings:
+        print(f"  [{finding.severity}] {finding.message}")

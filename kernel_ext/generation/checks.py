@@ -1,0 +1,179 @@
+"""Phase 1 output, checked before Phase 2 starts: syntax, imports, and does the app import.
+
+Findings found here are handed to Phase 2 as context instead of being discovered later.
+Messages use the prefixes Phase 3 ranks by (``syntax error in``, ``missing module:``,
+``application startup:``) so one vocabulary runs through the pipeline.
+
+The app-import check runs the entry module in a fresh interpreter, in a temporary copy of
+the generated files (nothing can be written into the workspace), with a stripped
+environment, a throwaway SQLite database and a timeout.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from kernel_ext.validation.report import Finding  # the one finding shape of the pipeline
+
+IMPORT_TIMEOUT_S = 60.0
+_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+@dataclass
+class CheckReport:
+    findings: list[Finding] = field(default_factory=list)
+    python_files: int = 0
+    app_import: str = "skipped: no entry module"
+    seconds: float = 0.0
+
+    @property
+    def blockers(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "blocker"]
+
+
+def check_files(files: dict[str, bytes], app_root: str = "", entrypoint: str | None = None,
+                *, import_app: bool = True, timeout: float = IMPORT_TIMEOUT_S) -> CheckReport:
+    """Check generated ``files`` (workspace path -> bytes) whose app lives under ``app_root``."""
+    started = time.perf_counter()
+    report = CheckReport()
+    root = PurePosixPath(app_root.strip("/")) if app_root.strip("/") else PurePosixPath()
+    python = {p: b for p, b in files.items() if p.endswith(".py")}
+    report.python_files = len(python)
+    local = _local_modules(files, root)
+    requirements = _requirements(files.get(str(root / "requirements.txt") if app_root else "requirements.txt", b""))
+    missing: set[str] = set()
+    resolved: set[str] = set(local) | set(sys.stdlib_module_names)
+    for path, data in sorted(python.items()):
+        try:
+            tree = ast.parse(data.decode("utf-8"), filename=path)
+        except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
+            line = getattr(exc, "lineno", None)
+            report.findings.append(Finding("blocker", "phase1.syntax", f"syntax error in {path} line {line}: {getattr(exc, 'msg', exc)}", path, line))
+            continue
+        for name, line in _imports(tree):
+            if name in resolved or name in missing:
+                continue
+            if importlib.util.find_spec(name) is not None:
+                resolved.add(name)
+            else:
+                missing.add(name)
+                listed = "listed in requirements.txt, " if name.lower() in requirements else ""
+                report.findings.append(Finding("warning", "phase1.imports",
+                                               f"missing module: {name} (imported by {path}; {listed}not installed here)", path, line))
+    if not (import_app and entrypoint):
+        report.app_import = "skipped: no entry module" if not entrypoint else "skipped: not requested"
+    elif str(root / f"{entrypoint}.py") not in files:
+        report.app_import = f"skipped: {entrypoint}.py was not generated"
+    elif report.blockers:
+        report.app_import = "skipped: syntax errors"
+    elif missing:
+        report.app_import = f"skipped: {', '.join(sorted(missing))} not installed in this interpreter"
+        report.findings.append(Finding("info", "phase1.app_import", f"app import not checked: {report.app_import[9:]}"))
+    else:
+        ok, detail = _import_entry(files, root, entrypoint, timeout)
+        report.app_import = "ok" if ok else "failed"
+        if not ok:
+            report.findings.append(Finding("blocker", "phase1.app_import", f"application startup: importing {entrypoint} failed: {detail}",
+                                           str(root / f"{entrypoint}.py")))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _local_modules(files: dict[str, bytes], root: PurePosixPath) -> set[str]:
+    names = set()
+    for path in files:
+        rel = PurePosixPath(path)
+        try:
+            rel = rel.relative_to(root)
+        except ValueError:
+            continue
+        first = rel.parts[0]
+        names.add(first[:-3] if first.endswith(".py") and len(rel.parts) == 1 else first)
+    return names
+
+
+def _requirements(data: bytes) -> set[str]:
+    names = set()
+    for raw in data.decode("utf-8", "replace").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line:
+            name = line.replace(" ", "")
+            for sep in ("[", "=", "<", ">", "~", "!", ";"):
+                name = name.split(sep, 1)[0]
+            names.add(name.lower().replace("-", "_"))
+    return names
+
+
+def _imports(tree: ast.Module) -> list[tuple[str, int]]:
+    """Top-level names of absolute imports not guarded by ``try/except ImportError``."""
+    found: list[tuple[str, int]] = []
+
+    def guarded(node: ast.Try) -> bool:
+        for handler in node.handlers:
+            kinds = handler.type
+            names = [kinds] if not isinstance(kinds, ast.Tuple) else list(kinds.elts)
+            if kinds is None or any(isinstance(n, ast.Name) and n.id in _IMPORT_ERRORS for n in names):
+                return True
+        return False
+
+    def visit(block: list, optional: bool) -> None:
+        # Statements only: an import never sits inside an expression, so expressions are skipped.
+        for node in block:
+            if isinstance(node, ast.Import):
+                if not optional:
+                    found.extend((alias.name.split(".")[0], node.lineno) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if not optional and node.level == 0 and node.module:
+                    found.append((node.module.split(".")[0], node.lineno))
+            elif isinstance(node, ast.Try) and guarded(node):
+                visit(node.body, True)
+                visit([*node.handlers, *node.orelse, *node.finalbody], optional)
+            else:
+                for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+                    inner = getattr(node, name, None)
+                    if isinstance(inner, list):
+                        visit(inner, optional)
+
+    visit(tree.body, False)
+    return found
+
+
+def _import_entry(files: dict[str, bytes], root: PurePosixPath, entrypoint: str, timeout: float) -> tuple[bool, str]:
+    with tempfile.TemporaryDirectory(prefix="besser-phase1-check-") as tmp:
+        base = Path(tmp) / "app"
+        for path, data in files.items():
+            try:
+                rel = PurePosixPath(path).relative_to(root)
+            except ValueError:
+                continue
+            target = base.joinpath(*rel.parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": tmp,
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONNOUSERSITE": "1",
+            "DATABASE_URL": f"sqlite:///{Path(tmp) / 'phase1-check.db'}",
+        }
+        code = f"import sys; sys.path.insert(0, '.'); import importlib; importlib.import_module({entrypoint!r})"
+        try:
+            done = subprocess.run([sys.executable, "-c", code], cwd=base, env=env, capture_output=True,
+                                  timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return False, f"did not finish within {timeout:.0f} s"
+    if done.returncode == 0:
+        return True, ""
+    lines = [ln for ln in done.stderr.decode("utf-8", "replace").strip().splitlines() if ln.strip()]
+    where = next((ln.strip() for ln in reversed(lines) if ln.strip().startswith("File ") and "/app/" in ln), "")
+    last = lines[-1].strip() if lines else f"exit code {done.returncode}"
+    return False, (f"{last} ({where.replace(str(base), '')})" if where else last)[:600]

@@ -1,0 +1,85 @@
+"""Which files a generator produced, with hashes, so a run can say who wrote what.
+
+Phase 1 and every ``generate_*`` call record the files they published (path -> sha256).
+At the end of a run, comparing that ledger with the final tree gives the authorship split:
+generator output untouched, generator output the LLM modified, and files the LLM authored
+(plus generator files that were deleted, listed separately).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SKIPPED_DIRS = frozenset({".besser", ".git", "__pycache__", "node_modules", ".venv", "venv", ".pytest_cache"})
+
+
+@dataclass(frozen=True)
+class GeneratedFile:
+    path: str  # workspace-relative, "/"-separated
+    sha256: str
+    size: int
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def tree_hashes(root: str | os.PathLike[str], *, skip: Iterable[str] = SKIPPED_DIRS) -> dict[str, str]:
+    """``{relative path: sha256}`` of the regular files under ``root`` (links not followed)."""
+    base = Path(root)
+    skipped = frozenset(skip)
+    out: dict[str, str] = {}
+    for current, dirs, files in os.walk(base, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in skipped and not os.path.islink(os.path.join(current, d)))
+        for name in sorted(files):
+            full = os.path.join(current, name)
+            if os.path.islink(full) or not os.path.isfile(full):
+                continue
+            with open(full, "rb") as fh:
+                out[Path(full).relative_to(base).as_posix()] = sha256_bytes(fh.read())
+    return out
+
+
+def authorship_split(generated: Mapping[str, str], current: Mapping[str, str]) -> dict[str, list[str]]:
+    """Split the ``current`` tree by who wrote each file (see the module docstring)."""
+    split: dict[str, list[str]] = {
+        "generator_untouched": [], "generator_llm_modified": [], "llm_authored": [], "generator_deleted": [],
+    }
+    for path in sorted(current):
+        if path not in generated:
+            split["llm_authored"].append(path)
+        elif current[path] == generated[path]:
+            split["generator_untouched"].append(path)
+        else:
+            split["generator_llm_modified"].append(path)
+    split["generator_deleted"] = sorted(set(generated) - set(current))
+    return split
+
+
+@dataclass
+class GenerationLedger:
+    """Every generator-published file of a run, latest generation wins (kept in RunState)."""
+
+    files: dict[str, str] = field(default_factory=dict)
+    runs: list[dict] = field(default_factory=list)
+
+    def record(self, generator: str, files: Iterable[GeneratedFile], options: Mapping | None = None) -> None:
+        listed = list(files)
+        for f in listed:
+            self.files[f.path] = f.sha256
+        self.runs.append({"generator": generator, "options": dict(options or {}), "files": len(listed)})
+
+    def split(self, current: Mapping[str, str]) -> dict[str, list[str]]:
+        return authorship_split(self.files, current)
+
+
+LEDGER_KEY = "generation.ledger"
+
+
+def ledger_of(state) -> GenerationLedger:
+    """The run's ledger (``state`` is a ``RunState``)."""
+    return state.store(LEDGER_KEY, GenerationLedger)

@@ -1,0 +1,130 @@
+"""Phase 1: run one deterministic BESSER generator (or a stack's build files) into a workspace.
+
+``run_phase1`` is the reusable step the pipeline (and ``python -m kernel_ext generate``)
+calls: check the model, honour the chosen target as-is, generate into a private directory,
+publish through the fence, record what was produced (paths and hashes, for the authorship
+split), then check the output so its findings reach Phase 2 as context.
+
+It is synchronous (a second or two, several for a 200-class app's import check): async
+callers run it with ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernel_ext.generation.checks import CheckReport, check_files
+from kernel_ext.generation.manifest import GeneratedFile, GenerationLedger
+from kernel_ext.generation.registry import resolve_target
+from kernel_ext.generation.runner import PublishReport, generate, publish_output
+from kernel_ext.validation.report import Finding
+
+
+@dataclass
+class Phase1Result:
+    generator: str
+    kind: str  # besser | metadata
+    options: dict[str, Any]
+    subdir: str
+    files: list[GeneratedFile]
+    published: PublishReport
+    checks: CheckReport
+    model_name: str
+    model_digest: str
+    besser_version: str
+    generator_seconds: float
+    total_seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def findings(self) -> list[Finding]:
+        return list(self.checks.findings)
+
+    @property
+    def ok(self) -> bool:
+        return not self.checks.blockers
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "generator": self.generator,
+            "kind": self.kind,
+            "options": self.options,
+            "subdir": self.subdir,
+            "ok": self.ok,
+            "files": [asdict(f) for f in self.files],
+            "created": len(self.published.created),
+            "overwritten": self.published.overwritten,
+            "unchanged": len(self.published.unchanged),
+            "findings": [f.as_event() for f in self.findings],
+            "app_import": self.checks.app_import,
+            "model": {"name": self.model_name, "digest": self.model_digest},
+            "besser_version": self.besser_version,
+            "seconds": {"generator": round(self.generator_seconds, 4), "checks": round(self.checks.seconds, 4),
+                        "total": round(self.total_seconds, 4)},
+            "notes": self.notes,
+        }
+
+
+def run_phase1(
+    model: Any,
+    out_dir: Any,
+    generator: str = "fastapi_backend",
+    options: Any = None,
+    *,
+    gui_model: Any = None,
+    check: bool = True,
+    import_app: bool = True,
+    ledger: GenerationLedger | None = None,
+) -> Phase1Result:
+    """Generate ``generator``'s output for ``model`` into ``out_dir`` (a path or a Workspace)."""
+    from kernel_ext.model.jsonform import model_digest
+    from kernel_ext.model.loading import load
+    from kernel_ext.workspace import Workspace
+
+    started = time.perf_counter()
+    loaded = load(model)
+    models = {"domain": loaded.model, "gui": gui_model}
+    present = frozenset(k for k, v in models.items() if v is not None)
+    spec = resolve_target(generator, present)
+    if isinstance(out_dir, Workspace):
+        workspace = out_dir
+    else:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        workspace = Workspace(out_dir)
+    output = generate(spec, models, options)
+    published = publish_output(workspace, output)
+    manifest = output.manifest()
+    if ledger is not None:
+        ledger.record(spec.name, manifest, output.options.model_dump())
+    if check and spec.kind == "besser":
+        checks = check_files(output.files, spec.check_root, spec.entrypoint, import_app=import_app)
+    else:
+        checks = CheckReport(app_import="skipped: not requested" if not check else "skipped: build files only")
+    return Phase1Result(
+        generator=spec.name,
+        kind=spec.kind,
+        options=output.options.model_dump(),
+        subdir=spec.subdir,
+        files=manifest,
+        published=published,
+        checks=checks,
+        model_name=loaded.model.name,
+        model_digest=model_digest(loaded.model),
+        besser_version=besser_version(),
+        generator_seconds=output.seconds,
+        total_seconds=time.perf_counter() - started,
+        notes=[*loaded.notes, *loaded.warnings],
+    )
+
+
+def besser_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("besser")
+    except PackageNotFoundError:  # pragma: no cover - besser is a dependency
+        return os.environ.get("BESSER_VERSION", "unknown")

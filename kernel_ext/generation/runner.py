@@ -1,0 +1,141 @@
+"""Run one target into a private temporary directory, then publish its files through the fence.
+
+BESSER's generators write wherever they are pointed, so they are pointed at an empty
+temporary directory outside the workspace; their output is read back as bytes and only then
+written into the workspace with ``kernel_ext.workspace.publish`` (atomic, no-follow, inside
+the fence). Generator output is never rewritten: bytes go in as produced.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.generation.manifest import GeneratedFile, sha256_bytes
+from kernel_ext.generation.targets import GeneratorSpec, Options
+
+MAX_OUTPUT_FILES = 20_000
+MAX_OUTPUT_BYTES = 256 * 1024 * 1024
+_SKIP_DIRS = frozenset({"__pycache__", ".pytest_cache", "node_modules"})
+# BESSER's generators were written for one call at a time (shared template environments,
+# module-level state); callers may run them from worker threads, so they take turns.
+_BESSER_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class GeneratedOutput:
+    spec: GeneratorSpec
+    options: Options
+    files: dict[str, bytes]  # workspace-relative path -> bytes (subdir included)
+    seconds: float
+
+    def manifest(self) -> list[GeneratedFile]:
+        return [GeneratedFile(p, sha256_bytes(b), len(b)) for p, b in sorted(self.files.items())]
+
+
+@dataclass
+class PublishReport:
+    created: list[str] = field(default_factory=list)
+    overwritten: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+
+def parse_options(spec: GeneratorSpec, options: Any) -> Options:
+    if isinstance(options, spec.options):
+        return options
+    try:
+        return spec.options.model_validate(dict(options or {}))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors(include_url=False))
+        raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"{spec.name} options: {problems}") from None
+
+
+def generate(spec: GeneratorSpec, models: dict[str, Any], options: Any = None) -> GeneratedOutput:
+    """Run ``spec`` on ``models`` (``{"domain": DomainModel, ...}``) and read its output back."""
+    missing = spec.missing(frozenset(k for k, v in models.items() if v is not None))
+    if missing:
+        raise ToolFailure(ErrorCode.GENERATOR_UNAVAILABLE, f"{spec.name} needs a {' and a '.join(missing)} model")
+    opts = parse_options(spec, options)
+    scratch = Path(tempfile.mkdtemp(prefix=f"besser-gen-{spec.name}-"))
+    try:
+        out = scratch / "out"
+        out.mkdir()
+        with _BESSER_LOCK:
+            started = time.perf_counter()
+            try:
+                spec.produce(models, out, opts)
+            except ToolFailure:
+                raise
+            except Exception as exc:  # BESSER raised: name it, keep the run alive
+                raise ToolFailure(
+                    ErrorCode.GENERATION_FAILED, f"BESSER's {spec.label} generator failed: {type(exc).__name__}: {exc}"
+                ) from None
+            seconds = time.perf_counter() - started
+        files = _collect(out, spec.subdir)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if not files:
+        raise ToolFailure(ErrorCode.GENERATION_FAILED, f"BESSER's {spec.label} generator wrote no files")
+    return GeneratedOutput(spec, opts, files, seconds)
+
+
+def _collect(out: Path, subdir: str) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    total = 0
+    prefix = f"{subdir.strip('/')}/" if subdir.strip("/") else ""
+    for current, dirs, names in os.walk(out, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
+        for name in sorted(names):
+            full = Path(current) / name
+            if full.is_symlink() or not full.is_file() or name.endswith(".pyc"):
+                continue
+            data = full.read_bytes()
+            total += len(data)
+            files[prefix + full.relative_to(out).as_posix()] = data
+            if len(files) > MAX_OUTPUT_FILES or total > MAX_OUTPUT_BYTES:
+                raise ToolFailure(ErrorCode.TOO_LARGE, "the generator produced more output than a run accepts")
+    return files
+
+
+def existing_targets(workspace: Any, output: GeneratedOutput) -> list[str]:
+    """Paths the output would overwrite (they exist in the workspace now)."""
+    return [path for path in output.files if workspace.lstat(path) is not None]
+
+
+def publish_output(workspace: Any, output: GeneratedOutput, *, must_be_new: frozenset[str] = frozenset()) -> PublishReport:
+    """Write every file atomically; identical files are left alone.
+
+    ``must_be_new`` are paths that did not exist when the call was prepared: if one appeared
+    since, nothing is written (``stale_input``). Each write also checks the file is still the
+    one just looked at, so a concurrent change is refused rather than overwritten.
+    """
+    from kernel_ext.workspace import publish, snapshot
+
+    appeared = [p for p in sorted(must_be_new) if p in output.files and workspace.lstat(p) is not None]
+    if appeared:
+        raise ToolFailure(
+            ErrorCode.STALE_INPUT,
+            f"{appeared[0]!r} was created after the call was prepared ({len(appeared)} such files); nothing was written",
+        )
+    report = PublishReport()
+    for path, data in sorted(output.files.items()):
+        before = snapshot(workspace, path)
+        if before.problem:
+            workspace.lstat(path)  # re-raises the fence's own refusal (a link on the way, ...)
+            code = ErrorCode.SYMLINK_REFUSED if "symlink" in before.problem else ErrorCode.NOT_REGULAR_FILE
+            raise ToolFailure(code, f"{path!r}: {before.problem}; {len(report.created) + len(report.overwritten)} files before it were written")
+        if before.exists and before.sha256 == sha256_bytes(data):
+            report.unchanged.append(path)
+            continue
+        publish(workspace, path, data, expected=before.identity if before.exists else None)
+        (report.overwritten if before.exists else report.created).append(path)
+    return report

@@ -1,0 +1,243 @@
+"""A class diagram of a DomainModel: an SVG drawn in Python, with a text fallback.
+
+No web service, no JavaScript, no Graphviz: boxes are laid out in layers (parents above
+their children, associated classes near each other, enumerations last), rows wrap at a
+width that keeps the picture roughly square, and edges are straight lines clipped to the
+box borders (hollow triangle: generalization; filled diamond: composition; role names and
+multiplicities at the ends). ``ClassDiagram`` renders itself in a notebook
+(``_repr_mimebundle_``: SVG plus plain text for static viewers); this is what
+``%besser show`` displays.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+from kernel_ext.model.index import ModelIndex
+from kernel_ext.model.layout import ABSTRACT, ENUMERATION, LINE_H, PAD, GAP_Y, Box, Layout, border, layout, unit
+
+class ClassDiagram:
+    """The picture of one model; renders as SVG in notebooks and as text elsewhere."""
+
+    def __init__(self, model: Any):
+        """``model``: a DomainModel, LoadedModel, ModelIndex, a model file path or ``example:NAME``."""
+        from kernel_ext.model.loading import LoadedModel, load
+        from kernel_ext.model.service import domain_model_of, model_index
+
+        if isinstance(model, (str, os.PathLike)) and not isinstance(model, LoadedModel):
+            model = load(model, check=False)
+        self.index: ModelIndex = model_index(model)
+        self.model = domain_model_of(model)
+        self._svg: str | None = None
+
+    @property
+    def svg(self) -> str:
+        if self._svg is None:
+            self._svg = _svg(self.index)
+        return self._svg
+
+    @property
+    def text(self) -> str:
+        return _text_view(self.index)
+
+    def _repr_svg_(self) -> str:
+        return self.svg
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"image/svg+xml": self.svg, "text/plain": self.text}
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def save(self, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(self.svg)
+
+
+def show(model: Any) -> ClassDiagram:
+    """``show(model)`` as the last line of a cell draws the class diagram."""
+    return ClassDiagram(model)
+
+
+# -- text -----------------------------------------------------------------------------------
+
+
+def render_text(model: Any) -> str:
+    """The plain-text picture of a model (anything ``ClassDiagram`` accepts)."""
+    return ClassDiagram(model).text
+
+
+def render_svg(model: Any) -> str:
+    """The SVG picture of a model (anything ``ClassDiagram`` accepts)."""
+    return ClassDiagram(model).svg
+
+
+def _text_view(index: ModelIndex) -> str:
+    lines = [f"Model {index.name}: {len(index.classes)} classes, {len(index.enumerations)} enumerations"]
+    for view in index.classes.values():
+        head = f"  class {view.name}" + (" {abstract}" if view.is_abstract else "")
+        if view.parents:
+            head += f" extends {', '.join(view.parents)}"
+        lines.append(head)
+        lines.extend(f"    {a.name}: {a.type}" for a in view.own_attributes)
+        lines.extend(f"    {m.signature}" for m in view.own_methods)
+    for name, literals in index.enumerations.items():
+        lines.append(f"  enum {name} {{{', '.join(literals)}}}")
+    for a, b in _associations(index):
+        lines.append(f"  {a.association}: {a.declared_in} [{b.multiplicity}] {b.role} -- {a.role} [{a.multiplicity}] {a.target}")
+    for c in _invariants(index):
+        lines.append(f"  OCL {c.name}: {c.expression}")
+    return "\n".join(lines)
+
+
+def _associations(index: ModelIndex) -> list[tuple[Any, Any]]:
+    """Each association once, as its two ends (seen from each side)."""
+    seen: dict[str, list[Any]] = {}
+    for view in index.classes.values():
+        for end in view.ends:
+            if end.declared_in == view.name:
+                seen.setdefault(end.association, []).append(end)
+    pairs = []
+    for ends in seen.values():
+        first = ends[0]
+        other = next((e for e in ends[1:] if e.role == first.own_role), first)
+        pairs.append((first, other))
+    return sorted(pairs, key=lambda p: p[0].association)
+
+
+def _invariants(index: ModelIndex) -> list[Any]:
+    out = {}
+    for view in index.classes.values():
+        for c in view.constraints:
+            if c.context == view.name:
+                out[(c.context, c.name, c.method)] = c
+    return list(out.values())
+
+
+# -- svg ------------------------------------------------------------------------------------
+
+
+def _svg(index: ModelIndex) -> str:
+    plan = layout(index)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{plan.width:.0f}" height="{plan.height:.0f}" '
+        f'viewBox="0 0 {plan.width:.0f} {plan.height:.0f}" '
+        f'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="12">',
+        f"<title>{escape(f'Class diagram of {index.name}')}</title>",
+        f'<rect x="0" y="0" width="{plan.width:.0f}" height="{plan.height:.0f}" fill="white"/>',
+    ]
+    lines, labels = _edges(index, plan)
+    out.extend(lines)
+    for box in plan.boxes.values():
+        out.extend(_box_svg(box))
+    out.extend(labels)  # on top of boxes, with a white halo
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _text(x: float, y: float, text: str, **attrs: str) -> str:
+    extra = "".join(f" {k.replace('_', '-')}={quoteattr(v)}" for k, v in attrs.items())
+    return f'<text x="{x:.1f}" y="{y:.1f}"{extra}>{escape(text)}</text>'
+
+
+def _label(x: float, y: float, text: str, **attrs: str) -> str:
+    """Small centred text on a white plate, readable over lines in any SVG renderer."""
+    w = len(text) * 6.0 + 4
+    return (
+        f'<g class="label"><rect x="{x - w / 2:.1f}" y="{y - 9:.1f}" width="{w:.1f}" height="12" fill="white" '
+        f'fill-opacity="0.85"/>{_text(x, y, text, text_anchor="middle", font_size="10", **attrs)}</g>'
+    )
+
+
+def _box_svg(box: Box) -> list[str]:
+    fill = "#f4f8e8" if box.stereotype == ENUMERATION else "#fefce8"
+    parts = [
+        f'<g class="class" data-name={quoteattr(box.name)}>',
+        f'<rect x="{box.x:.1f}" y="{box.y:.1f}" width="{box.w:.1f}" height="{box.h:.1f}" fill="{fill}" stroke="#444" rx="3"/>',
+    ]
+    y = box.y + 17
+    if box.stereotype:
+        parts.append(_text(box.cx, y - 3, box.stereotype, text_anchor="middle", font_size="10"))
+        y += LINE_H - 2
+    style = {"font_style": "italic"} if box.stereotype == ABSTRACT else {}
+    parts.append(_text(box.cx, y, box.name, text_anchor="middle", font_weight="bold", **style))
+    y = box.y + box.head
+    for rows in box.sections:
+        parts.append(f'<line x1="{box.x:.1f}" y1="{y:.1f}" x2="{box.x + box.w:.1f}" y2="{y:.1f}" stroke="#444"/>')
+        for i, row in enumerate(rows):
+            parts.append(_text(box.x + PAD, y + LINE_H * (i + 1) - 2, row))
+        y += max(1, len(rows)) * LINE_H + PAD
+    parts.append("</g>")
+    return parts
+
+
+def _edges(index: ModelIndex, plan: Layout) -> tuple[list[str], list[str]]:
+    lines: list[str] = []
+    labels: list[str] = []
+    boxes = plan.boxes
+    for view in index.classes.values():
+        for parent in view.parents:
+            if parent in boxes:
+                lines.extend(_generalization(boxes[view.name], boxes[parent]))
+    for a, b in _associations(index):
+        if a.declared_in in boxes and a.target in boxes:
+            _association(boxes[a.declared_in], boxes[a.target], a, b, lines, labels)
+    return lines, labels
+
+
+def _generalization(child: Box, parent: Box) -> list[str]:
+    x1, y1 = border(child, parent.cx, parent.cy)
+    x2, y2 = border(parent, child.cx, child.cy)
+    ux, uy = unit(x1 - x2, y1 - y2)
+    bx, by = x2 + ux * 14, y2 + uy * 14
+    return [
+        f'<line class="generalization" x1="{x1:.1f}" y1="{y1:.1f}" x2="{bx:.1f}" y2="{by:.1f}" stroke="#444"/>',
+        f'<polygon points="{x2:.1f},{y2:.1f} {bx - uy * 8:.1f},{by + ux * 8:.1f} {bx + uy * 8:.1f},{by - ux * 8:.1f}" '
+        'fill="white" stroke="#444"/>',
+    ]
+
+
+def _association(near: Box, far: Box, a: Any, b: Any, lines: list[str], labels: list[str]) -> None:
+    """``a`` is the end seen from ``near`` (its role points at ``far``); ``b`` the opposite one."""
+    own_role = b.role if b is not a else a.own_role
+    if near is far:  # a self-association: a loop on the right side
+        x, y = near.x + near.w, near.cy
+        lines.append(f'<path class="association" d="M {x:.1f} {y - 12:.1f} h 28 v 24 h -28" fill="none" stroke="#444"/>')
+        labels.append(_label(x + 30, y - 16, f"{a.association}: {a.role} {_short(a.multiplicity)}"))
+        return
+    if near.row == far.row and abs(near.column - far.column) > 1:
+        # Same row, boxes in between: arc through the free band above the row.
+        left, right = (near, far) if near.x < far.x else (far, near)
+        x1, x2, y = left.cx + left.w / 4, right.cx - right.w / 4, left.y
+        lift = min(GAP_Y - 10, 30 + 4 * abs(near.column - far.column))
+        lines.append(
+            f'<path class="association" d="M {x1:.1f} {y:.1f} C {x1:.1f} {y - lift * 1.33:.1f} '
+            f'{x2:.1f} {y - lift * 1.33:.1f} {x2:.1f} {y:.1f}" fill="none" stroke="#444"/>'
+        )
+        labels.append(_label((x1 + x2) / 2, y - lift + 4, a.association, fill="#225"))
+        nx, fx = (x1, x2) if near is left else (x2, x1)
+        labels.append(_label(fx, y - 6, f"{a.role} {_short(a.multiplicity)}"))
+        labels.append(_label(nx, y - 6, f"{own_role} {_short(a.own_multiplicity)}"))
+        return
+    x1, y1 = border(near, far.cx, far.cy)
+    x2, y2 = border(far, near.cx, near.cy)
+    ux, uy = unit(x2 - x1, y2 - y1)
+    lines.append(f'<line class="association" x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="#444"/>')
+    for (ex, ey, sign), whole in (((x1, y1, 1), a.owns), ((x2, y2, -1), a.part_of)):
+        if whole:  # a filled diamond at the whole's end
+            mx, my = ex + ux * 9 * sign, ey + uy * 9 * sign
+            bx, by = ex + ux * 18 * sign, ey + uy * 18 * sign
+            lines.append(
+                f'<polygon points="{ex:.1f},{ey:.1f} {mx - uy * 5:.1f},{my + ux * 5:.1f} {bx:.1f},{by:.1f} '
+                f'{mx + uy * 5:.1f},{my - ux * 5:.1f}" fill="#444"/>'
+            )
+    labels.append(_label((x1 + x2) / 2 - uy * 9, (y1 + y2) / 2 + ux * 9 + 3, a.association, fill="#225"))
+    labels.append(_label(x2 - ux * 26 + uy * 11, y2 - uy * 26 - ux * 11 + 4, f"{a.role} {_short(a.multiplicity)}"))
+    labels.append(_label(x1 + ux * 26 + uy * 11, y1 + uy * 26 - ux * 11 + 4, f"{own_role} {_short(a.own_multiplicity)}"))
+
+
+def _short(mult: str) -> str:
+    low, _, high = mult.partition("..")
+    return low if low == high else ("*" if (low, high) == ("0", "*") else mult)

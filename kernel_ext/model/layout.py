@@ -1,0 +1,181 @@
+"""Where each box of the class diagram goes (``diagram.py`` draws them).
+
+Layers follow inheritance (a class sits one layer below its lowest parent). The first layer
+is ordered by a breadth-first walk from the most connected class, so associated classes end
+up side by side; each later layer is ordered by the mean position of its already placed
+neighbours, so children sit under their parents. Layers wrap into rows that keep the
+picture roughly square; enumerations take the last rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from kernel_ext.model.index import ClassView, ModelIndex
+
+CHAR_W = 7.0
+LINE_H = 16
+TITLE_H = 24
+PAD = 8
+GAP_X = 60
+GAP_Y = 80
+MARGIN = 20
+TOP = 60  # room for arcs above the first row
+MAX_LINES = 10
+MAX_LINE_CHARS = 48
+ABSTRACT = "\u00ababstract\u00bb"
+ENUMERATION = "\u00abenumeration\u00bb"
+
+
+@dataclass
+class Box:
+    name: str
+    stereotype: str
+    sections: list[list[str]]
+    x: float = 0.0
+    y: float = 0.0
+    w: float = 0.0
+    h: float = 0.0
+    row: int = 0
+    column: int = 0
+
+    @property
+    def cx(self) -> float:
+        return self.x + self.w / 2
+
+    @property
+    def cy(self) -> float:
+        return self.y + self.h / 2
+
+    @property
+    def head(self) -> float:
+        """Height of the title band."""
+        return TITLE_H + (LINE_H - 2 if self.stereotype else 0)
+
+
+@dataclass
+class Layout:
+    boxes: dict[str, Box]
+    width: float
+    height: float
+    rows: list[list[str]] = field(default_factory=list)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_LINE_CHARS else text[: MAX_LINE_CHARS - 1] + "\u2026"
+
+
+def _limited(rows: list[str]) -> list[str]:
+    if len(rows) <= MAX_LINES:
+        return [_clip(r) for r in rows]
+    return [_clip(r) for r in rows[: MAX_LINES - 1]] + [f"\u2026 {len(rows) - MAX_LINES + 1} more"]
+
+
+def _class_box(view: ClassView) -> Box:
+    attrs = _limited(
+        [f"{a.name}: {a.type}" + ("" if a.multiplicity == "1..1" else f" [{a.multiplicity}]") for a in view.own_attributes]
+    )
+    methods = _limited([m.signature.replace(" -> ", ": ") for m in view.own_methods])
+    return Box(view.name, ABSTRACT if view.is_abstract else "", [attrs, methods])
+
+
+def _size(box: Box) -> None:
+    longest = max([len(box.name) + 2, len(box.stereotype)] + [len(r) for s in box.sections for r in s])
+    box.w = max(110.0, PAD * 2 + CHAR_W * longest)
+    box.h = box.head + sum(max(1, len(s)) * LINE_H + PAD for s in box.sections)
+
+
+def _depths(index: ModelIndex) -> dict[str, int]:
+    depth: dict[str, int] = {}
+
+    def level(name: str, trail: tuple[str, ...]) -> int:
+        if name not in depth:
+            parents = [p for p in index.classes[name].parents if p in index.classes and p not in trail]
+            depth[name] = 1 + max((level(p, trail + (name,)) for p in parents), default=-1)
+        return depth[name]
+
+    for name in index.classes:
+        level(name, ())
+    return depth
+
+
+def _neighbours(index: ModelIndex) -> dict[str, set[str]]:
+    near: dict[str, set[str]] = {n: set() for n in index.classes}
+    for view in index.classes.values():
+        for other in (*view.parents, *view.children, *(e.target for e in view.ends if e.declared_in == view.name)):
+            if other in near and other != view.name:
+                near[view.name].add(other)
+                near[other].add(view.name)
+    return near
+
+
+def _ordered_layers(index: ModelIndex) -> list[list[str]]:
+    depth = _depths(index)
+    near = _neighbours(index)
+    walk: list[str] = []
+    seen: set[str] = set()
+    for start in sorted(index.classes, key=lambda n: (-len(near[n]), n)):
+        if start in seen:
+            continue
+        queue, seen = [start], seen | {start}
+        while queue:
+            current = queue.pop(0)
+            walk.append(current)
+            for nxt in sorted(near[current] - seen, key=lambda n: (-len(near[n]), n)):
+                seen.add(nxt)
+                queue.append(nxt)
+    rank = {name: i for i, name in enumerate(walk)}
+    layers: dict[int, list[str]] = {}
+    for name in walk:
+        layers.setdefault(depth[name], []).append(name)
+    ordered: list[list[str]] = []
+    position: dict[str, float] = {}
+    for d in sorted(layers):
+        layer = layers[d]
+        if ordered:
+            def key(n: str) -> tuple[float, int]:
+                placed = [position[m] for m in near[n] if m in position]
+                return (sum(placed) / len(placed) if placed else math.inf, rank[n])
+
+            layer = sorted(layer, key=key)
+        for i, name in enumerate(layer):
+            position[name] = i / max(1, len(layer) - 1)
+        ordered.append(layer)
+    return ordered
+
+
+def layout(index: ModelIndex) -> Layout:
+    boxes = {v.name: _class_box(v) for v in index.classes.values()}
+    for name, literals in index.enumerations.items():
+        boxes[name] = Box(name, ENUMERATION, [_limited(list(literals))])
+    for box in boxes.values():
+        _size(box)
+    columns = max(4, math.ceil(math.sqrt(len(boxes)) * 1.3))
+    rows: list[list[str]] = []
+    for layer in [*_ordered_layers(index), list(index.enumerations)]:
+        rows.extend(layer[i : i + columns] for i in range(0, len(layer), columns) if layer[i : i + columns])
+    y, width = float(TOP), 0.0
+    for r, row in enumerate(rows):
+        x = float(MARGIN)
+        for c, name in enumerate(row):
+            box = boxes[name]
+            box.x, box.y, box.row, box.column = x, y, r, c
+            x += box.w + GAP_X
+        width = max(width, x - GAP_X + MARGIN)
+        y += max(boxes[n].h for n in row) + GAP_Y
+    return Layout(boxes, width, y - GAP_Y + MARGIN, rows)
+
+
+def border(box: Box, tx: float, ty: float) -> tuple[float, float]:
+    """Where the segment from the box centre towards (tx, ty) leaves the box."""
+    dx, dy = tx - box.cx, ty - box.cy
+    if dx == 0 and dy == 0:
+        return box.cx, box.cy
+    scale = min(box.w / 2 / abs(dx) if dx else math.inf, box.h / 2 / abs(dy) if dy else math.inf)
+    return box.cx + dx * scale, box.cy + dy * scale
+
+
+def unit(dx: float, dy: float) -> tuple[float, float]:
+    length = math.hypot(dx, dy) or 1.0
+    return dx / length, dy / length
