@@ -97,12 +97,15 @@ class Workspace:
             raise ToolFailure(ErrorCode.OUTSIDE_WORKSPACE, f"{text!r} is outside the workspace roots")
         return self._location(self.root, tuple(_normal_parts(candidate.parts, text)))
 
+    def display(self, root: Path, parts: tuple[str, ...]) -> str:
+        """How a path is shown: relative under the primary root, absolute under an extra root."""
+        if root == self.root:
+            return "/".join(parts) or "."
+        return str(root.joinpath(*parts))
+
     def _location(self, root: Path, parts: tuple[str, ...]) -> Location:
         rel = "/".join(parts)
-        if root == self.root:
-            display = rel or "."
-        else:
-            display = str(root.joinpath(*parts))
+        display = self.display(root, parts)
         if any(_under(rel, prefix) for prefix in self.internal):
             raise ToolFailure(ErrorCode.PROTECTED_PATH, f"{display!r} is an internal folder of the run")
         return Location(root, parts, display)
@@ -163,7 +166,10 @@ class Workspace:
                 if not create:
                     raise
                 self.check_writable(loc)
-                os.mkdir(part, 0o755, dir_fd=fd)
+                try:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass  # created concurrently: the no-follow open below decides what it is
                 return os.open(part, _DIR_FLAGS, dir_fd=fd)
         except OSError as exc:
             raise _walk_error(exc, fd, part, shown) from None

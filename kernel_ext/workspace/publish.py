@@ -4,16 +4,24 @@ The rename happens only if the target's identity is still the one the caller che
 other state is ``stale_input`` and the temporary file is removed. A reader therefore sees the
 old bytes or the new bytes, never half a file, and a crash between the temporary write and
 the rename leaves the old file untouched (plus a hidden ``.*.besser-tmp-*`` file that listing
-skips).
+skips). A create-only publish (``expected=None``) links the temporary file into place, so a
+file that appears at the last moment is never clobbered (``already_exists``). The target's
+permission bits are copied exactly (``fchmod``: the process umask does not narrow them).
 
 Where atomic publish is not possible we refuse instead of degrading: a target with more than
 one hard link would either be split by the rename (the other names keep the old bytes) or,
 written in place, change a file whose other names may lie outside the fence. So hard-linked
 targets are refused with ``hard_link_refused``; the person can copy the file to break the link.
+Deleting one name of a hard-linked file changes no other name, so ``remove`` allows it.
+
+Residual window, documented rather than hidden: between the last identity check and the
+rename (microseconds) another process could still replace the target; the per-file lock
+(``locks``) closes it for writers in this process, identity checks narrow it for others.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
@@ -40,6 +48,11 @@ class Published:
     created: bool
 
 
+def is_temp_name(name: str) -> bool:
+    """True for the hidden temporary files ``publish`` and ``remove`` use."""
+    return name.startswith(".") and TEMP_MARKER in name
+
+
 def publish(
     workspace: Workspace,
     path: str | Location,
@@ -57,45 +70,96 @@ def publish(
     with workspace.parent_dir(loc, create=True) as parent:
         current = _current(parent, loc)
         _check_expected(loc, current, expected)
-        mode = stat.S_IMODE(current.st_mode) if current is not None else 0o644
-        tmp_name = f".{loc.name[:80]}{TEMP_MARKER}{secrets.token_hex(6)}"
-        fd = os.open(tmp_name, _WRITE_FLAGS, mode, dir_fd=parent)
-        renamed = False
+        # A new file gets 0644 less the umask; a replaced one keeps its exact bits (fchmod).
+        mode = stat.S_IMODE(current.st_mode) if current is not None else None
+        tmp_name = _temp_name(loc)
+        fd = _os_call(loc, lambda: os.open(tmp_name, _WRITE_FLAGS, 0o600 if mode is not None else 0o644, dir_fd=parent))
+        placed = False
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
+            _os_call(loc, lambda: _write_all(fd, data, mode))
             new_identity = Identity.of(os.fstat(fd))
             # Narrow the window: the target must still be what was checked right before rename.
             latest = _current(parent, loc)
             if _identity_or_none(latest) != _identity_or_none(current):
                 raise ToolFailure(ErrorCode.STALE_INPUT, f"{loc.display!r} changed while it was being written")
-            os.rename(tmp_name, loc.name, src_dir_fd=parent, dst_dir_fd=parent)
-            renamed = True
+            if current is None:
+                _link_new(parent, tmp_name, loc)
+            else:
+                _os_call(loc, lambda: os.rename(tmp_name, loc.name, src_dir_fd=parent, dst_dir_fd=parent))
+                placed = True
             os.fsync(parent)
         finally:
             os.close(fd)
-            if not renamed:
+            if not placed:
                 _unlink_quietly(tmp_name, parent)
     return Published(loc.display, new_identity, created=current is None)
 
 
 def remove(workspace: Workspace, path: str | Location, *, expected: Identity | _Missing = ANY_VERSION) -> None:
-    """Delete a regular file (never a link target, never a directory) if still as checked."""
+    """Delete a regular file (never a link target, never a directory) if still as checked.
+
+    The name is first renamed aside, then the moved entry is checked: whatever sat there at
+    the moment of the rename is what gets examined, so a file swapped in after the check is
+    put back instead of deleted.
+    """
     loc = path if isinstance(path, Location) else workspace.locate(path)
     workspace.check_writable(loc)
     with workspace.parent_dir(loc) as parent:
-        current = _current(parent, loc)
+        current = _current(parent, loc, allow_hard_links=True)
         if current is None:
             raise ToolFailure(ErrorCode.NOT_FOUND, f"{loc.display!r} does not exist")
         _check_expected(loc, current, expected)
-        os.unlink(loc.name, dir_fd=parent)
+        aside = _temp_name(loc)
+        _os_call(loc, lambda: os.rename(loc.name, aside, src_dir_fd=parent, dst_dir_fd=parent))
+        moved = os.stat(aside, dir_fd=parent, follow_symlinks=False)
+        if not stat.S_ISREG(moved.st_mode) or Identity.of(moved) != Identity.of(current):
+            _put_back(parent, aside, loc)
+            raise ToolFailure(ErrorCode.STALE_INPUT, f"{loc.display!r} was replaced while it was being deleted; nothing deleted")
+        os.unlink(aside, dir_fd=parent)
         os.fsync(parent)
 
 
-def _current(parent: int, loc: Location) -> os.stat_result | None:
+def _temp_name(loc: Location) -> str:
+    return f".{loc.name[:80]}{TEMP_MARKER}{secrets.token_hex(6)}"
+
+
+def _write_all(fd: int, data: bytes, mode: int | None) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+    if mode is not None:
+        os.fchmod(fd, mode)
+    os.fsync(fd)
+
+
+def _link_new(parent: int, tmp_name: str, loc: Location) -> None:
+    """Create-only placement: ``link`` fails if the name exists, so nothing is clobbered."""
+    try:
+        os.link(tmp_name, loc.name, src_dir_fd=parent, dst_dir_fd=parent, follow_symlinks=False)
+    except FileExistsError:
+        raise ToolFailure(ErrorCode.ALREADY_EXISTS, f"{loc.display!r} appeared while it was being written") from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise _os_failure(loc, exc) from None
+        # A filesystem without hard links: re-check and rename (a narrower guarantee).
+        if _current(parent, loc) is not None:
+            raise ToolFailure(ErrorCode.ALREADY_EXISTS, f"{loc.display!r} appeared while it was being written") from None
+        _os_call(loc, lambda: os.rename(tmp_name, loc.name, src_dir_fd=parent, dst_dir_fd=parent))
+
+
+def _put_back(parent: int, aside: str, loc: Location) -> None:
+    try:
+        os.link(aside, loc.name, src_dir_fd=parent, dst_dir_fd=parent, follow_symlinks=False)
+    except OSError:
+        raise ToolFailure(
+            ErrorCode.STALE_INPUT,
+            f"{loc.display!r} was replaced while it was being deleted; the entry found is kept as {aside!r}",
+        ) from None
+    os.unlink(aside, dir_fd=parent)
+
+
+def _current(parent: int, loc: Location, *, allow_hard_links: bool = False) -> os.stat_result | None:
     try:
         st = os.stat(loc.name, dir_fd=parent, follow_symlinks=False)
     except FileNotFoundError:
@@ -104,9 +168,9 @@ def _current(parent: int, loc: Location) -> os.stat_result | None:
         raise ToolFailure(ErrorCode.SYMLINK_REFUSED, f"{loc.display!r} is a symbolic link; links are never written through")
     if not stat.S_ISREG(st.st_mode):
         raise ToolFailure(ErrorCode.NOT_REGULAR_FILE, f"{loc.display!r} is not a regular file")
-    if st.st_nlink > 1:
+    if st.st_nlink > 1 and not allow_hard_links:
         raise ToolFailure(
-            "hard_link_refused",
+            ErrorCode.HARD_LINK_REFUSED,
             f"{loc.display!r} has {st.st_nlink} hard links; writing it would change or split the other names",
         )
     return st
@@ -127,6 +191,18 @@ def _check_expected(loc: Location, current: os.stat_result | None, expected: Ide
 
 def _identity_or_none(st: os.stat_result | None) -> Identity | None:
     return Identity.of(st) if st is not None else None
+
+
+def _os_call(loc: Location, fn):
+    """Run one system call; a disk-level error (full, read-only, denied) becomes a named refusal."""
+    try:
+        return fn()
+    except OSError as exc:
+        raise _os_failure(loc, exc) from None
+
+
+def _os_failure(loc: Location, exc: OSError) -> ToolFailure:
+    return ToolFailure(ErrorCode.EXECUTION_FAILED, f"writing {loc.display!r} failed: {exc.strerror or exc}")
 
 
 def _unlink_quietly(name: str, parent: int) -> None:

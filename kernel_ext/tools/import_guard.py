@@ -1,0 +1,185 @@
+"""The import guard: an edit may not make ``sql_alchemy.py`` or ``pydantic_classes.py`` fail to import.
+
+Those two modules are what the generated app boots from; an edit that breaks their import
+breaks everything, and it is cheap to catch before the write. The check runs the proposed
+source in a separate, time-limited process (``import_worker``): a warm worker that has
+already imported SQLAlchemy and pydantic forks once per check, so a check costs the module's
+own execution (tens of milliseconds) instead of the library imports (about a second).
+
+``ImportChecker`` is the whole interface: ``check(source, filename) -> ImportVerdict``. The
+worker's command line can be wrapped (``wrap``), which is how a sandbox confines it later.
+The worker gets an allowlisted environment (no keys or tokens); the checked module runs with
+its own directory on ``sys.path``. A refusal happens only on a regression: if the old version
+did not import either, the edit is allowed (a broken module must be fixable step by step).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from kernel_ext.errors import ErrorCode, ToolFailure
+
+GUARDED_NAMES = frozenset({"sql_alchemy.py", "pydantic_classes.py"})
+DEFAULT_PRELOAD = ("sqlalchemy", "sqlalchemy.orm", "pydantic", "enum", "datetime", "decimal", "typing", "uuid")
+WORKER = Path(__file__).with_name("import_worker.py")
+_ENV_ALLOWED = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+_HEADER = struct.Struct(">I")
+START_SECONDS = 60.0
+GRACE_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class ImportVerdict:
+    ok: bool
+    error: str = ""
+    timed_out: bool = False
+    unavailable: bool = False  # the checker itself could not run: callers fail closed
+
+
+def is_guarded(path: str) -> bool:
+    return path.replace("\\", "/").rsplit("/", 1)[-1] in GUARDED_NAMES
+
+
+class ImportChecker:
+    """One warm worker process, started on first use, restarted after any protocol failure."""
+
+    def __init__(
+        self,
+        *,
+        python: str = sys.executable,
+        preload: Sequence[str] = DEFAULT_PRELOAD,
+        wrap: Callable[[list[str]], list[str]] | None = None,
+        timeout: float = 10.0,
+    ):
+        self.python = python
+        self.preload = tuple(preload)
+        self.wrap = wrap
+        self.timeout = timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def command(self) -> list[str]:
+        argv = [self.python, "-I", str(WORKER), *self.preload]
+        return self.wrap(argv) if self.wrap is not None else argv
+
+    def warm(self) -> None:
+        """Start the worker without waiting for it (it imports while the model is still thinking)."""
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._spawn()
+
+    def check(self, source: str, filename: str, timeout: float | None = None) -> ImportVerdict:
+        """Execute ``source`` as the module at ``filename`` in a forked child; report how it went."""
+        limit = self.timeout if timeout is None else timeout
+        with self._lock:
+            try:
+                if self._proc is None or self._proc.poll() is not None:
+                    self._spawn()
+                assert self._proc is not None and self._proc.stdin is not None and self._proc.stdout is not None
+                if not self._ready:
+                    self._read(time.monotonic() + START_SECONDS)
+                    self._ready = True
+                request = json.dumps({"source": source, "filename": filename, "timeout": limit}).encode("utf-8")
+                self._proc.stdin.write(_HEADER.pack(len(request)) + request)
+                self._proc.stdin.flush()
+                reply = self._read(time.monotonic() + limit + GRACE_SECONDS)
+            except (OSError, ValueError, TimeoutError, AssertionError) as exc:
+                self._stop()
+                return ImportVerdict(False, f"the import checker failed: {exc}", unavailable=True)
+        return ImportVerdict(bool(reply.get("ok")), str(reply.get("error", "")), bool(reply.get("timed_out")))
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    # -- process plumbing ---------------------------------------------------------------------
+
+    def _spawn(self) -> None:
+        env = {name: os.environ[name] for name in _ENV_ALLOWED if name in os.environ}
+        env.setdefault("LANG", "C.UTF-8")
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        self._proc = subprocess.Popen(
+            self.command(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd="/",
+            start_new_session=True,
+        )
+        self._ready = False
+
+    def _read(self, deadline: float) -> dict:
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        (length,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
+        return json.loads(_read_exact(fd, length, deadline).decode("utf-8"))
+
+    def _stop(self) -> None:
+        proc, self._proc, self._ready = self._proc, None, False
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+
+
+def _read_exact(fd: int, size: int, deadline: float) -> bytes:
+    data = b""
+    while len(data) < size:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("no answer from the import checker in time")
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if not ready:
+            continue
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            raise OSError("the import checker exited")
+        data += chunk
+    return data
+
+
+@lru_cache(maxsize=1)
+def shared_checker() -> ImportChecker:
+    """The process-wide checker used when a run installs none (``services["import_checker"]``)."""
+    checker = ImportChecker()
+    atexit.register(checker.close)
+    return checker
+
+
+def guard_import(checker: ImportChecker, display: str, filename: str, new_text: str, old_text: str | None) -> str:
+    """Refuse (``breaks_import``) when ``new_text`` fails to import and ``old_text`` did not.
+
+    Returns a note for the observation ('' when the new version imports).
+    """
+    verdict = checker.check(new_text, filename)
+    if verdict.ok:
+        return ""
+    if verdict.unavailable:
+        raise ToolFailure(ErrorCode.CHECKER_UNAVAILABLE, f"{display!r} is import-guarded and the checker could not run: {verdict.error}")
+    if old_text is not None:
+        before = checker.check(old_text, filename)
+        if not before.ok and not before.unavailable:
+            return f"note: {display} still fails to import ({verdict.error}); it failed before this edit too"
+    raise ToolFailure(
+        ErrorCode.BREAKS_IMPORT,
+        f"this edit would make {display!r} fail to import: {verdict.error}. Nothing was written",
+        {"import_error": verdict.error, "timed_out": verdict.timed_out},
+    )
