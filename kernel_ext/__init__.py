@@ -25,3 +25,10 @@ def unload_ipython_extension(ipython) -> None:
     from kernel_ext.magics import unregister
 
     unregister(ipython)
+
+
+def generate(model, request: str, **options):
+    """Start a generation run (see ``kernel_ext.pipeline.generation.generate``); returns a Run."""
+    from kernel_ext.pipeline.generation import generate as start
+
+    return start(model, request, **options)

@@ -1,8 +1,9 @@
-"""``generate MODEL_FILE --out DIR [--generator NAME] [--options JSON] [--no-check] [--json]``.
+"""``generate MODEL_FILE ["REQUEST"] [--out DIR] [--provider ...] [--allow ...] [--approve ...]``.
 
-Phase 1 only for now (the pipeline extends this command into the whole run): load and check
-the model, run one BESSER generator into DIR, print what was written and what the checks
-found. Exit 0 when the output has no blocker, 1 when it has, 2 for a refusal or usage error.
+With a REQUEST, the whole three-phase run (the pipeline): the timeline is printed as it
+happens, and ``--out DIR`` is the run folder (``app/``, ``events.jsonl``, ``run.json``).
+Without one, Phase 1 only: one BESSER generator into DIR. Exit 0 when no blocker remains,
+1 when one does, 2 for a refusal or usage error.
 """
 
 from __future__ import annotations
@@ -16,8 +17,14 @@ from pathlib import Path
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("generate", help="run Phase 1 (a BESSER generator) for a model")
     parser.add_argument("model", nargs="?", help="a model file (.py, .plantuml, .json) or example:NAME")
-    parser.add_argument("--out", type=Path, help="the folder to generate into (created if missing); required")
-    parser.add_argument("--generator", default="fastapi_backend", help="the target, e.g. fastapi_backend, sqlalchemy, nextjs")
+    parser.add_argument("request", nargs="?", help="what to build, in words: runs the whole pipeline")
+    parser.add_argument("--out", type=Path, help="the folder to generate into (with a REQUEST: the run folder)")
+    parser.add_argument("--generator", default=None, help="the target, e.g. fastapi_backend, sqlalchemy, nextjs")
+    parser.add_argument("--provider", default=None, help="none | replay:CASSETTE | scripted:FILE | openai | anthropic")
+    parser.add_argument("--allow", default="", help="operator: extra categories, e.g. shell (edit, generate, test are on)")
+    parser.add_argument("--approve", default="none", choices=("none", "edits", "shell", "all"),
+                        help="categories approved without asking; others are denied (no one is there to ask)")
+    parser.add_argument("--max-turns", type=int, default=40)
     parser.add_argument("--options", default="{}", help="the generator's options as a JSON object")
     parser.add_argument("--no-check", action="store_true", help="skip the syntax, import and app-import checks")
     parser.add_argument("--json", action="store_true", help="print the Phase 1 result as JSON")
@@ -34,6 +41,10 @@ def handle(args: argparse.Namespace) -> int:
         for spec in ALL_TARGETS:
             print(f"{spec.name:16} {spec.kind:8} needs {'+'.join(sorted(spec.needs)):12} -> {spec.subdir or '.'}/  {spec.label}")
         return 0
+    if args.model and args.request:
+        from kernel_ext.cli.run_text import run_pipeline
+
+        return run_pipeline(args)
     if not args.model or args.out is None:
         print("error: MODEL and --out DIR are required (or --list)", file=sys.stderr)
         return 2
@@ -43,7 +54,7 @@ def handle(args: argparse.Namespace) -> int:
         print(f"error: --options is not JSON: {exc.msg}", file=sys.stderr)
         return 2
     try:
-        result = run_phase1(args.model, args.out, args.generator, options, check=not args.no_check)
+        result = run_phase1(args.model, args.out, args.generator or "fastapi_backend", options, check=not args.no_check)
     except ToolFailure as exc:
         print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
         return 2

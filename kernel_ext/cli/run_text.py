@@ -1,0 +1,84 @@
+"""A pipeline run on the command line: the timeline as text lines, as it happens.
+
+There is no card to click here: categories named by ``--approve`` pass, every other approval
+is denied (and the line says so). Exit 0 when the run completed, 1 when blockers remain or it
+failed, 2 for a refusal before the run started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+
+def run_pipeline(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from kernel_ext.errors import ToolFailure
+    from kernel_ext.pipeline.generation import generate
+
+    extra = {c.strip() for c in args.allow.split(",") if c.strip()}
+    unknown = extra - {"edit", "test", "shell", "generate", "plan"}
+    if unknown:
+        print(f"error: unknown category {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    out = args.out or Path("besser_runs") / time.strftime("%Y%m%d-%H%M%S")
+    try:
+        run = generate(
+            args.model, args.request, run_dir=out, provider=args.provider, target=args.generator,
+            approve=args.approve, approver=lambda request: False, allow_shell_tools="shell" in extra or None,
+            max_turns=args.max_turns,
+        )
+    except ToolFailure as exc:
+        print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    async for event in run.events.follow(0):
+        line = describe(event)
+        if line:
+            print(f"{time.monotonic() - started:7.2f}s  {line}", flush=True)
+    done = await run.wait()
+    print(f"run folder: {out}")
+    return 0 if done is not None and done.status == "completed" else 1
+
+
+def describe(event) -> str:
+    """One line per event worth reading (cost events are folded into the summary)."""
+    t = event.type
+    if t == "run_started":
+        return f"run started: {event.request!r} with provider {event.provider_label} ({event.provider_kind})"
+    if t == "phase":
+        extra = f" - {event.message}" if event.message else ""
+        took = f" in {event.duration_s:.2f}s" if event.duration_s is not None else ""
+        return f"[{event.phase}] {event.status}{took}{extra}"
+    if t == "tool_call":
+        return f"  -> {event.name} {event.summary}"
+    if t == "tool_result":
+        return f"  <- {event.name} {'ok' if event.ok else event.error_code}: {event.summary.splitlines()[0][:120] if event.summary else ''}"
+    if t == "approval_resolved":
+        return f"  approval {'granted' if event.approved else 'denied'} for {event.name} ({event.by})"
+    if t == "task_list":
+        return "  tasks: " + "; ".join(f"{x['id']} [{x['status']}] {x['text'][:60]}" for x in event.tasks)
+    if t == "finding":
+        return f"  finding [{event.severity}] {event.source}: {event.message}" if event.severity != "info" else ""
+    if t == "snapshot":
+        return f"  snapshot {event.action}: {event.snapshot_id} ({event.reason})"
+    if t == "text":
+        return "  model: " + event.text.strip().splitlines()[0][:160] if event.text.strip() else ""
+    if t == "error":
+        return f"error {event.code}: {event.message}"
+    if t == "done":
+        lines = [f"done: {event.status} - {event.summary}"]
+        lines += [f"  blocker: {b}" for b in event.blockers]
+        split = event.authorship
+        if split:
+            lines.append("  authorship: " + ", ".join(f"{k}={len(v)}" for k, v in split.items()))
+        if event.phase_durations:
+            lines.append("  phases: " + ", ".join(f"{k} {v:.2f}s" for k, v in event.phase_durations.items()))
+        return "\n".join(lines)
+    return ""

@@ -1,0 +1,149 @@
+"""The entry points that start a generation run: the body the server hosts, and the API.
+
+``generation_body(request, operator)`` is what the server extension and the magics call;
+``generate(...)`` is the Python API for library runs and notebooks (explicit arguments
+instead of the environment where the caller gives them). Both load the model and the
+provider first, so a bad model or a misconfigured provider ends the run with a named error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kernel_ext.pipeline.layout import RunLayout
+from kernel_ext.pipeline.options import OperatorSettings, RunRequest
+from kernel_ext.pipeline.run import Run, RunBody, RunContext, start_run
+
+
+def generation_body(request: RunRequest, operator: OperatorSettings, *, model: Any = None, provider: Any = None) -> RunBody:
+    """A run body for ``request``; ``model``/``provider`` objects override what the request names."""
+
+    async def body(ctx: RunContext) -> None:
+        from kernel_ext.errors import ToolFailure
+        from kernel_ext.pipeline.orchestrator import Orchestrator
+
+        try:
+            loaded = model if model is not None else _load_model(request)
+            chosen = provider if provider is not None else _provider(request, operator)
+        except ToolFailure as exc:
+            ctx.events.emit("run_started", request=request.request, run_dir=str(ctx.layout.run_dir))
+            ctx.events.emit("error", code=str(exc.code).upper(), message=exc.message)
+            ctx.events.emit("done", status="failed", summary=exc.message)
+            return
+        try:
+            await Orchestrator(ctx, request, operator, loaded, chosen).run()
+        finally:
+            if chosen is not None:
+                await chosen.aclose()
+            _close_run_resources(ctx)
+
+    return body
+
+
+def generate(
+    model: Any,
+    request: str,
+    *,
+    runs_dir: str | Path = "besser_runs",
+    run_dir: str | Path | None = None,
+    provider: Any = None,
+    target: str | None = None,
+    approve: str = "none",
+    approver: Any = None,
+    allow_shell_tools: bool | None = None,
+    enable_toolchain_validation: bool = False,
+    **budgets: Any,
+) -> Run:
+    """Start a run on the running event loop and return it (follow, ``await run.wait()``, cancel).
+
+    ``provider`` is a Provider object, a spec string (``none``, ``replay:CASSETTE``,
+    ``scripted:FILE``, ``openai``, ``anthropic``) or None (the environment decides).
+    ``approver``, when given, answers every card (host code: a callable or ScriptedApprover).
+    """
+    operator = OperatorSettings.from_environment(
+        shell_tools_enabled=allow_shell_tools, toolchain_validation=enable_toolchain_validation
+    )
+    spec = provider if isinstance(provider, str) else None
+    run_request = RunRequest(request=request, target=target, provider=spec, approve=approve, **budgets)
+    layout = RunLayout(Path(run_dir)) if run_dir is not None else RunLayout.create(Path(runs_dir))
+    if run_dir is not None:
+        for folder in (layout.app_dir, layout.home_dir, layout.snapshots_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+    body = generation_body(run_request, operator, model=_load_model_value(model), provider=None if spec else provider)
+    run = start_run(body, layout, options=run_request, known_secrets=_known_secrets())
+    if approver is not None:
+        run.context.approver.on_request = _answer_with(approver, run)
+    return run
+
+
+def _answer_with(approver: Any, run: Run):
+    async def answer(request: Any) -> None:
+        from kernel_ext.tools.base import maybe_await
+
+        decision = await maybe_await(approver(request))
+        run.decide(request.call_id, decision is True, by="host")
+
+    return answer
+
+
+def _load_model(request: RunRequest) -> Any:
+    from kernel_ext.errors import ErrorCode, ToolFailure
+    from kernel_ext.model.jsonform import model_from_dict
+
+    if request.model_json is not None:
+        return model_from_dict(request.model_json)
+    if request.model_path:
+        return _load_model_value(request.model_path)
+    raise ToolFailure(ErrorCode.MISSING_ARGUMENT, "the request names no model (model_path or model_json)")
+
+
+def _load_model_value(source: Any) -> Any:
+    from kernel_ext.model.loading import load_model
+
+    return load_model(source)
+
+
+def _provider(request: RunRequest, operator: OperatorSettings) -> Any:
+    """The provider the request's spec names, else the operator's; None means no provider."""
+    from kernel_ext.providers.config import ProviderConfig
+    from kernel_ext.providers.factory import build_provider
+
+    spec = request.provider or operator.provider
+    if spec == "none":
+        return None
+    return provider_from_spec(spec, model=request.llm_model or operator.llm_model)
+
+
+def provider_from_spec(spec: str | None, *, model: str | None = None) -> Any:
+    """``replay:CASSETTE``, ``scripted:FILE``, ``openai``, ``anthropic``; None: the environment."""
+    import dataclasses
+
+    from kernel_ext.providers.config import ProviderConfig
+    from kernel_ext.providers.factory import build_provider
+
+    name, _, source = (spec or "").partition(":")
+    config = ProviderConfig.from_env(provider=name or None, model=model)
+    if config.provider is None:
+        return None
+    if source:
+        config = dataclasses.replace(config, source=source)
+    # Replays ignore tool-result text (paths, timings and read ids differ between machines).
+    return build_provider(config, strict_replay=False)
+
+
+def _known_secrets() -> tuple[str, ...]:
+    import os
+
+    from kernel_ext.secrets import is_secret_name
+
+    return tuple(v for k, v in os.environ.items() if is_secret_name(k) and len(v) >= 12 and " " not in v)
+
+
+def _close_run_resources(ctx: RunContext) -> None:
+    try:
+        from kernel_ext.tools.api_test import close_app_hosts
+
+        close_app_hosts(ctx.run_id)
+    except ImportError:
+        pass

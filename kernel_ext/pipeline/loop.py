@@ -1,0 +1,138 @@
+"""Phase 2: the tool loop. The provider proposes; every call crosses the Executor.
+
+Each turn: check the budgets, keep the context inside its budget, ask the provider, record
+its text and cost, then take its tool calls one by one (a call cut off by the output limit or
+an edit of a file churning without progress is refused here, before the boundary). A reply
+without tool calls is the model saying it is finished: accepted only when no task is open
+and no retained API scenario fails; otherwise it is told what is open, a bounded number of
+times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kernel_ext.boundary import Executor, ToolResult
+from kernel_ext.pipeline.bus import EventLog
+from kernel_ext.pipeline.guards import Budgets, EditChurn, condense_context, truncated_call, victory_refusal
+from kernel_ext.pipeline.reporting import report_call, report_result
+from kernel_ext.providers.base import Provider, ProviderError
+from kernel_ext.providers.messages import Conversation, ToolUse
+from kernel_ext.tools.task_list import TaskList
+
+MAX_VICTORY_REFUSALS = 3
+CONTEXT_BUDGET_TOKENS = 60_000
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    stop: str  # "finished" | "budget" | "cancelled" | "provider_error" | "unfinished"
+    reason: str = ""
+    turns: int = 0
+
+
+@dataclass
+class LoopGuards:
+    budgets: Budgets
+    churn: EditChurn
+    context_budget_tokens: int = CONTEXT_BUDGET_TOKENS
+    max_victory_refusals: int = MAX_VICTORY_REFUSALS
+
+
+async def customize(
+    provider: Provider,
+    conversation: Conversation,
+    executor: Executor,
+    events: EventLog,
+    tasks: TaskList,
+    guards: LoopGuards,
+    *,
+    failing_scenarios: Callable[[], list[str]] = lambda: [],
+    cancel: asyncio.Event | None = None,
+) -> LoopResult:
+    refusals = 0
+    budgets = guards.budgets
+    while True:
+        spent = budgets.spent()
+        if spent:
+            events.emit("error", code="BUDGET", message=spent, terminal=False)
+            return LoopResult("budget", spent, budgets.turns)
+        if condense_context(conversation, guards.context_budget_tokens):
+            events.emit("text", text="[host] older tool results were condensed to stay within the context budget")
+        try:
+            reply = await provider.complete(conversation, executor.offered, cancel=cancel)
+        except ProviderError as exc:
+            code = str(exc.code).upper()
+            events.emit("error", code=code, message=exc.message, terminal=code != "COST_CAP")
+            return LoopResult("budget" if code == "COST_CAP" else "provider_error", exc.message, budgets.turns)
+        budgets.turns += 1
+        budgets.tokens += reply.usage.total_tokens
+        budgets.cost_usd = provider.meter.cost_usd
+        conversation.assistant(reply.text, reply.tool_calls)
+        if reply.text.strip():
+            events.emit("text", text=reply.text)
+        _emit_cost(events, provider, budgets)
+
+        if not reply.tool_calls:
+            open_work = [f"{t.id} {t.text}" for t in tasks.open_tasks()]
+            refusal = victory_refusal(open_work, failing_scenarios())
+            if refusal is None:
+                return LoopResult("finished", "the model finished with no open work", budgets.turns)
+            refusals += 1
+            if refusals > guards.max_victory_refusals:
+                return LoopResult("unfinished", refusal, budgets.turns)
+            conversation.user(f"[host] {refusal}")
+            events.emit("text", text=f"[host] {refusal}")
+            continue
+
+        for call in reply.tool_calls:
+            await _take_call(call, reply.stop_reason, executor, events, conversation, tasks, guards.churn)
+
+
+async def _take_call(
+    call: ToolUse,
+    stop_reason: str,
+    executor: Executor,
+    events: EventLog,
+    conversation: Conversation,
+    tasks: TaskList,
+    churn: EditChurn,
+) -> ToolResult:
+    arguments = call.parsed()
+    tool_call = call.to_call()
+    report_call(events, tool_call)
+    refusal = truncated_call(call, stop_reason)
+    code = "truncated_call"
+    if refusal is None:
+        refusal, code = churn.check(call.name, arguments), "edit_churn"
+    if refusal is not None:
+        result = ToolResult.failure(call.id, call.name, code, refusal)
+    else:
+        before = (tasks.revision, _closed(tasks))
+        result = await executor.execute(tool_call)
+        churn.record(call.name, arguments, result.ok)
+        if call.name == "task_list" and result.ok:
+            if _closed(tasks) > before[1]:
+                churn.progress()
+            events.emit("task_list", tasks=tasks.outcomes())
+    report_result(events, result)
+    conversation.add_result(result)
+    return result
+
+
+def _closed(tasks: TaskList) -> int:
+    return sum(1 for t in tasks.tasks.values() if t.status in ("verified", "implemented", "existing"))
+
+
+def _emit_cost(events: EventLog, provider: Provider, budgets: Budgets) -> None:
+    usage = provider.meter.usage
+    events.emit(
+        "cost",
+        input_tokens=usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+        output_tokens=usage.output_tokens,
+        cost_usd=round(provider.meter.cost_usd, 6),
+        turns=budgets.turns,
+        elapsed_s=round(budgets.elapsed(), 3),
+    )

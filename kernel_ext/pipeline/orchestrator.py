@@ -1,0 +1,280 @@
+"""The three-phase run: select -> generate -> gap -> customize -> validate, then ``done``.
+
+The orchestrator owns phases, budgets, guards, snapshots and events; every tool call it
+lets the model make crosses the Executor. Without a provider, Phase 1 and Phase 3 still run
+for real and Phase 2 says plainly that no provider is configured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernel_ext.boundary import ApprovalRequest, ExecutionPolicy, Executor
+from kernel_ext.pipeline import phase3, planner, prompts
+from kernel_ext.pipeline.guards import Budgets, EditChurn
+from kernel_ext.pipeline.intent import frontend_intent
+from kernel_ext.pipeline.loop import LoopGuards, LoopResult, customize
+from kernel_ext.pipeline.options import OperatorSettings, RunRequest
+from kernel_ext.pipeline.recipe import frontend_files, write_recipe
+from kernel_ext.pipeline.reporting import boundary_observer
+from kernel_ext.pipeline.run import RunContext
+from kernel_ext.providers.messages import Conversation
+from kernel_ext.tools.base import Category, ToolContext
+from kernel_ext.tools.registry import default_catalog
+from kernel_ext.tools.task_list import SERVICE as TASKS, TaskList
+from kernel_ext.validation.report import Finding, ValidationReport
+
+REPAIR_TURNS_PER_ROUND = 6
+AUTO_APPROVED = {
+    "none": frozenset(),
+    "edits": frozenset({Category.EDIT, Category.GENERATE}),
+    "shell": frozenset({Category.EDIT, Category.GENERATE, Category.SHELL}),
+    "all": frozenset({Category.EDIT, Category.GENERATE, Category.SHELL, Category.TEST}),
+}
+
+
+@dataclass
+class Timer:
+    durations: dict[str, float] = field(default_factory=dict)
+
+
+class ModeApprover:
+    """The person's ``--approve`` choice: listed categories pass without a card, others ask."""
+
+    def __init__(self, inner: Any, mode: str):
+        self.inner = inner
+        self.auto = AUTO_APPROVED[mode]
+        self.decided_by = inner.decided_by
+
+    async def __call__(self, request: ApprovalRequest) -> bool:
+        if request.category in self.auto:
+            self.decided_by[request.call_id] = "auto"
+            return True
+        return await self.inner(request)
+
+
+class Orchestrator:
+    def __init__(self, ctx: RunContext, request: RunRequest, operator: OperatorSettings, model: Any, provider: Any = None):
+        self.ctx, self.request, self.operator = ctx, request, operator
+        self.model, self.provider = model, provider
+        self.events = ctx.events
+        self.tasks = TaskList()
+        self.timer: dict[str, float] = {}
+        self.budgets = Budgets(request.max_turns, max_cost_usd=request.max_cost_usd, max_runtime_s=request.max_runtime_s)
+        self.tool_context = self._tool_context()
+        self.executor: Executor | None = None
+        self.phase1: Any = None
+        self.intent = frontend_intent(request.request, modify=bool(request.base_run_id))
+
+    # -- the run ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        described = self.provider.describe() if self.provider is not None else {"kind": "none", "label": "none"}
+        self.events.emit(
+            "run_started",
+            request=self.request.request,
+            model_name=getattr(self.model, "name", ""),
+            provider_label=described["label"],
+            provider_kind=described["kind"],
+            sandbox_tier=self.operator.sandbox_policy,
+            shell_tools_enabled=self.operator.shell_tools_enabled,
+            run_dir=str(self.ctx.layout.run_dir),
+        )
+        choice = await self._phase("select", self._select)
+        await self._phase("generate", lambda: self._generate(choice))
+        planned = await self._phase("gap", self._gap)
+        loop = await self._phase("customize", lambda: self._customize(planned))
+        result = await self._phase("validate", self._validate)
+        self._finish(loop, result)
+
+    async def _phase(self, name: str, step):
+        self.events.emit("phase", phase=name, status="started")
+        started = time.monotonic()
+        outcome = await step()
+        self.timer[name] = round(time.monotonic() - started, 3)
+        status, message, details = outcome if isinstance(outcome, tuple) and len(outcome) == 3 and isinstance(outcome[0], str) and outcome[0] in ("done", "skipped", "failed") else ("done", "", {})
+        self.events.emit("phase", phase=name, status=status, message=message, duration_s=self.timer[name], details=details)
+        return outcome
+
+    # -- phases ----------------------------------------------------------------------------
+
+    async def _select(self):
+        from kernel_ext.generation.registry import phase1_choices
+
+        choices = phase1_choices({"domain"})
+        choice = await planner.choose_generator(self.request.request, self.request.target, choices, self.provider)
+        self.choice = choice
+        return ("done", f"{choice.generator} ({choice.how}); frontend: {'yes' if self.intent.needed else 'no'} - {self.intent.reason}",
+                {"generator": choice.generator, "how": choice.how, "frontend": self.intent.needed})
+
+    async def _generate(self, _choice):
+        from kernel_ext.generation.manifest import ledger_of
+        from kernel_ext.generation.phase1 import run_phase1
+
+        ledger = ledger_of(self.tool_context.state)
+        self.phase1 = await asyncio.to_thread(
+            run_phase1, self.model, self.tool_context.workspace, self.choice.generator, ledger=ledger
+        )
+        for finding in self.phase1.findings:
+            self.events.emit("finding", **finding.as_event())
+        return ("done", f"{len(self.phase1.files)} files from BESSER {self.phase1.besser_version}",
+                {"files": len(self.phase1.files), "ok": self.phase1.ok})
+
+    async def _gap(self):
+        if self.intent.needed:
+            self.tasks.add("Build the frontend: complete CRUD for every entity, wired to the backend", origin="request",
+                           verifier=self._frontend_check)
+        if self.provider is None:
+            return ("skipped", "no LLM provider is configured; Phase 2 is skipped (Phase 1 and Phase 3 run for real)", {})
+        planned = await planner.plan_gap(
+            self.provider, self.request.request, planner.scaffold_summary([f.path for f in self.phase1.files]), self._overview()
+        )
+        for text in planned:
+            self.tasks.add(text, origin="request")
+        self.events.emit("task_list", tasks=self.tasks.outcomes())
+        if not self.tasks.tasks:
+            return ("done", "the scaffold already does what was asked; Phase 2 is skipped", {"tasks": 0})
+        return ("done", f"{len(self.tasks.tasks)} tasks", {"tasks": len(self.tasks.tasks)})
+
+    async def _customize(self, planned):
+        if self.provider is None:
+            return ("skipped", "no LLM provider is configured", {})
+        if not self.tasks.tasks:
+            return ("skipped", "nothing to customise", {})
+        conversation = self._conversation()
+        result = await customize(
+            self.provider, conversation, self._executor(), self.events, self.tasks,
+            LoopGuards(self.budgets, EditChurn()), failing_scenarios=self._failing_scenarios,
+        )
+        self.loop_result = result
+        status = "done" if result.stop == "finished" else "failed"
+        return (status, f"{result.stop}: {result.reason}", {"turns": result.turns})
+
+    async def _validate(self):
+        layout = self.ctx.layout
+        repair = self._repair if self.provider is not None else None
+        result = await phase3.run_phase3(
+            layout.app_dir, layout.snapshots_dir, self._validation_sweep, repair,
+            turns_left=self.budgets.turns_left(), should_continue=lambda: self.budgets.spent() is None,
+            emit=self.events.emit,
+        )
+        for finding in result.report.findings:
+            if finding.severity != "blocker":  # blockers were reported by the sweep that found them
+                self.events.emit("finding", **finding.as_event())
+        self.phase3 = result
+        return ("done", f"{len(result.report.blockers)} blockers left after {result.rounds} repair rounds ({result.stop_reason})",
+                {"rounds": result.rounds, "rolled_back": result.rolled_back, "blockers": len(result.report.blockers)})
+
+    # -- validation and repair -------------------------------------------------------------
+
+    async def _validation_sweep(self) -> ValidationReport:
+        from kernel_ext.tools.api_test import validate_run
+
+        result = await asyncio.to_thread(validate_run, self.tool_context)
+        report = result.report
+        if self.intent.needed and not frontend_files(self.ctx.layout.app_dir):
+            report = report.merged(ValidationReport((Finding("blocker", "frontend", "a frontend was needed and there are no frontend files"),)))
+        for finding in report.blockers:
+            self.events.emit("finding", **finding.as_event())
+        return report
+
+    async def _repair(self, report: ValidationReport, round_no: int) -> phase3.RoundOutcome:
+        conversation = self._conversation()
+        listing = "\n".join(f"- [{f.source}] {f.message}" + (f" ({f.path}:{f.line})" if f.path else "") for f in report.blockers)
+        conversation.user(f"[host] Phase 3, repair round {round_no}. Fix these blockers, then answer without a tool call:\n{listing}")
+        before = self.tasks.revision
+        budgets = Budgets(min(REPAIR_TURNS_PER_ROUND, max(self.budgets.turns_left(), 1)), max_cost_usd=self.request.max_cost_usd,
+                          max_runtime_s=max(self.request.max_runtime_s - self.budgets.elapsed(), 1))
+        budgets.cost_usd = self.budgets.cost_usd
+        result = await customize(self.provider, conversation, self._executor(), self.events, TaskList(),
+                                 LoopGuards(budgets, EditChurn(), max_victory_refusals=0))
+        self.budgets.turns += budgets.turns
+        self.budgets.cost_usd = self.provider.meter.cost_usd
+        return phase3.RoundOutcome(obligations_changed=self.tasks.revision != before, note=result.stop)
+
+    # -- pieces ----------------------------------------------------------------------------
+
+    def _tool_context(self) -> ToolContext:
+        from kernel_ext.workspace import Workspace
+
+        services: dict[str, Any] = {
+            "workspace": Workspace(self.ctx.layout.app_dir, internal=(".besser", ".besser_command_output")),
+            "domain_model": self.model,
+            TASKS: self.tasks,
+        }
+        if self.operator.shell_tools_enabled:
+            services["shell"] = _shell_service(self.ctx, self.operator)
+        context = ToolContext(services=services)
+        context.state.run_id = self.ctx.run_id
+        return context
+
+    def _executor(self) -> Executor:
+        if self.executor is None:
+            from kernel_ext.generation.registry import redundant_tools
+
+            allowed = [Category.PLAN, Category.EDIT, Category.GENERATE, Category.TEST]
+            if self.operator.shell_tools_enabled:
+                allowed.append(Category.SHELL)
+            policy = ExecutionPolicy.allowing(allowed, deny=redundant_tools(self.choice.generator))
+            approver = ModeApprover(self.ctx.approver, self.request.approve)
+            self.executor = Executor(default_catalog(), self.tool_context, policy=policy, approver=approver,
+                                     observer=boundary_observer(self.events, approver))
+        return self.executor
+
+    def _overview(self) -> str:
+        from kernel_ext.model.service import model_index
+        from kernel_ext.model.views import overview
+
+        return overview(model_index(self.model, self.tool_context.state))
+
+    def _conversation(self) -> Conversation:
+        backend = self.choice.generator in ("fastapi_backend", "web_app")
+        system = prompts.system_prompt(frontend=self.intent.needed, shell=self.operator.shell_tools_enabled,
+                                       fastapi_backend=backend, model_overview=self._overview(), tasks=self.tasks.render())
+        conversation = Conversation(system=system)
+        conversation.user(self.request.request)
+        return conversation
+
+    def _failing_scenarios(self) -> list[str]:
+        from kernel_ext.validation.retained import scenario_store
+
+        return scenario_store(self.tool_context.state).failing()
+
+    async def _frontend_check(self) -> tuple[bool, str]:
+        found = frontend_files(self.ctx.layout.app_dir)
+        return (bool(found), f"{len(found)} frontend files" if found else "no frontend files yet")
+
+    def _finish(self, loop: Any, _validated: Any) -> None:
+        from kernel_ext.generation.manifest import ledger_of, tree_hashes
+
+        report = self.phase3.report
+        current = tree_hashes(self.ctx.layout.app_dir)
+        split = ledger_of(self.tool_context.state).split(current)
+        blockers = [f"[{f.source}] {f.message}" for f in report.blockers]
+        open_tasks = [f"{t.id} {t.text}" for t in self.tasks.open_tasks()]
+        failing = self._failing_scenarios() if self.provider is not None else []
+        verification = {
+            "tasks": self.tasks.outcomes(),
+            "boots": report.boots,
+            "cannot_create": list(report.cannot_create),
+            "cannot_run": list(report.cannot_run),
+            "failing_scenarios": failing,
+            "open_tasks": open_tasks,
+        }
+        incomplete = bool(blockers or open_tasks or failing or report.runtime_failure())
+        write_recipe(self.ctx.layout, self.request, self.choice.generator, self.model, self.tasks.outcomes(), current,
+                     phase_durations=self.timer, provider=self.provider, phase3=self.phase3)
+        summary = (f"{len(split['generator_untouched'])} generator files untouched, "
+                   f"{len(split['generator_llm_modified'])} modified by the LLM, {len(split['llm_authored'])} LLM-authored; "
+                   f"{len(blockers)} blockers, {len(open_tasks)} open tasks")
+        self.events.emit("done", status="blocked" if incomplete else "completed", authorship=split, blockers=blockers + open_tasks,
+                         verification=verification, phase_durations=self.timer, summary=summary)
+
+
+def _shell_service(ctx: RunContext, operator: OperatorSettings) -> Any:
+    from kernel_ext.sandbox.service import shell_service_for_run
+
+    return shell_service_for_run(ctx.layout.app_dir, run_id=ctx.run_id, enable=operator.shell_tools_enabled)

@@ -1,0 +1,105 @@
+"""The two cheap planning steps before the tool loop: pick the generator, plan the gap.
+
+``choose_generator`` honours an explicit target (no call), then word rules (the request
+names a stack), and asks the provider with one forced-choice call only when neither decides.
+``plan_gap`` asks once for the task list that turns the scaffold into what was requested;
+an empty list means the scaffold already suffices and Phase 2 is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from kernel_ext.providers.base import Provider
+from kernel_ext.providers.messages import Conversation
+
+MAX_TASKS = 16
+
+_TARGET_WORDS = (
+    ("django", re.compile(r"\bdjango\b", re.I)),
+    ("web_app", re.compile(r"\bfull[- ]stack\b", re.I)),
+    ("fastapi_backend", re.compile(r"\b(fastapi|backend|rest\s*api|api|crud|endpoints?)\b", re.I)),
+    ("sqlalchemy", re.compile(r"\b(sqlalchemy|orm)\b", re.I)),
+    ("pydantic", re.compile(r"\bpydantic\b", re.I)),
+    ("java_classes", re.compile(r"\bjava\b", re.I)),
+    ("sql", re.compile(r"\bsql\s+(schema|ddl|script)\b", re.I)),
+)
+
+
+class _ChooseArgs(BaseModel):
+    generator: str = Field(description="the generator that best fits the request")
+
+
+class _TasksArgs(BaseModel):
+    tasks: list[str] = Field(default_factory=list, max_length=MAX_TASKS, description="what must still be done; empty when the scaffold already suffices")
+
+
+@dataclass(frozen=True)
+class Choice:
+    generator: str
+    how: str  # "explicit" | "rules" | "provider" | "default"
+
+
+def choose_by_rules(request: str, choices: list[str]) -> str | None:
+    for target, pattern in _TARGET_WORDS:
+        if target in choices and pattern.search(request):
+            return target
+    return None
+
+
+async def choose_generator(request: str, explicit: str | None, choices: list[str], provider: Provider | None) -> Choice:
+    if explicit:
+        return Choice(explicit.removeprefix("generate_"), "explicit")
+    ruled = choose_by_rules(request, choices)
+    if ruled:
+        return Choice(ruled, "rules")
+    default = "fastapi_backend" if "fastapi_backend" in choices else (choices[0] if choices else "")
+    if provider is None or not choices:
+        return Choice(default, "default")
+    conversation = Conversation(
+        system="You pick the one code generator that best serves a request. Answer by calling choose_generator.",
+    )
+    conversation.user(f"Request: {request}\nGenerators: {', '.join(choices)}")
+    tool = {"name": "choose_generator", "description": "Pick one generator.", "parameters": _ChooseArgs.model_json_schema()}
+    reply = await provider.complete(conversation, [tool], max_tokens=200)
+    for call in reply.tool_calls:
+        picked = (call.parsed() or {}).get("generator", "")
+        if picked in choices:
+            return Choice(picked, "provider")
+    return Choice(default, "default")
+
+
+async def plan_gap(provider: Provider, request: str, scaffold_summary: str, model_overview: str) -> list[str]:
+    """One planning call: the tasks between the scaffold and the request (at most 16)."""
+    conversation = Conversation(
+        system=(
+            "You plan the work that remains after a code generator produced a scaffold. "
+            "Compare the request with the scaffold and call submit_tasks with short, checkable tasks "
+            "(at most 16). Submit an empty list when the scaffold already does everything asked."
+        )
+    )
+    conversation.user(f"Request: {request}\n\nDomain model:\n{model_overview}\n\nScaffold:\n{scaffold_summary}")
+    tool = {"name": "submit_tasks", "description": "Submit the task list.", "parameters": _TasksArgs.model_json_schema()}
+    reply = await provider.complete(conversation, [tool], max_tokens=1200)
+    for call in reply.tool_calls:
+        if call.name == "submit_tasks":
+            tasks = (call.parsed() or {}).get("tasks", [])
+            if isinstance(tasks, list):
+                return [str(t).strip() for t in tasks if str(t).strip()][:MAX_TASKS]
+    # A model that answered in prose: one task per bullet line.
+    lines = [re.sub(r"^\s*(?:[-*]|\d+[.)])\s*", "", line).strip() for line in reply.text.splitlines()]
+    return [line for line in lines if line][:MAX_TASKS]
+
+
+def scaffold_summary(files: list[str], limit: int = 60) -> str:
+    shown = files[:limit]
+    more = f"\n... and {len(files) - limit} more files" if len(files) > limit else ""
+    return "\n".join(shown) + more
+
+
+def render_json(value: object) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)

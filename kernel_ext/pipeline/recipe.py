@@ -1,0 +1,67 @@
+"""``run.json``: the recipe of a run, enough to understand (and later continue) it.
+
+It records the model digest, the request, the generator, task outcomes, phase durations and
+a manifest of the final tree with hashes (internal folders excluded). No secret enters it:
+it is built from the same redacted values as the events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from kernel_ext.pipeline.layout import RunLayout
+from kernel_ext.secrets import redact
+
+FRONTEND_SUFFIXES = (".tsx", ".jsx", ".ts", ".js", ".vue", ".svelte", ".html")
+FRONTEND_DIRS = ("frontend", "web", "client", "ui")
+
+
+def frontend_files(app_dir: Path) -> list[str]:
+    """Frontend source files in the app (under a frontend-like folder), links not followed."""
+    found = []
+    for folder in FRONTEND_DIRS:
+        root = app_dir / folder
+        if not root.is_dir() or root.is_symlink():
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = [d for d in dirnames if d != "node_modules" and not os.path.islink(os.path.join(dirpath, d))]
+            found += [os.path.relpath(os.path.join(dirpath, n), app_dir) for n in filenames if n.endswith(FRONTEND_SUFFIXES)]
+    return sorted(found)
+
+
+def write_recipe(
+    layout: RunLayout,
+    request: Any,
+    generator: str,
+    model: Any,
+    tasks: list[dict[str, Any]],
+    manifest: dict[str, str],
+    *,
+    phase_durations: dict[str, float],
+    provider: Any = None,
+    phase3: Any = None,
+) -> dict[str, Any]:
+    from kernel_ext.model.jsonform import model_digest
+
+    recipe = {
+        "run_id": layout.run_id,
+        "request": request.request,
+        "model": {"name": getattr(model, "name", ""), "digest": model_digest(model)},
+        "generator": generator,
+        "provider": provider.describe() if provider is not None else {"kind": "none", "label": "none"},
+        "tasks": [{k: v for k, v in t.items() if k != "has_check"} for t in tasks],
+        "phase_durations": phase_durations,
+        "phase3": None if phase3 is None else {
+            "rounds": phase3.rounds, "rolled_back": phase3.rolled_back, "stop_reason": phase3.stop_reason,
+            "rank": list(phase3.report.rank()),
+        },
+    }
+    recipe = redact(recipe)
+    recipe["files"] = dict(manifest)  # path -> sha256: file names such as auth.py are not secrets
+    tmp = layout.recipe_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(recipe, indent=2, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, layout.recipe_path)
+    return recipe

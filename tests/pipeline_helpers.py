@@ -1,0 +1,29 @@
+"""Running the real pipeline in tests: authored scripts (labelled scripted), real files."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kernel_ext.pipeline.generation import generate
+from kernel_ext.providers.scripted import Script, ScriptedProvider, Turn, call
+
+__all__ = ["Script", "Turn", "call", "run_pipeline", "events_of"]
+
+
+def run_pipeline(tmp_path, request, turns=None, *, provider=None, approve="all", timeout=240, **options):
+    """Run the whole pipeline on the Library example; returns (run, done event)."""
+
+    async def go():
+        chosen = provider
+        if chosen is None and turns is not None:
+            chosen = ScriptedProvider(Script.of("test", turns))
+        run = generate("example:library", request, run_dir=tmp_path / "run", provider=chosen if chosen is not None else "none",
+                       approve=approve, **options)
+        done = await asyncio.wait_for(run.wait(), timeout)
+        return run, done
+
+    return asyncio.run(go())
+
+
+def events_of(run, type_):
+    return [e for e in run.events.events if e.type == type_]
