@@ -140,7 +140,8 @@ async def _task_list(args: TaskListArgs, ctx: ToolContext) -> ToolOutcome:
         notes += [_drop(tasks, tid, args.reason or "") for tid in single + args.ids]
     elif args.action == "mixed":
         notes += [f"added {tasks.add(t).id}" for t in args.add_texts if t.strip()]
-        notes += await _close(tasks, ctx, args.done_ids, args)
+        if args.done_ids:
+            notes += await _close(tasks, ctx, args.done_ids, args)
         notes += [_drop(tasks, item.id, item.reason) for item in args.drop]
         notes += [_block(tasks, item.id, item.reason) for item in args.blocked]
     tasks.revision += 1 if args.action != "list" else 0
