@@ -123,6 +123,7 @@ def provider_from_spec(spec: str | None, *, model: str | None = None) -> Any:
     from kernel_ext.providers.factory import build_provider
 
     name, _, source = (spec or "").partition(":")
+    source = str(shipped_cassette(source) or source) if name == "replay" else source
     config = ProviderConfig.from_env(provider=name or None, model=model)
     if config.provider is None:
         return None
@@ -130,6 +131,12 @@ def provider_from_spec(spec: str | None, *, model: str | None = None) -> Any:
         config = dataclasses.replace(config, source=source)
     # Replays ignore tool-result text (paths, timings and read ids differ between machines).
     return build_provider(config, strict_replay=False)
+
+
+def shipped_cassette(name: str) -> Path | None:
+    """A cassette shipped with the package, by name (``replay:library-jwt``)."""
+    candidate = Path(__file__).resolve().parent.parent / "scenarios" / "data" / f"{name}.cassette.jsonl"
+    return candidate if name and "/" not in name and candidate.is_file() else None
 
 
 def _known_secrets() -> tuple[str, ...]:

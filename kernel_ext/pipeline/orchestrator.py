@@ -68,6 +68,8 @@ class Orchestrator:
         self.executor: Executor | None = None
         self.phase1: Any = None
         self.intent = frontend_intent(request.request, modify=bool(request.base_run_id))
+        self.base: Any = None  # the run a modify run continues (pipeline/modify.py)
+        self.model_change: Any = None
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -83,6 +85,16 @@ class Orchestrator:
             shell_tools_enabled=self.operator.shell_tools_enabled,
             run_dir=str(self.ctx.layout.run_dir),
         )
+        if self.request.base_run_id:
+            from kernel_ext.errors import ToolFailure
+            from kernel_ext.pipeline.modify import find_base_run
+
+            try:
+                self.base = find_base_run(self.ctx.layout.run_dir.parent, self.request.base_run_id)
+            except ToolFailure as exc:
+                self.events.emit("error", code=str(exc.code).upper(), message=exc.message)
+                self.events.emit("done", status="failed", summary=exc.message)
+                return
         choice = await self._phase("select", self._select)
         await self._phase("generate", lambda: self._generate(choice))
         planned = await self._phase("gap", self._gap)
@@ -113,24 +125,38 @@ class Orchestrator:
     async def _generate(self, _choice):
         from kernel_ext.generation.manifest import ledger_of
         from kernel_ext.generation.phase1 import run_phase1
+        from kernel_ext.model.jsonform import model_digest, model_to_dict
 
         ledger = ledger_of(self.tool_context.state)
+        if self.base is not None:
+            from kernel_ext.pipeline.modify import copy_app, model_change
+
+            if self.base.model_digest == model_digest(self.model):
+                copied = await asyncio.to_thread(copy_app, self.base, self.ctx.layout.app_dir)
+                ledger.files.update(self.base.generated)
+                self.generated_paths = sorted(self.base.generated)
+                return ("skipped", f"continuing from run {self.base.run_id} ({copied} files); the model is unchanged",
+                        {"base_run_id": self.base.run_id, "files": copied})
+            self.model_change = model_change((self.base.recipe.get("model") or {}).get("form") or {}, model_to_dict(self.model))
         self.phase1 = await asyncio.to_thread(
             run_phase1, self.model, self.tool_context.workspace, self.choice.generator, ledger=ledger
         )
+        self.generated_paths = [f.path for f in self.phase1.files]
         for finding in self.phase1.findings:
             self.events.emit("finding", **finding.as_event())
         return ("done", f"{len(self.phase1.files)} files from BESSER {self.phase1.besser_version}",
                 {"files": len(self.phase1.files), "ok": self.phase1.ok})
 
     async def _gap(self):
+        if self.base is not None:
+            self._carry_tasks()
         if self.intent.needed:
             self.tasks.add("Build the frontend: complete CRUD for every entity, wired to the backend", origin="request",
                            verifier=self._frontend_check)
         if self.provider is None:
             return ("skipped", "no LLM provider is configured; Phase 2 is skipped (Phase 1 and Phase 3 run for real)", {})
         planned = await planner.plan_gap(
-            self.provider, self.request.request, planner.scaffold_summary([f.path for f in self.phase1.files]), self._overview()
+            self.provider, self.request.request, planner.scaffold_summary(self.generated_paths), self._overview()
         )
         for text in planned:
             self.tasks.add(text, origin="request")
@@ -167,6 +193,18 @@ class Orchestrator:
         self.phase3 = result
         return ("done", f"{len(result.report.blockers)} blockers left after {result.rounds} repair rounds ({result.stop_reason})",
                 {"rounds": result.rounds, "rolled_back": result.rolled_back, "blockers": len(result.report.blockers)})
+
+    def _carry_tasks(self) -> None:
+        """A modify run keeps the base run's tasks (closed ones stay closed) and names the model change."""
+        for old in self.base.tasks:
+            if old.get("status") == "dropped" or (self.model_change is not None and old.get("status") != "open"):
+                continue  # after a model change the fresh scaffold holds none of the old work but the open tasks
+            task = self.tasks.add(str(old.get("text", "")), origin=old.get("origin", "request"))
+            task.status, task.reason, task.evidence = old.get("status", "open"), old.get("reason", ""), old.get("evidence", [])
+        if self.model_change is not None:
+            for text in self.model_change.tasks():
+                self.tasks.add(text, origin="request")
+            self.tasks.add(f"Re-apply the customisations of run {self.base.run_id} that the request still needs", origin="request")
 
     # -- validation and repair -------------------------------------------------------------
 
@@ -266,7 +304,8 @@ class Orchestrator:
         }
         incomplete = bool(blockers or open_tasks or failing or report.runtime_failure())
         write_recipe(self.ctx.layout, self.request, self.choice.generator, self.model, self.tasks.outcomes(), current,
-                     phase_durations=self.timer, provider=self.provider, phase3=self.phase3)
+                     phase_durations=self.timer, provider=self.provider, phase3=self.phase3,
+                     generated=ledger_of(self.tool_context.state).files, base_run_id=self.request.base_run_id)
         summary = (f"{len(split['generator_untouched'])} generator files untouched, "
                    f"{len(split['generator_llm_modified'])} modified by the LLM, {len(split['llm_authored'])} LLM-authored; "
                    f"{len(blockers)} blockers, {len(open_tasks)} open tasks")

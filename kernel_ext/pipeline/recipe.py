@@ -43,13 +43,16 @@ def write_recipe(
     phase_durations: dict[str, float],
     provider: Any = None,
     phase3: Any = None,
+    generated: dict[str, str] | None = None,
+    base_run_id: str | None = None,
 ) -> dict[str, Any]:
-    from kernel_ext.model.jsonform import model_digest
+    from kernel_ext.model.jsonform import model_digest, model_to_dict
 
     recipe = {
         "run_id": layout.run_id,
+        "base_run_id": base_run_id,
         "request": request.request,
-        "model": {"name": getattr(model, "name", ""), "digest": model_digest(model)},
+        "model": {"name": getattr(model, "name", ""), "digest": model_digest(model), "form": model_to_dict(model)},
         "generator": generator,
         "provider": provider.describe() if provider is not None else {"kind": "none", "label": "none"},
         "tasks": [{k: v for k, v in t.items() if k != "has_check"} for t in tasks],
@@ -61,6 +64,7 @@ def write_recipe(
     }
     recipe = redact(recipe)
     recipe["files"] = dict(manifest)  # path -> sha256: file names such as auth.py are not secrets
+    recipe["generated"] = dict(generated or {})  # what the generator wrote: the authorship split of later runs
     tmp = layout.recipe_path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(recipe, indent=2, ensure_ascii=False), encoding="utf-8")
     os.replace(tmp, layout.recipe_path)

@@ -1,0 +1,87 @@
+"""Modify runs: a new request on an earlier run continues from its files and task history.
+
+Same model: the base run's ``app/`` is copied into the new run (no regeneration), its
+generator manifest carries the authorship split over, and its tasks come back with their
+outcomes. Changed model: Phase 1 regenerates a fresh scaffold, and the task list names what
+the model change requires (classes and attributes added or removed) plus the base run's
+work that is still open.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.pipeline.layout import RUN_ID_PATTERN
+from kernel_ext.pipeline.snapshots import SKIPPED
+
+
+@dataclass
+class BaseRun:
+    run_id: str
+    run_dir: Path
+    recipe: dict[str, Any]
+
+    @property
+    def generated(self) -> dict[str, str]:
+        return dict(self.recipe.get("generated") or {})
+
+    @property
+    def tasks(self) -> list[dict[str, Any]]:
+        return list(self.recipe.get("tasks") or [])
+
+    @property
+    def model_digest(self) -> str:
+        return str((self.recipe.get("model") or {}).get("digest", ""))
+
+
+def find_base_run(runs_dir: Path, run_id: str) -> BaseRun:
+    if not RUN_ID_PATTERN.match(run_id or ""):
+        raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"{run_id!r} is not a run id")
+    run_dir = runs_dir / run_id
+    recipe_path = run_dir / "run.json"
+    if not recipe_path.is_file() or recipe_path.is_symlink():
+        raise ToolFailure(ErrorCode.NOT_FOUND, f"run {run_id!r} has no run.json to continue from (did it finish?)")
+    return BaseRun(run_id, run_dir, json.loads(recipe_path.read_text(encoding="utf-8")))
+
+
+def copy_app(base: BaseRun, app_dir: Path) -> int:
+    """Copy the base run's app (links as links, internal folders skipped); returns files copied."""
+    source = base.run_dir / "app"
+    if not source.is_dir():
+        raise ToolFailure(ErrorCode.NOT_FOUND, f"run {base.run_id!r} has no app folder")
+    shutil.copytree(source, app_dir, symlinks=True, dirs_exist_ok=True, ignore=lambda d, names: {n for n in names if n in SKIPPED})
+    return sum(1 for p in app_dir.rglob("*") if p.is_file())
+
+
+@dataclass
+class ModelChange:
+    added_classes: list[str] = field(default_factory=list)
+    removed_classes: list[str] = field(default_factory=list)
+    added_attributes: list[str] = field(default_factory=list)
+    removed_attributes: list[str] = field(default_factory=list)
+
+    def tasks(self) -> list[str]:
+        out = [f"Support the new class {name} (create, read, update, delete)" for name in self.added_classes]
+        out += [f"Remove what remains of the deleted class {name}" for name in self.removed_classes]
+        out += [f"Handle the new attribute {name} wherever its class is customised" for name in self.added_attributes]
+        out += [f"Drop uses of the removed attribute {name}" for name in self.removed_attributes]
+        return out
+
+
+def model_change(before: dict[str, Any], after: dict[str, Any]) -> ModelChange:
+    """Classes and attributes added or removed between two canonical model forms."""
+    old, new = _shape(before), _shape(after)
+    change = ModelChange(sorted(set(new) - set(old)), sorted(set(old) - set(new)))
+    for name in sorted(set(old) & set(new)):
+        change.added_attributes += [f"{name}.{a}" for a in sorted(new[name] - old[name])]
+        change.removed_attributes += [f"{name}.{a}" for a in sorted(old[name] - new[name])]
+    return change
+
+
+def _shape(form: dict[str, Any]) -> dict[str, set[str]]:
+    return {c["name"]: {a["name"] for a in c.get("attributes", [])} for c in form.get("classes", [])}
