@@ -20,6 +20,7 @@ class Finding:
     message: str
     path: str | None = None
     line: int | None = None
+    code: str = ""  # stable finding code ("undefined_name", "startup_failed", "create_failed", ...)
 
     def as_event(self) -> dict[str, Any]:
         return {"severity": self.severity, "source": self.source, "message": self.message, "path": self.path, "line": self.line}

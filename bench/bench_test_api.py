@@ -1,0 +1,228 @@
+"""test_api on the Library backend: cold, warm, and 10 retained scenarios after a source change.
+
+The 20-request Library scenario (``kernel_ext.validation.library_scenario``) runs against the
+backend BESSER's FastAPI generator produces, through the real Executor and ``test_api``
+(sandboxed warm host, fresh child, fresh SQLite database, redacted pydantic report). Beside
+it, in the same run and on the same files:
+
+- baseline ``bare process``: a fresh interpreter that imports the app and sends the 20
+  requests over the in-process ASGI transport (no sandbox, no report): the cold floor;
+- baseline ``bare requests``: only the 20 requests, timed right after that import (no warm-up);
+- BESSER 8.4.1's own probe, ``besser.spec_driven_agent.validation.api_probe.probe_api_scenario``
+  (a sandboxed one-off process per scenario), when it can be driven here.
+
+Ours: ``cold, host started by the call`` (first scenario of a run, nothing running before),
+``cold, host pre-started`` (the host is started when Phase 1 ends, so the first scenario finds
+it ready), ``warm replay`` (a retained scenario replayed by id), and the replay of 10 retained
+scenarios after one source change (``replay_all``), against 10 BESSER probes in a row.
+
+Run: ``.venv/bin/python bench/bench_test_api.py``
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT)]
+
+ROUNDS = 3
+WARM_REPS = 7
+RETAINED = 10
+
+_BARE = r"""
+import asyncio, json, os, shutil, sys, tempfile, time
+started = time.perf_counter()
+src, requests = sys.argv[1], json.loads(sys.stdin.read())
+work = tempfile.mkdtemp()
+app_dir = os.path.join(work, "app")
+shutil.copytree(src, app_dir)
+os.environ["DATABASE_URL"] = "sqlite:///" + os.path.join(work, "app.db")
+os.chdir(app_dir); sys.path.insert(0, app_dir)
+import httpx
+sys.path.insert(0, sys.argv[2])
+from kernel_ext.validation.references import Responses, resolve_string, resolve_value
+imported = time.perf_counter()
+import main_api
+booted = time.perf_counter()
+async def go():
+    responses, statuses = Responses(), []
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=main_api.app), base_url="http://t") as client:
+        for i, r in enumerate(requests):
+            path = resolve_string(r["path"], responses, i, in_path=True)
+            kwargs = {"json": resolve_value(r["json"], responses, i)} if "json" in r else {}
+            response = await client.request(r["method"], path, **kwargs)
+            statuses.append(response.status_code)
+            try:
+                responses.add(response.json())
+            except ValueError:
+                responses.add(None)
+    return statuses
+statuses = asyncio.run(go())
+done = time.perf_counter()
+print(json.dumps({"requests_ms": (done - booted) * 1000, "boot_ms": (booted - imported) * 1000, "statuses": statuses}))
+"""
+
+
+def _fig(values: list[float]) -> str:
+    return f"median {statistics.median(values):8.1f} ms  (min {min(values):7.1f} - max {max(values):7.1f})"
+
+
+def _generate(root: Path) -> Path:
+    from kernel_ext.generation import run_phase1
+    from kernel_ext.model.examples import build_library_model
+
+    run_phase1(build_library_model(), root, check=False)
+    return root
+
+
+def _bare_process(backend: Path, requests: list[dict]) -> tuple[float, float]:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", _BARE, str(backend), str(ROOT)], input=json.dumps(requests).encode(),
+                          capture_output=True, timeout=120)
+    wall = (time.perf_counter() - started) * 1000
+    out = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    assert all(s < 500 for s in out["statuses"]), out
+    return wall, out["requests_ms"]
+
+
+def _besser_probe():
+    try:
+        from besser.spec_driven_agent.validation.api_probe import probe_api_scenario
+    except Exception as exc:  # noqa: BLE001 - reported, the bench goes on without it
+        print(f"   (BESSER's probe cannot be imported here: {exc})")
+        return None
+    return probe_api_scenario
+
+
+def _executor(project: Path, host, state):
+    from kernel_ext.boundary import ApprovalPolicy, ExecutionPolicy, Executor, always_approve
+    from kernel_ext.tools.base import ToolContext
+    from kernel_ext.tools.registry import default_catalog
+    from kernel_ext.workspace import Workspace
+
+    return Executor(default_catalog(), ToolContext(services={"workspace": Workspace(project), "app_host": host}, state=state),
+                    policy=ExecutionPolicy.allowing(["test"]), approvals=ApprovalPolicy.without_approval_for("test"),
+                    approver=always_approve)
+
+
+def _timed_call(executor, arguments: dict) -> tuple[float, dict]:
+    from kernel_ext.boundary import ToolCall
+
+    started = time.perf_counter()
+    result = executor.execute_sync(ToolCall("b", "test_api", arguments))
+    wall = (time.perf_counter() - started) * 1000
+    assert result.ok and result.data["passed"], result.observation
+    return wall, result.data["report"]
+
+
+def main() -> None:
+    from kernel_ext.sandbox import tiers
+    from kernel_ext.tools.api_test import replay_all
+    from kernel_ext.tools.base import RunState
+    from kernel_ext.validation.apphost import AppHost
+    from kernel_ext.validation.library_scenario import library_requests
+
+    choice = tiers.choose_tier("auto")
+    if not choice.available:
+        print(f"no sandbox tier available here ({choice.cause}); test_api cannot run")
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="bench-test-api-"))
+    try:
+        project = _generate(scratch / "library")
+        requests = library_requests()
+        probe = _besser_probe()
+        figures: dict[str, list[float]] = {k: [] for k in (
+            "bare_process", "bare_requests", "besser_probe", "cold_nothing", "cold_prestarted", "warm", "warm_requests",
+            "warm_boot_in_advance", "replay10_p2", "replay10_p1", "besser_probe_x10")}
+        print(f"test_api, 20-request Library scenario; sandbox tier {choice.tier}; {ROUNDS} rounds")
+        for round_no in range(ROUNDS):
+            for _ in range(3):
+                wall, req_ms = _bare_process(project / "backend", requests)
+                figures["bare_process"].append(wall)
+                figures["bare_requests"].append(req_ms)
+            if probe is not None:
+                for _ in range(3):
+                    started = time.perf_counter()
+                    report = probe(str(project), requests)
+                    figures["besser_probe"].append((time.perf_counter() - started) * 1000)
+                    assert report.get("status") == "passed", report
+            # cold: a new host, started by the first call of the run
+            host = AppHost()
+            try:
+                wall, _ = _timed_call(_executor(project, host, RunState(run_id=f"b{round_no}")), {"scenario_id": "lib", "requests": requests})
+                figures["cold_nothing"].append(wall)
+            finally:
+                host.close()
+            # cold with the host pre-started (as a run does when Phase 1 ends), then warm replays
+            host = AppHost()
+            try:
+                host.start_in_background().join()
+                state = RunState(run_id=f"p{round_no}")
+                executor = _executor(project, host, state)
+                wall, _ = _timed_call(executor, {"scenario_id": "lib", "requests": requests})
+                figures["cold_prestarted"].append(wall)
+                for _ in range(WARM_REPS):
+                    time.sleep(0.4)  # the time a model takes to answer: the prepared child gets ready
+                    wall, report = _timed_call(executor, {"scenario_id": "lib"})
+                    figures["warm"].append(wall)
+                    figures["warm_requests"].append(report["timings"]["requests_ms"])
+                    figures["warm_boot_in_advance"].append(report["timings"]["prepared_in_advance"])
+                # 10 retained scenarios, then one source change, then replay_all
+                for i in range(1, RETAINED):
+                    _timed_call(executor, {"scenario_id": f"lib-{i}", "requests": requests})
+                for parallel, key in ((2, "replay10_p2"), (1, "replay10_p1")):
+                    router = project / "backend" / "routers" / "book.py"
+                    router.write_text(router.read_text() + f"\n# source change {round_no}-{parallel}\n")
+                    started = time.perf_counter()
+                    reports = replay_all(executor.context, parallel=parallel)
+                    figures[key].append((time.perf_counter() - started) * 1000)
+                    assert len(reports) == RETAINED and all(r.passed for r in reports.values())
+            finally:
+                host.close()
+            if probe is not None:
+                started = time.perf_counter()
+                for _ in range(RETAINED):
+                    probe(str(project), requests)
+                figures["besser_probe_x10"].append((time.perf_counter() - started) * 1000)
+            print(f"   round {round_no + 1} done")
+        _print(figures, probe is not None)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _print(f: dict[str, list[float]], with_besser: bool) -> None:
+    med = {k: statistics.median(v) for k, v in f.items() if v}
+    print("\n1. One scenario of 20 requests (wall time of the call)")
+    print(f"   baseline: bare process (import + 20 requests, no sandbox)      {_fig(f['bare_process'])}")
+    if with_besser:
+        print(f"   baseline: BESSER 8.4.1 probe_api_scenario (sandboxed process)   {_fig(f['besser_probe'])}")
+    print(f"   test_api cold, host started by the call                         {_fig(f['cold_nothing'])}")
+    print(f"   test_api cold, host pre-started when Phase 1 ends               {_fig(f['cold_prestarted'])}")
+    print(f"   test_api warm replay (retained scenario by id)                  {_fig(f['warm'])}")
+    print(f"   baseline: bare 20 requests right after the import (no warm-up) {_fig(f['bare_requests'])}")
+    print(f"     of which the 20 requests inside the sandboxed child           {_fig(f['warm_requests'])}")
+    share = statistics.mean(f["warm_boot_in_advance"]) * 100
+    print(f"     warm replays that found the app imported in advance: {share:.0f}%")
+    ref = med["besser_probe"] if with_besser else med["bare_process"]
+    name = "BESSER probe" if with_besser else "bare process"
+    print(f"   ratios to {name}: cold {med['cold_nothing'] / ref:.2f}x, cold pre-started {med['cold_prestarted'] / ref:.2f}x, "
+          f"warm {med['warm'] / ref:.2f}x")
+    print(f"\n2. {RETAINED} retained scenarios replayed after one source change")
+    print(f"   test_api replay_all, 2 children at a time                       {_fig(f['replay10_p2'])}")
+    print(f"   test_api replay_all, 1 child at a time                          {_fig(f['replay10_p1'])}")
+    if with_besser:
+        print(f"   baseline: BESSER probe x{RETAINED} in a row                           {_fig(f['besser_probe_x10'])}")
+        print(f"   ratio (2 at a time) to BESSER x{RETAINED}: {med['replay10_p2'] / med['besser_probe_x10']:.2f}x")
+    print(f"   per scenario (2 at a time): {med['replay10_p2'] / RETAINED:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,278 @@
+"""The server's handle on one warm app host: start it sandboxed, stage source, run jobs.
+
+The host process (``apphost_main``) runs under the operator's sandbox tier with the network
+unshared (bubblewrap: a new network namespace; Landlock: TCP denied), whether or not shell
+tools are enabled, with the scrubbed environment every sandboxed command gets. It sees the
+staged source read-only; each child copies it. Jobs are framed JSON over the host's stdin and
+stdout; several may be outstanding (replays run two at a time). A host that died is started
+again on the next job; ``close`` ends it and everything it started.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.validation.frames import FrameError, read_frame, write_frame
+from kernel_ext.validation.staging import Source
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 90.0
+JOB_TIMEOUT_S = 60.0
+KEEP_STAGED = 4
+# Loads the package from its own folder (the only part of its parent a sandbox shows or lets
+# list), then runs the host.
+_BOOT = (
+    "import importlib.util, os, sys; pkg = sys.argv[1]; "
+    "spec = importlib.util.spec_from_file_location('kernel_ext', os.path.join(pkg, '__init__.py'), "
+    "submodule_search_locations=[pkg]); module = importlib.util.module_from_spec(spec); "
+    "sys.modules['kernel_ext'] = module; spec.loader.exec_module(module); "
+    "from kernel_ext.validation.apphost_main import main; sys.exit(main(sys.argv[2:]))"
+)
+
+
+@dataclass(frozen=True)
+class Staged:
+    path: Path
+    digest: str
+    entry: str
+    attr: str
+
+
+class AppHost:
+    """One sandboxed warm host (lazily started). Thread-safe."""
+
+    def __init__(self, *, policy: str | None = None, standby: bool = True, start_timeout: float = START_TIMEOUT_S):
+        self.policy = policy
+        self.standby = standby
+        self.start_timeout = start_timeout
+        self.scratch = Path(tempfile.mkdtemp(prefix="besser-apphost-"))
+        for sub in ("src", "rw", "home/.tmp"):
+            (self.scratch / sub).mkdir(parents=True, exist_ok=True)
+        self.tier = ""
+        self.network = False
+        self.notes: tuple[str, ...] = ()
+        self.ready: dict[str, Any] = {}
+        self.starts = 0
+        self.submitted = 0  # jobs sent (tests use it to show a refusal ran nothing)
+        self._proc: subprocess.Popen | None = None
+        self._log = None
+        self._lock = threading.RLock()
+        self._write_lock = threading.Lock()
+        self._pending: dict[int, Future] = {}
+        self._ids = itertools.count(1)
+        self._staged: list[Staged] = []
+        self._closed = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> None:
+        with self._lock:
+            if self._closed:
+                raise ToolFailure(ErrorCode.EXECUTION_FAILED, "the app host of this run was closed")
+            if self.alive:
+                return
+            self._spawn()
+
+    def start_in_background(self) -> threading.Thread:
+        """Start the host without waiting (a run calls this once Phase 1 is done: the host does not
+        depend on the source, so the first scenario or validation finds it warm). A failure here is
+        only logged; the next job starts the host again and reports it."""
+
+        def go() -> None:
+            try:
+                self.start()
+            except ToolFailure as exc:
+                log.warning("app host did not start in the background: %s", exc.message)
+
+        thread = threading.Thread(target=go, name="besser-apphost-prestart", daemon=True)
+        thread.start()
+        return thread
+
+    def _spawn(self) -> None:
+        from kernel_ext.sandbox.env import scrub_environment
+        from kernel_ext.sandbox.oneoff import require_tier
+        from kernel_ext.sandbox.spec import Confinement
+        from kernel_ext.sandbox.supervisor import spawn
+        from kernel_ext.sandbox.tiers import OFF_WARNING, Tier, launch
+
+        choice = require_tier(self.policy)
+        conf = Confinement.for_run(self.scratch / "rw", self.scratch / "home", network=False,
+                                   readable=[self.scratch / "src"])
+        package = str(Path(__file__).resolve().parents[1])
+        argv = [sys.executable, "-I", "-B", "-c", _BOOT, package, *([] if self.standby else ["--no-standby"])]
+        ready = launch(choice.tier, conf, argv)
+        env = scrub_environment(home=str(conf.home), tmpdir=conf.tmpdir(ready.private_tmp)).env
+        self._log = open(self.scratch / "host.log", "ab")
+        try:
+            self._proc = spawn(ready.argv, stable=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=self._log, env=env, cwd=str(conf.working_dir()))
+        except OSError as exc:
+            raise ToolFailure(ErrorCode.SANDBOX_UNAVAILABLE, f"could not start the app host: {exc.strerror}") from None
+        self.tier = str(choice.tier)
+        self.network = choice.tier is Tier.OFF
+        self.notes = (OFF_WARNING,) if choice.tier is Tier.OFF else ()
+        self.starts += 1
+        waiter: Future = Future()
+        threading.Thread(target=self._reader, args=(self._proc, waiter), name="besser-apphost-reader", daemon=True).start()
+        try:
+            self.ready = waiter.result(timeout=self.start_timeout)
+        except Exception as exc:  # noqa: BLE001 - any start failure is the same refusal
+            self._terminate()
+            raise ToolFailure(ErrorCode.EXECUTION_FAILED, f"the app host did not start: {exc}; {self.log_tail(600)}") from None
+
+    def _reader(self, proc: subprocess.Popen, ready: Future) -> None:
+        fd = proc.stdout.fileno()
+        reason = "the app host exited"
+        try:
+            while True:
+                message = read_frame(fd)
+                if message is None:
+                    break
+                if message.get("op") == "ready":
+                    ready.set_result(message)
+                    continue
+                future = self._pending.pop(int(message.get("id") or 0), None)
+                if future is not None and not future.done():
+                    future.set_result(message)
+        except (FrameError, OSError, ValueError) as exc:
+            reason = f"the app host's pipe broke: {exc}"
+        code = proc.wait()
+        reason = f"{reason} (exit code {code})"
+        if not ready.done():
+            ready.set_exception(RuntimeError(reason))
+        for job_id in list(self._pending):
+            future = self._pending.pop(job_id, None)
+            if future is not None and not future.done():
+                future.set_result({"op": "error", "code": "host_died", "message": reason, "id": job_id})
+
+    def log_tail(self, chars: int = 2000) -> str:
+        try:
+            data = (self.scratch / "host.log").read_bytes()[-chars:]
+        except OSError:
+            return ""
+        return data.decode("utf-8", "replace").strip()
+
+    def _terminate(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin:
+                proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            from kernel_ext.sandbox import proctree
+
+            proctree.kill_tree(proc.pid)
+            proc.wait(timeout=5)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def close(self) -> None:
+        """Stop the host and its children; remove the staged copies."""
+        with self._lock:
+            self._closed = True
+            self._terminate()
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    # -- source -----------------------------------------------------------------------------------
+
+    def stage(self, source: Source) -> Staged:
+        """A read-only copy of ``source`` the children start from (reused while the digest holds)."""
+        with self._lock:
+            for staged in self._staged:
+                if staged.digest == source.digest:
+                    return staged
+            target = self.scratch / "src" / source.digest[:24]
+            tmp = target.with_name(target.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            for rel, data in source.files.items():
+                path = tmp / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+            os.replace(tmp, target)
+            staged = Staged(target, source.digest, source.backend.entry, source.backend.attr)
+            self._staged.append(staged)
+            while len(self._staged) > KEEP_STAGED:
+                old = self._staged.pop(0)
+                shutil.rmtree(old.path, ignore_errors=True)
+            return staged
+
+    # -- jobs -------------------------------------------------------------------------------------
+
+    def submit(self, staged: Staged, job: dict[str, Any], timeout: float = JOB_TIMEOUT_S) -> Future:
+        """Send one job; the future's result is the host's reply frame (``op`` result or error)."""
+        self.start()
+        self.submitted += 1
+        job_id = next(self._ids)
+        future: Future = Future()
+        self._pending[job_id] = future
+        message = {"op": "run", "id": job_id, "src": str(staged.path), "entry": staged.entry, "attr": staged.attr,
+                   "job": job, "timeout": timeout}
+        try:
+            with self._write_lock:
+                proc = self._proc
+                if proc is None or proc.stdin is None:
+                    raise BrokenPipeError("no host")
+                write_frame(proc.stdin.fileno(), message)
+        except OSError as exc:
+            self._pending.pop(job_id, None)
+            future.set_result({"op": "error", "code": "host_died", "message": f"the app host is gone: {exc}", "id": job_id})
+        future.job_timeout = timeout  # type: ignore[attr-defined]
+        return future
+
+    def run(self, staged: Staged, job: dict[str, Any], timeout: float = JOB_TIMEOUT_S) -> dict[str, Any]:
+        """Run one job and wait for its reply (the host enforces ``timeout``; a margin guards the host)."""
+        future = self.submit(staged, job, timeout)
+        return self.wait(future)
+
+    def wait(self, future: Future) -> dict[str, Any]:
+        timeout = getattr(future, "job_timeout", JOB_TIMEOUT_S)
+        try:
+            reply = future.result(timeout=timeout + 15.0)
+        except TimeoutError:
+            log.error("app host did not answer within %.0f s; restarting it", timeout + 15.0)
+            with self._lock:
+                self._terminate()
+            reply = {"op": "error", "code": "host_unresponsive", "message": "the app host stopped answering and was restarted"}
+        if reply.get("code") == "host_died":
+            with self._lock:
+                if not self.alive:
+                    self._terminate()
+        return reply
+
+    def drop_standby(self) -> None:
+        """Forget the prepared child (the source changed): the host itself stays warm."""
+        with self._write_lock:
+            proc = self._proc
+            if proc is not None and proc.stdin is not None and proc.poll() is None:
+                try:
+                    write_frame(proc.stdin.fileno(), {"op": "drop_standby"})
+                except OSError:
+                    pass
+
+    def describe(self) -> dict[str, Any]:
+        return {"tier": self.tier, "network": self.network, "notes": list(self.notes), "starts": self.starts,
+                "preload_ms": self.ready.get("preload_ms"), "warm_ms": self.ready.get("warm_ms")}
+
