@@ -142,6 +142,7 @@ class Orchestrator:
             run_phase1, self.model, self.tool_context.workspace, self.choice.generator, ledger=ledger
         )
         self.generated_paths = [f.path for f in self.phase1.files]
+        self._prestart_app_host()
         for finding in self.phase1.findings:
             self.events.emit("finding", **finding.as_event())
         return ("done", f"{len(self.phase1.files)} files from BESSER {self.phase1.besser_version}",
@@ -193,6 +194,13 @@ class Orchestrator:
         self.phase3 = result
         return ("done", f"{len(result.report.blockers)} blockers left after {result.rounds} repair rounds ({result.stop_reason})",
                 {"rounds": result.rounds, "rolled_back": result.rolled_back, "blockers": len(result.report.blockers)})
+
+    def _prestart_app_host(self) -> None:
+        """Start the run's sandboxed app host now, so Phase 2's first test_api and Phase 3 find it warm."""
+        if self.choice.generator in ("fastapi_backend", "web_app"):
+            from kernel_ext.validation.hosting import prestart_app_host
+
+            prestart_app_host(self.tool_context.state, policy=self.operator.sandbox_policy)
 
     def _carry_tasks(self) -> None:
         """A modify run keeps the base run's tasks (closed ones stay closed) and names the model change."""
