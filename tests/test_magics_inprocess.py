@@ -11,10 +11,8 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from kernel_ext.magics import apitest
 from kernel_ext.magics.commands import BesserMagics
-from kernel_ext.server.kinds import generation_available
 from widgets.runview import RunView
 
-F8_MISSING = "F8 pipeline not installed"
 
 
 @pytest.fixture
@@ -108,19 +106,7 @@ def test_show_draws_the_class_diagram(ip):
     assert "image/svg+xml" in bundle and "Book" in bundle["text/plain"]
 
 
-@pytest.mark.skipif(generation_available(), reason="F8 pipeline installed: the refusal cannot happen")
-def test_generate_without_the_pipeline_is_refused_in_one_line(ip, tmp_path):
-    from kernel_ext.model.examples import build_library_model
-
-    ip.user_ns["library"] = build_library_model()
-    with pytest.raises(UsageError, match="PIPELINE_UNAVAILABLE") as refused:
-        ip.run_line_magic("besser", "generate library 'A FastAPI backend' --approve edits")
-    assert "\n" not in str(refused.value)
-    assert run_dirs(tmp_path) == []
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not generation_available(), reason=F8_MISSING)
 async def test_generate_starts_the_pipeline_in_process(ip, tmp_path):
     from kernel_ext.model.examples import build_library_model
 
@@ -141,12 +127,6 @@ async def test_an_unreachable_server_falls_back_in_process(ip, tmp_path, monkeyp
     assert "capability-token-for-nothing" not in view.note + view.to_text()
     assert run_dirs(tmp_path) == [view.state.run_id]
     assert (await approve_all(view)).status == "completed"
-
-
-@pytest.mark.skipif(apitest.available(), reason="F6 test_api installed: the notice cannot happen")
-def test_test_api_says_it_is_not_available_yet(ip):
-    notice = ip.run_cell_magic("test_api", "--app .", '[{"method": "GET", "path": "/books"}]')
-    assert notice.text == apitest.UNAVAILABLE and "\n" not in notice.text
 
 
 def test_test_api_cells_are_validated():

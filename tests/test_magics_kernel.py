@@ -20,10 +20,9 @@ from kernel_driver import KernelDriver, kernel_env
 from nbclient import NotebookClient
 
 from kernel_ext.scenarios.calculator import FIX
+from kernel_ext.scenarios import library_jwt
 from kernel_ext.server.handlers.base import STATE_KEY
-from kernel_ext.server.kinds import generation_available
 
-F8_MISSING = "F8 pipeline not installed"
 
 
 async def approve_both_cards(kernel: KernelDriver) -> list[str]:
@@ -101,35 +100,23 @@ async def test_notebook_runs_in_process_under_nbclient(tmp_path):
     assert {"VBoxModel", "HTMLModel"} <= {m["model_name"] for m in models.values()}
 
 
-@pytest.mark.skipif(generation_available(), reason="F8 pipeline installed: the refusal cannot happen")
-async def test_generate_without_the_pipeline_says_so_in_one_line(tmp_path):
-    kernel = await KernelDriver.start(tmp_path, kernel_env(with_server=False))
-    try:
-        await kernel.execute("%load_ext kernel_ext")
-        msg_id = kernel.client.execute("%besser generate example:library 'a FastAPI backend'")
-        reply = await kernel.client.get_shell_msg(timeout=60)
-        assert reply["parent_header"]["msg_id"] == msg_id and reply["content"]["status"] == "error"
-        assert reply["content"]["ename"] == "UsageError" and "PIPELINE_UNAVAILABLE" in reply["content"]["evalue"]
-        assert not (tmp_path / "besser_runs").exists() or not list((tmp_path / "besser_runs").iterdir())
-    finally:
-        await kernel.stop()
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not generation_available(), reason=F8_MISSING)
 async def test_generate_against_the_server_reaches_done(jp_serverapp, http_server, tmp_path):
     manager = jp_serverapp.web_app.settings[STATE_KEY].manager
     kernel = await KernelDriver.start(tmp_path, kernel_env(with_server=True))
     try:
         await kernel.execute("%load_ext kernel_ext\nfrom kernel_ext.model.examples import build_library_model\nlibrary = build_library_model()")
-        await kernel.execute("view = %besser generate library 'A FastAPI backend' --provider none --target fastapi\ndisplay(view)")
+        # the shipped cassette (a replay, labelled so): every edit waits for a card's Approve click
+        await kernel.execute(f"view = %besser generate library '{library_jwt.REQUEST}' --provider replay:library-jwt\ndisplay(view)")
         (run,) = manager.live()
         while not run.events.closed:
             try:
                 await asyncio.wait_for(kernel.click_next("Approve", timeout=2), 3)
             except AssertionError:
                 pass
-        assert (await run.wait()) is not None
+        done = await run.wait()
+        assert done is not None and done.status == "completed", done.summary if done else None
+        assert [e.by for e in run.events.events if e.type == "approval_resolved"].count("card") >= 6
         await kernel.wait_for("view.state.finished", "True", timeout=120)
         started = json.loads(run.events.events[0].model_dump_json())
         assert started["type"] == "run_started"

@@ -73,3 +73,11 @@ def test_cli_generate_exits_non_zero_when_blockers_remain(tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "[validate]" in proc.stdout and "blocker:" in proc.stdout
     assert (tmp_path / "run" / "events.jsonl").exists() and (tmp_path / "run" / "run.json").exists()
+
+
+def test_an_unknown_explicit_target_is_refused_by_name(tmp_path):
+    run, done = run_pipeline(tmp_path, "anything", target="fastapi")
+    assert done.status == "failed"
+    error = events_of(run, "error")[0]
+    assert error.code == "INVALID_ARGUMENT" and "fastapi" in error.message
+    assert not any((run.context.layout.app_dir).iterdir())  # nothing was generated

@@ -25,12 +25,10 @@ from tornado.httpclient import HTTPClientError
 from kernel_ext.pipeline.bus import EventLog
 from kernel_ext.server.auth import ENV_TOKEN, ENV_URL
 from kernel_ext.server.handlers.base import STATE_KEY
-from kernel_ext.server.kinds import generation_available
 
 IN_FLIGHT = "20250102-030405-a1b2c3"
 ELSEWHERE = "20250103-000000-e1e2e3"
 FINISHED = "20250101-010101-0f0f0f"
-F8_MISSING = "F8 pipeline not installed"
 
 
 @pytest.fixture
@@ -121,27 +119,15 @@ async def test_stopping_cancels_runs_and_withdraws_the_export(jp_fetch, jp_serve
     assert ENV_URL not in os.environ and ENV_TOKEN not in os.environ
 
 
-@pytest.mark.skipif(generation_available(), reason="F8 pipeline installed: the refusal cannot happen")
-async def test_generate_without_the_pipeline_is_a_named_refusal(jp_fetch, runs_dir):
-    config = json.loads((await jp_fetch("besser-agent", "config")).body)
-    assert config["features"]["generate_available"] is False
-    with pytest.raises(HTTPClientError) as refused:
-        await jp_fetch("besser-agent", "runs", method="POST", body=json.dumps({"kind": "generate", "request": "a FastAPI backend"}))
-    assert refused.value.code == 501
-    assert json.loads(refused.value.response.body)["code"] == "PIPELINE_UNAVAILABLE"
-    assert list(runs_dir.iterdir()) == []  # no fake run
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not generation_available(), reason=F8_MISSING)
 async def test_generate_runs_the_pipeline_on_the_server(jp_fetch, jp_serverapp):
     from kernel_ext.model.examples import build_library_model
     from kernel_ext.model.jsonform import model_to_dict
 
     body = {"kind": "generate", "request": "A FastAPI backend", "model_json": model_to_dict(build_library_model()),
-            "provider": "none", "target": "fastapi", "allow_shell_tools": True}
+            "provider": "none", "target": "fastapi_backend", "allow_shell_tools": True}
     response = await jp_fetch("besser-agent", "runs", method="POST", body=json.dumps(body))
     run = jp_serverapp.web_app.settings[STATE_KEY].manager.get(json.loads(response.body)["run"]["id"])
     done = await asyncio.wait_for(run.wait(), 600)
-    assert done is not None and run.events.events[0].type == "run_started"
+    assert done is not None and done.status == "completed" and run.events.events[0].type == "run_started"
     assert run.events.events[0].shell_tools_enabled is False

@@ -14,15 +14,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kernel_ext.server.kinds import installed
-
-API_TEST_MODULE = "kernel_ext.tools.api_test"
-UNAVAILABLE = "test_api is not available yet: its tool module (kernel_ext.tools.api_test, F6) is not installed"
-
-
-def available() -> bool:
-    return installed(API_TEST_MODULE)
-
 
 def parse_cell(text: str) -> dict[str, Any]:
     """The scenario from a cell body; ValueError with a reason when it is not one."""
@@ -47,17 +38,18 @@ def parse_cell(text: str) -> dict[str, Any]:
 
 
 def run_cell(app_dir: Path, scenario: dict[str, Any]) -> Any:
-    """Run ``test_api`` once through the Executor (in a worker thread: the kernel loop keeps going)."""
-    import importlib
+    """Run ``test_api`` once through the Executor (in a worker thread: the kernel loop keeps going).
 
+    Running the cell is the person's decision, so the test category needs no further card.
+    """
     from kernel_ext.boundary import ExecutionPolicy, Executor, ToolCall
     from kernel_ext.boundary.policy import ApprovalPolicy
+    from kernel_ext.tools import api_test as module
     from kernel_ext.tools.base import ToolContext
     from kernel_ext.tools.registry import ToolCatalog
     from kernel_ext.workspace import Workspace
     from widgets.report import RequestReport
 
-    module = importlib.import_module(API_TEST_MODULE)
     executor = Executor(
         ToolCatalog(module.TOOLS),
         ToolContext(services={"workspace": Workspace(app_dir)}),

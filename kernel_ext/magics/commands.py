@@ -93,14 +93,11 @@ class BesserMagics(Magics):
     @cell_magic
     def test_api(self, line: str, cell: str) -> Any:
         from kernel_ext.magics import apitest
-        from kernel_ext.magics.display import Notice
 
         try:
             args = _test_api_parser().parse_args(_split(line))
         except _HelpShown:
             return None
-        if not apitest.available():
-            return Notice(apitest.UNAVAILABLE)
         try:
             scenario = apitest.parse_cell(cell)
             return apitest.run_cell(self._app_dir(args), scenario)
@@ -139,11 +136,6 @@ class BesserMagics(Magics):
         return ConfigView(backend.config(), note or f"mode: {backend.mode}")
 
     def _show(self, args: argparse.Namespace) -> Any:
-        from kernel_ext.magics.display import Notice
-        from kernel_ext.server.kinds import installed
-
-        if not installed("kernel_ext.model.diagram"):
-            return Notice("the class diagram is not available: kernel_ext.model.diagram (F5) is not installed")
         from kernel_ext.model.diagram import show
 
         return show(self._load_model(args.model))

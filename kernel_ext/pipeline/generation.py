@@ -106,8 +106,6 @@ def _load_model_value(source: Any) -> Any:
 
 def _provider(request: RunRequest, operator: OperatorSettings) -> Any:
     """The provider the request's spec names, else the operator's; None means no provider."""
-    from kernel_ext.providers.config import ProviderConfig
-    from kernel_ext.providers.factory import build_provider
 
     spec = request.provider or operator.provider
     if spec == "none":

@@ -16,7 +16,7 @@ from kernel_ext.boundary import ApprovalRequest, ExecutionPolicy, Executor
 from kernel_ext.pipeline import phase3, planner, prompts
 from kernel_ext.pipeline.guards import Budgets, EditChurn
 from kernel_ext.pipeline.intent import frontend_intent
-from kernel_ext.pipeline.loop import LoopGuards, LoopResult, customize
+from kernel_ext.pipeline.loop import LoopGuards, customize
 from kernel_ext.pipeline.options import OperatorSettings, RunRequest
 from kernel_ext.pipeline.recipe import frontend_files, write_recipe
 from kernel_ext.pipeline.reporting import boundary_observer
@@ -95,11 +95,18 @@ class Orchestrator:
                 self.events.emit("error", code=str(exc.code).upper(), message=exc.message)
                 self.events.emit("done", status="failed", summary=exc.message)
                 return
-        choice = await self._phase("select", self._select)
-        await self._phase("generate", lambda: self._generate(choice))
-        planned = await self._phase("gap", self._gap)
-        loop = await self._phase("customize", lambda: self._customize(planned))
-        result = await self._phase("validate", self._validate)
+        from kernel_ext.errors import ToolFailure
+
+        try:
+            choice = await self._phase("select", self._select)
+            await self._phase("generate", lambda: self._generate(choice))
+            planned = await self._phase("gap", self._gap)
+            loop = await self._phase("customize", lambda: self._customize(planned))
+            result = await self._phase("validate", self._validate)
+        except ToolFailure as exc:  # a named refusal (an unknown target, a model BESSER rejects) ends the run plainly
+            self.events.emit("error", code=str(exc.code).upper(), message=exc.message)
+            self.events.emit("done", status="failed", summary=exc.message, phase_durations=self.timer)
+            return
         self._finish(loop, result)
 
     async def _phase(self, name: str, step):
@@ -116,7 +123,11 @@ class Orchestrator:
     async def _select(self):
         from kernel_ext.generation.registry import phase1_choices
 
+        from kernel_ext.generation.registry import resolve_target
+
         choices = phase1_choices({"domain"})
+        if self.request.target:
+            resolve_target(self.request.target, {"domain"})  # an explicit target is honoured as-is, or refused by name
         choice = await planner.choose_generator(self.request.request, self.request.target, choices, self.provider)
         self.choice = choice
         return ("done", f"{choice.generator} ({choice.how}); frontend: {'yes' if self.intent.needed else 'no'} - {self.intent.reason}",

@@ -1,16 +1,13 @@
 """What a run request may ask for, and the run body that answers it.
 
 Shared by the REST handler and the magics' in-process path, so both validate a body the same
-way and start the same thing. Two kinds today: ``scenario`` (chapter 5's calculator, hosted)
-and ``generate`` (F8's pipeline, imported lazily; while it is absent a request gets the named
-refusal ``PIPELINE_UNAVAILABLE``, never a stand-in run). Request fields can narrow what the
-operator allows, never widen it: unknown fields are dropped and budgets are capped.
+way and start the same thing. Two kinds: ``scenario`` (chapter 5's calculator, hosted) and
+``generate`` (the pipeline, imported lazily). Request fields can narrow what the operator
+allows, never widen it: unknown fields are dropped and budgets are capped.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -18,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from kernel_ext.pipeline.options import OperatorSettings, RunRequest, ScenarioRequest
 from kernel_ext.pipeline.run import RunBody
 
-GENERATION_MODULE = "kernel_ext.pipeline.generation"
 KINDS = ("generate", "scenario")
 
 
@@ -54,19 +50,6 @@ def kind_of(request: RunRequest | ScenarioRequest) -> str:
     return "scenario" if isinstance(request, ScenarioRequest) else "generate"
 
 
-def installed(module: str) -> bool:
-    """True when ``module`` can be imported (only its parent packages get imported here)."""
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def generation_available() -> bool:
-    """True once F8's ``kernel_ext.pipeline.generation`` is installed."""
-    return installed(GENERATION_MODULE)
-
-
 def capped(request: RunRequest, operator: OperatorSettings) -> RunRequest:
     """The request with its budgets limited to the operator's caps (``operator.extra``)."""
     updates: dict[str, Any] = {}
@@ -78,22 +61,14 @@ def capped(request: RunRequest, operator: OperatorSettings) -> RunRequest:
 
 
 def resolve_body(request: RunRequest | ScenarioRequest, operator: OperatorSettings) -> RunBody:
-    """The run body for ``request``; ``PIPELINE_UNAVAILABLE`` (501) while F8 is absent."""
+    """The run body for ``request`` (budgets capped to the operator's)."""
     if isinstance(request, ScenarioRequest):
         from kernel_ext.scenarios.side_effects_run import side_effects_body
 
         return side_effects_body(allowed=tuple(request.allow))
-    try:
-        module = importlib.import_module(GENERATION_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name != GENERATION_MODULE:
-            raise  # the pipeline is there but one of its own imports is broken: a real error
-        raise RequestRefused(
-            "PIPELINE_UNAVAILABLE",
-            "the generation pipeline (kernel_ext.pipeline.generation, F8) is not installed",
-            status=501,
-        ) from None
-    return module.generation_body(capped(request, operator), operator)
+    from kernel_ext.pipeline.generation import generation_body
+
+    return generation_body(capped(request, operator), operator)
 
 
 def _describe(exc: ValidationError) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 from kernel_ext import __version__
 from kernel_ext.pipeline.options import OperatorSettings
-from kernel_ext.server.kinds import KINDS, generation_available, installed
+from kernel_ext.server.kinds import KINDS
 from kernel_ext.server.manager import RunManager
 
 SCENARIOS = ("side-effects",)
@@ -25,8 +25,6 @@ def describe_configuration(
         "features": {
             "shell_tools_enabled": operator.shell_tools_enabled,
             "toolchain_validation": operator.toolchain_validation,
-            "generate_available": generation_available(),
-            "test_api_available": installed("kernel_ext.tools.api_test"),
             "kinds": list(KINDS),
             "scenarios": list(SCENARIOS),
         },
@@ -40,20 +38,13 @@ def describe_configuration(
 
 def describe_sandbox(operator: OperatorSettings) -> dict[str, Any]:
     """The policy; the active tier is decided by F3's self-test and reported on each run."""
-    present = installed("kernel_ext.sandbox")
-    return {
-        "policy": operator.sandbox_policy,
-        "tier": None,
-        "note": "the active tier is shown on each run" if present else "the sandbox layer is not installed",
-    }
+    return {"policy": operator.sandbox_policy, "tier": None, "note": "the active tier is shown on each run"}
 
 
 def describe_provider(operator: OperatorSettings) -> dict[str, Any]:
     """Which provider a run would use, and whether one is configured at all (no key, ever)."""
-    try:
-        from kernel_ext.providers.config import ProviderConfig
-    except ImportError:
-        return {"configured": bool(operator.provider), "provider": operator.provider or "none", "model": operator.llm_model or ""}
+    from kernel_ext.providers.config import ProviderConfig
+
     try:
         config = ProviderConfig.from_env(provider=operator.provider, model=operator.llm_model)
     except Exception as exc:  # noqa: BLE001 - a bad setting is reported, not raised: config must always answer
