@@ -8,6 +8,7 @@ import sys
 
 COMMAND_MODULES: tuple[str, ...] = (
     "kernel_ext.cli.tool",
+    "kernel_ext.cli.calls",
     "kernel_ext.cli.generate",
     "kernel_ext.cli.scenario",
     "kernel_ext.cli.demo",

@@ -72,7 +72,13 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _execute(args: argparse.Namespace, context: Any) -> int:
-    from kernel_ext.boundary import ExecutionPolicy, Executor, ToolCall, always_approve, always_deny
+    from kernel_ext.boundary import (
+        ExecutionPolicy,
+        Executor,
+        ToolCall,
+        always_approve,
+        always_deny,
+    )
     from kernel_ext.tools.registry import default_catalog
 
     executor = Executor(

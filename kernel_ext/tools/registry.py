@@ -13,6 +13,15 @@ from functools import lru_cache
 from kernel_ext.tools.base import ToolSpec
 
 TOOL_MODULES: tuple[str, ...] = (
+    "kernel_ext.tools.files_read",
+    "kernel_ext.tools.files_edit",
+    "kernel_ext.tools.files_write",
+    "kernel_ext.tools.syntax",
+    "kernel_ext.tools.execution",
+    "kernel_ext.tools.model_query",
+    "kernel_ext.tools.generators",
+    "kernel_ext.tools.api_test",
+    "kernel_ext.tools.task_list",
 )
 
 

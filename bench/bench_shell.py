@@ -1,0 +1,212 @@
+"""The sandboxed shell against bare processes, measured side by side in the same run.
+
+1. Session round trip: ``true`` in a live session (bwrap) against ``subprocess.run(["true"])``.
+2. First command of a session: starting the sandboxed shell plus its first ``true`` (tier
+   self-tests are done before timing; they run once per server).
+3. One-off confined ``true`` (``run_confined``, network off as checks use it, and on) against
+   bare ``bwrap --ro-bind / / true`` (and with ``--unshare-net``). ``run_confined`` normally
+   takes a sandbox prepared in the background after the previous call; also shown: one built
+   on demand (an explicit ``home``), and calls back to back with no pause for the next one.
+4. A 200 MB stdout flood in a session against the same flood sent to ``> /dev/null``: wall
+   time and peak memory of a fresh interpreter per repetition (``ru_maxrss``), plus checks
+   that the tail was kept and the spill file written.
+
+Every figure is a median over rounds [min-max of the round medians]; ratios are computed per
+round against the baseline measured in that same round, iterations interleaved.
+
+Run: ``.venv/bin/python bench/bench_shell.py``
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT)]
+
+ROUNDS = 3
+ROUND_TRIPS = 200
+FIRST_COMMANDS = 20
+ONE_OFFS = 60
+FLOOD_REPS = 5
+FLOOD = "head -c 200000000 /dev/zero | tr '\\0' x"
+
+CHILD = r"""
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+from kernel_ext.sandbox.registry import SessionRegistry
+from kernel_ext.sandbox.session import ShellSession
+from kernel_ext.sandbox.tiers import choose_tier
+registry = SessionRegistry()
+shell = registry.session("bench", lambda: ShellSession(choose_tier("bwrap"), sys.argv[2], sys.argv[3]))
+shell.run("true", timeout=30)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.perf_counter()
+record = shell.run(sys.argv[4], timeout=120)
+wall = time.perf_counter() - start
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"wall": wall, "rss_before_kb": before, "rss_after_kb": after, "capped": record.output_capped,
+                  "bytes": record.stdout.total_bytes, "tail_ok": record.stdout.text.endswith("x"),
+                  "spill": record.full_output_path, "exit": record.exit_code}))
+registry.close()
+"""
+
+
+def _med(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def _fmt(values: list[float], unit: str = "ms") -> str:
+    return f"{_med(values):8.2f} {unit} [{min(values):.2f}-{max(values):.2f}]"
+
+
+def _ratio(values: list[float]) -> str:
+    return f"{_med(values):5.2f}x [{min(values):.2f}-{max(values):.2f}]"
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1000
+
+
+def _row(name: str, rounds: list[float], base: list[float] | None = None, unit: str = "ms") -> None:
+    ratio = "" if base is None else "   ratio " + _ratio([a / b for a, b in zip(rounds, base)])
+    print(f"  {name:<44} {_fmt(rounds, unit)}{ratio}")
+
+
+def bench_round_trip(workspace: Path, home: Path) -> None:
+    from kernel_ext.sandbox.registry import SessionRegistry
+    from kernel_ext.sandbox.session import ShellSession
+    from kernel_ext.sandbox.tiers import choose_tier
+
+    registry = SessionRegistry()
+    shell = registry.session("bench", lambda: ShellSession(choose_tier("bwrap"), workspace, home))
+    shell.run("true", timeout=30)
+    session, bare = [], []
+    for _ in range(ROUNDS):
+        s, b = [], []
+        for _ in range(ROUND_TRIPS):
+            b.append(_timed(lambda: subprocess.run(["true"], check=False)))
+            s.append(_timed(lambda: shell.run("true", timeout=30)))
+        session.append(_med(s))
+        bare.append(_med(b))
+    registry.close()
+    print("1. round trip, p50 per round (target: session <= 2x bare subprocess)")
+    _row("subprocess.run(['true'])", bare)
+    _row("session.run('true') [bwrap]", session, bare)
+
+
+def bench_first_command(workspace: Path, home: Path) -> None:
+    from kernel_ext.sandbox.registry import SessionRegistry
+    from kernel_ext.sandbox.session import ShellSession
+    from kernel_ext.sandbox.tiers import choose_tier
+
+    choice = choose_tier("bwrap")
+    first, bare = [], []
+    for _ in range(ROUNDS):
+        f, b = [], []
+        for _ in range(FIRST_COMMANDS):
+            registry = SessionRegistry()
+            shell = registry.session("bench", lambda: ShellSession(choice, workspace, home))
+            b.append(_timed(lambda: subprocess.run(["true"], check=False)))
+            f.append(_timed(lambda shell=shell: shell.run("true", timeout=30)))
+            registry.close()
+        first.append(_med(f))
+        bare.append(_med(b))
+    print("2. first command of a session (target: <= 20 ms)")
+    _row("subprocess.run(['true'])", bare)
+    _row("new session + 'true' [bwrap]", first, bare)
+
+
+def bench_one_off(workspace: Path, home: Path) -> None:
+    from kernel_ext.sandbox.oneoff import run_confined
+
+    bare_argv = ["bwrap", "--ro-bind", "/", "/", "true"]
+    bare_net_argv = ["bwrap", "--unshare-net", "--ro-bind", "/", "/", "true"]
+    keys = ("bare", "bare_net", "off_net", "on_net", "cold", "back_to_back")
+    rows: dict[str, list[float]] = {k: [] for k in keys}
+    for _ in range(ROUNDS):
+        samples: dict[str, list[float]] = {k: [] for k in keys}
+        for _ in range(ONE_OFFS):
+            samples["bare"].append(_timed(lambda: subprocess.run(bare_argv, check=False)))
+            samples["off_net"].append(_timed(lambda: run_confined(["true"], workspace, 30, network=False, policy="bwrap")))
+            samples["bare_net"].append(_timed(lambda: subprocess.run(bare_net_argv, check=False)))
+            samples["on_net"].append(_timed(lambda: run_confined(["true"], workspace, 30, network=True, policy="bwrap")))
+            samples["cold"].append(_timed(lambda: run_confined(["true"], workspace, 30, home=home, policy="bwrap")))
+        for _ in range(ONE_OFFS):  # no pause between calls: the next sandbox is still being built
+            samples["back_to_back"].append(_timed(lambda: run_confined(["true"], workspace, 30, policy="bwrap")))
+        for key, values in samples.items():
+            rows[key].append(_med(values))
+    print("3. one-off confined 'true', p50 per round (target: <= 1.3x bare bwrap)")
+    _row("bwrap --ro-bind / / true", rows["bare"])
+    _row("bwrap --unshare-net --ro-bind / / true", rows["bare_net"], rows["bare"])
+    _row("run_confined(network=False) [prepared]", rows["off_net"], rows["bare"])
+    _row("run_confined(network=True) [prepared]", rows["on_net"], rows["bare"])
+    _row("run_confined, built on demand (home=...)", rows["cold"], rows["bare"])
+    _row("run_confined back-to-back, no pause", rows["back_to_back"], rows["bare"])
+
+
+def _flood_child(workspace: Path, home: Path, command: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(ROOT), str(workspace), str(home), command],
+        capture_output=True, text=True, timeout=300, check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def bench_flood(workspace: Path, home: Path) -> None:
+    wall, base_wall, extra_mb, base_extra_mb = [], [], [], []
+    checks = []
+    for _ in range(ROUNDS):
+        w, bw, m, bm = [], [], [], []
+        for _ in range(FLOOD_REPS):
+            base = _flood_child(workspace, home, FLOOD + " > /dev/null")
+            flood = _flood_child(workspace, home, FLOOD)
+            bw.append(base["wall"] * 1000)
+            w.append(flood["wall"] * 1000)
+            bm.append((base["rss_after_kb"] - base["rss_before_kb"]) / 1024)
+            m.append((flood["rss_after_kb"] - flood["rss_before_kb"]) / 1024)
+            checks.append(flood["capped"] and flood["tail_ok"] and bool(flood["spill"]) and (workspace / flood["spill"]).exists())
+        wall.append(_med(w))
+        base_wall.append(_med(bw))
+        extra_mb.append(_med(m))
+        base_extra_mb.append(_med(bm))
+    print("4. 200 MB stdout flood in a session (target: <= 1.3x '> /dev/null', <= 16 MB extra peak memory)")
+    _row("flood > /dev/null (in the session)", base_wall)
+    _row("flood captured (capped at 8 MB, killed)", wall, base_wall)
+    _row("peak RSS growth, > /dev/null", base_extra_mb, unit="MB")
+    _row("peak RSS growth, captured", extra_mb, unit="MB")
+    print(f"  capped + tail kept + spill file written in every repetition: {all(checks)} ({sum(checks)}/{len(checks)})")
+
+
+def main() -> None:
+    from kernel_ext.sandbox.tiers import choose_tier
+
+    choice = choose_tier("bwrap")
+    if not choice.available:
+        print(f"bubblewrap is unavailable here: {choice.cause}")
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="besser-bench-shell-"))
+    workspace, home = scratch / "ws", scratch / "home"
+    workspace.mkdir()
+    home.mkdir()
+    try:
+        print(f"sandboxed shell bench: {ROUNDS} rounds, medians [min-max of round medians]; python {sys.version.split()[0]}")
+        bench_round_trip(workspace, home)
+        bench_first_command(workspace, home)
+        bench_one_off(workspace, home)
+        bench_flood(workspace, home)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

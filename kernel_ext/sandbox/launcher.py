@@ -1,0 +1,152 @@
+"""The in-sandbox launcher of the ``landlock`` and ``off`` tiers (no namespaces there).
+
+Started by the supervisor as ``python -I -S -c <bootstrap> SPEC -- argv...``, it:
+
+- asks for SIGTERM when its parent (the server) dies, and becomes a child subreaper, so
+  every process the command starts (daemons included) stays below it;
+- applies resource limits, drops root capabilities (landlock tier) and restricts itself
+  with Landlock before anything of the command runs;
+- runs the command as its child and, when that child ends (or the server goes away), kills
+  whatever the command left behind, then exits with the child's status.
+
+That makes "a one-off's processes stop when it returns" and "a session dies with the
+server" hold without a PID namespace. Standard library only, imported with ``-S``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import signal
+import sys
+
+from kernel_ext.sandbox import proctree
+
+_PR_SET_PDEATHSIG = 1
+_PR_CAPBSET_DROP = 24
+_PR_SET_CHILD_SUBREAPER = 36
+_FSIZE_LIMIT = 4 << 30
+
+
+def bootstrap_argv(spec: dict, argv: list[str]) -> list[str]:
+    """The interpreter command line that runs this launcher with ``spec`` around ``argv``."""
+    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from kernel_ext.sandbox.launcher import main; sys.exit(main(sys.argv[2:]))"
+    )
+    return [sys.executable, "-I", "-S", "-c", code, package_parent, json.dumps(spec), "--", *argv]
+
+
+def main(args: list[str]) -> int:
+    spec = json.loads(args[0])
+    command = args[2:]
+    libc = ctypes.CDLL(None, use_errno=True)
+    parent = os.getppid()
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:  # the server died before the request took effect
+        return 125
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    _limits()
+    try:
+        if spec.get("landlock") is not None:
+            from kernel_ext.sandbox.landlock import Ruleset, restrict_self
+
+            rules = spec["landlock"]
+            restrict_self(
+                Ruleset(
+                    read=tuple(rules["read"]),
+                    write=tuple(rules["write"]),
+                    devices=tuple(rules["devices"]),
+                    deny_tcp=rules["deny_tcp"],
+                    listable=tuple(rules.get("listable", ())),
+                )
+            )
+        if spec.get("drop_caps") and os.geteuid() == 0:
+            _drop_bounding_set(libc)
+    except OSError as exc:
+        os.write(2, f"sandbox: cannot confine the command: {exc}\n".encode())
+        return 125
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, _die)
+    pid = os.fork()
+    if pid == 0:
+        _exec_child(spec, command)
+    _release_streams()
+    status = _wait_for(pid)
+    proctree.kill_tree(os.getpid(), signal.SIGKILL, include_root=False)
+    _reap_all()
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    return os.waitstatus_to_exitcode(status) if not os.WIFSIGNALED(status) else 128 + os.WTERMSIG(status)
+
+
+def _exec_child(spec: dict, command: list[str]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    try:
+        if spec.get("cwd"):
+            os.chdir(spec["cwd"])
+        os.execvp(command[0], command)
+    except OSError as exc:
+        os.write(2, f"sandbox: cannot run {command[0]!r}: {exc.strerror}\n".encode())
+    os._exit(127)
+
+
+def _die(signum: int, frame: object) -> None:
+    proctree.kill_tree(os.getpid(), signal.SIGKILL, include_root=False)
+    os._exit(128 + signum)
+
+
+def _wait_for(pid: int) -> int:
+    while True:
+        try:
+            waited, status = os.wait()
+        except ChildProcessError:
+            return 0
+        if waited == pid:
+            return status
+
+
+def _reap_all() -> None:
+    for _ in range(1000):
+        try:
+            os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+
+
+def _release_streams() -> None:
+    """Let go of the command's stdin/stdout/stderr so EOF reaches the supervisor on time."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+
+def _limits() -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    cap = _FSIZE_LIMIT if hard == resource.RLIM_INFINITY else min(hard, _FSIZE_LIMIT)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+
+
+def _drop_bounding_set(libc: ctypes.CDLL) -> None:
+    """Root keeps no capability after exec: every capability leaves the bounding set."""
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as handle:
+            last = int(handle.read())
+    except OSError:
+        last = 40
+    for cap in range(last + 1):
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"cannot drop capability {cap}: {os.strerror(err)}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,164 @@
+"""The ``shell`` service a host installs into a run's ``ToolContext`` when the operator allows it.
+
+It ties one run to the server's sandbox: the tier in force, the run's session in the
+server's ``SessionRegistry``, the run's workspace and ``$HOME``, the run's deadline, the
+operator's program list. Tools call ``run``; the gate is checked again on every call, so a
+service object built for a run whose operator did not enable shell tools refuses too.
+
+Hosts use ``shell_service_for_run`` (returns None when shell tools are off, so the service is
+simply never installed and the tools never offered) and ``close`` when the run ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.sandbox.command_policy import check_command
+from kernel_ext.sandbox.config import (
+    ShellSettings,
+    shell_tools_enabled,
+    startup_settings,
+)
+from kernel_ext.sandbox.record import CommandRecord
+from kernel_ext.sandbox.registry import SessionRegistry
+from kernel_ext.sandbox.session import ShellSession
+from kernel_ext.sandbox.tiers import UNAVAILABLE_MESSAGE, TierChoice, choose_tier
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 120.0
+MAX_TIMEOUT_S = 600.0
+INSTALL_TIMEOUT_S = 300.0
+DISABLED_MESSAGE = (
+    "shell tools are disabled on this server; only the operator can enable them "
+    "(BESSER_LLM_ENABLE_SHELL_TOOLS=1 at start-up, or an explicit library argument)"
+)
+
+
+class ShellService:
+    """One run's access to the sandboxed shell."""
+
+    def __init__(
+        self,
+        workspace: str | os.PathLike[str],
+        *,
+        run_id: str = "local",
+        enabled: bool = False,
+        home: str | os.PathLike[str] | None = None,
+        registry: SessionRegistry | None = None,
+        settings: ShellSettings | None = None,
+        deadline: float | None = None,
+        hidden: tuple[str, ...] = (),
+    ):
+        self.workspace = Path(os.path.realpath(workspace))
+        self.run_id = run_id
+        self.enabled = bool(enabled)
+        self.settings = settings or startup_settings()
+        self.deadline = deadline
+        self.hidden = hidden
+        self._own_registry = registry is None
+        self.registry = registry or SessionRegistry(self.settings.max_sessions, self.settings.idle_seconds)
+        self._own_home = home is None
+        self.home = Path(home) if home is not None else Path(tempfile.mkdtemp(prefix=f"besser-home-{run_id}-"))
+        self.home.mkdir(parents=True, exist_ok=True)
+        self._choice: TierChoice | None = None
+
+    # -- the tier -----------------------------------------------------------------------------
+
+    @property
+    def choice(self) -> TierChoice:
+        if self._choice is None:
+            self._choice = choose_tier(self.settings.policy)
+        return self._choice
+
+    def describe(self) -> dict[str, Any]:
+        """For the run's metadata: is the shell on, which tier, what that tier does not give."""
+        choice = self.choice
+        return {
+            "shell_tools_enabled": self.enabled,
+            "sandbox_policy": self.settings.policy,
+            "sandbox_tier": str(choice.tier) if choice.tier else "unavailable",
+            "sandbox_limits": list(choice.limits(self.settings.session_network)),
+            "session_network": self.settings.session_network,
+        }
+
+    # -- running --------------------------------------------------------------------------------
+
+    def check_enabled(self) -> TierChoice:
+        if not self.enabled:
+            raise ToolFailure(ErrorCode.SHELL_DISABLED, DISABLED_MESSAGE)
+        choice = self.choice
+        if not choice.available:
+            log.error("shell command refused, sandbox unavailable (policy %s): %s", choice.policy, choice.cause)
+            raise ToolFailure(ErrorCode.SANDBOX_UNAVAILABLE, UNAVAILABLE_MESSAGE)
+        return choice
+
+    def timeout_for(self, requested: float | None, default: float = DEFAULT_TIMEOUT_S) -> float:
+        """The effective timeout: default or requested (up to 600 s), never past the run's deadline."""
+        if requested is not None and requested <= 0:
+            raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "timeout must be a positive number of seconds")
+        timeout = min(float(requested) if requested is not None else default, MAX_TIMEOUT_S)
+        if self.deadline is not None:
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 1:
+                raise ToolFailure(ErrorCode.TIMEOUT, "the run has no time left for a command")
+            timeout = min(timeout, remaining)
+        return timeout
+
+    def session(self) -> ShellSession:
+        choice = self.check_enabled()
+        return self.registry.session(
+            self.run_id,
+            lambda: ShellSession(choice, self.workspace, self.home, network=self.settings.session_network, hidden=self.hidden),
+        )
+
+    def run(
+        self,
+        command: str,
+        *,
+        working_dir: str | None = None,
+        timeout: float | None = None,
+        default_timeout: float = DEFAULT_TIMEOUT_S,
+        preserve_state: bool = False,
+    ) -> CommandRecord:
+        """Policy checks, then the command in the run's session. A failing command is a record, not an error."""
+        self.check_enabled()
+        check_command(command, self.settings.allowed_programs)
+        effective = self.timeout_for(timeout, default_timeout)
+        return self.session().run(command, timeout=effective, working_dir=working_dir, preserve_state=preserve_state)
+
+    def stop_processes(self, reason: str = "the session's processes were stopped before validation") -> bool:
+        """Kill the session's processes now (directory and environment kept)."""
+        found = self.registry.get(self.run_id)
+        return found.close(reason) if found is not None else False
+
+    def close(self) -> None:
+        """The run ended: kill everything it started (session, prepared check sandboxes), remove its temporary home."""
+        from kernel_ext.sandbox.oneoff import release_workspace
+
+        self.registry.close_run(self.run_id)
+        release_workspace(self.workspace)
+        if self._own_registry:
+            self.registry.close()
+        if self._own_home:
+            shutil.rmtree(self.home, ignore_errors=True)
+
+
+def shell_service_for_run(
+    workspace: str | os.PathLike[str],
+    *,
+    run_id: str = "local",
+    enable: bool | None = None,
+    **kwargs: Any,
+) -> ShellService | None:
+    """The service to install as ``services["shell"]``, or None when the operator did not enable shell tools."""
+    if not shell_tools_enabled(enable):
+        return None
+    return ShellService(workspace, run_id=run_id, enabled=True, **kwargs)

@@ -1,0 +1,165 @@
+"""Which sandbox confines commands on this server: ``bwrap``, ``landlock`` or ``off``.
+
+The operator's policy (``auto``, ``bwrap``, ``landlock``, ``off``) is resolved once per process
+by real self-tests: a tier is used only after it ran the server's interpreter inside, let a
+write into the workspace through and stopped one outside it. ``auto`` takes the strongest tier
+that passes and never falls to ``off``; a named tier that fails is not replaced by another
+(fail closed). The cause of a failure is for the server log; the model is only ever told that
+the sandbox is unavailable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import cache
+from pathlib import Path
+
+from kernel_ext.sandbox import landlock
+from kernel_ext.sandbox.bwrap import bwrap_argv, bwrap_path
+from kernel_ext.sandbox.launcher import bootstrap_argv
+from kernel_ext.sandbox.spec import (
+    Confinement,
+    sensitive_paths,
+    split_around,
+    system_dirs,
+)
+
+log = logging.getLogger(__name__)
+
+UNAVAILABLE_MESSAGE = "the shell sandbox is unavailable on this server"
+OFF_WARNING = "sandbox is OFF (operator override): this command ran unconfined, as the server's user"
+BWRAP_LIMITS: tuple[str, ...] = ()
+OFF_LIMITS = ("no confinement at all: files, processes and network of the server's user are reachable",)
+
+
+class Tier(StrEnum):
+    BWRAP = "bwrap"
+    LANDLOCK = "landlock"
+    OFF = "off"
+
+
+@dataclass(frozen=True)
+class TierChoice:
+    """The outcome of a policy: the tier in force (or None: refuse everything) and why."""
+
+    policy: str
+    tier: Tier | None
+    cause: str = ""
+
+    @property
+    def available(self) -> bool:
+        return self.tier is not None
+
+    def limits(self, network: bool) -> tuple[str, ...]:
+        """What the active tier does not give, for results and run metadata."""
+        if self.tier is Tier.LANDLOCK:
+            return tuple(landlock.Ruleset(deny_tcp=not network).limits(landlock.abi_version()))
+        if self.tier is Tier.OFF:
+            return OFF_LIMITS
+        return BWRAP_LIMITS
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A ready command line for ``tier``; ``private_tmp`` says whether ``/tmp`` is the sandbox's own."""
+
+    argv: list[str]
+    tier: Tier
+    private_tmp: bool
+
+
+def launch(tier: Tier, conf: Confinement, argv: Sequence[str]) -> Launch:
+    """The command line that runs ``argv`` confined by ``conf`` under ``tier``."""
+    if tier is Tier.BWRAP:
+        return Launch(bwrap_argv(conf, argv), tier, True)
+    spec: dict = {"cwd": str(conf.working_dir()), "landlock": None, "drop_caps": False}
+    if tier is Tier.LANDLOCK:
+        spec["landlock"] = landlock_rules(conf)
+        spec["drop_caps"] = True
+    return Launch(bootstrap_argv(spec, list(argv)), tier, False)
+
+
+def landlock_rules(conf: Confinement) -> dict:
+    excluded = (*sensitive_paths(), *conf.hidden)
+    readable = [Path(d) for d in system_dirs()] + list(conf.readonly_paths()) + [Path("/proc")]
+    allowed, listable = split_around(readable, excluded)
+    return {
+        "read": [str(p) for p in allowed],
+        "listable": [str(p) for p in listable],
+        "write": [str(p) for p in conf.writable_paths()],
+        "devices": ["/dev"],
+        "deny_tcp": not conf.network,
+    }
+
+
+@cache
+def choose_tier(policy: str) -> TierChoice:
+    """Resolve ``policy`` once per process (self-tests included) and log the outcome."""
+    if policy == "off":
+        log.warning("shell sandbox policy is 'off': commands run unconfined (operator override)")
+        return TierChoice(policy, Tier.OFF)
+    order = {"auto": (Tier.BWRAP, Tier.LANDLOCK), "bwrap": (Tier.BWRAP,), "landlock": (Tier.LANDLOCK,)}.get(policy)
+    if order is None:
+        return TierChoice(policy, None, f"unknown sandbox policy {policy!r}")
+    causes = []
+    for tier in order:
+        cause = self_test(tier)
+        if cause is None:
+            log.info("shell sandbox: policy %s -> tier %s", policy, tier)
+            return TierChoice(policy, tier)
+        causes.append(f"{tier}: {cause}")
+    cause = "; ".join(causes)
+    log.error("shell sandbox unavailable (policy %s): %s", policy, cause)
+    return TierChoice(policy, None, cause)
+
+
+def reset() -> None:
+    """Forget self-test results (tests; an operator changing the host)."""
+    choose_tier.cache_clear()
+    self_test.cache_clear()
+
+
+@cache
+def self_test(tier: Tier) -> str | None:
+    """None when ``tier`` really confines on this host, else the cause."""
+    if tier is Tier.BWRAP and bwrap_path() is None:
+        return "bubblewrap (bwrap) is not installed"
+    if tier is Tier.LANDLOCK and landlock.abi_version() < 1:
+        return "the kernel has no Landlock (ABI 0)"
+    scratch = Path(tempfile.mkdtemp(prefix="besser-selftest-"))
+    try:
+        ws, home, outside = scratch / "ws", scratch / "home", scratch / "outside"
+        for folder in (ws, home, outside, home / ".tmp"):
+            folder.mkdir()
+        conf = Confinement.for_run(ws, home)
+        script = '"$1" -S -c pass && echo ok > "$2/probe" && ! (echo x > "$3/escaped") 2>/dev/null'
+        ready = launch(tier, conf, ["/bin/sh", "-c", script, "sh", os.path.realpath(_python()), str(conf.workspace), str(outside)])
+        try:
+            done = subprocess.run(ready.argv, cwd=conf.workspace, env=_probe_env(), capture_output=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"self-test could not run: {exc}"
+        if (outside / "escaped").exists():
+            return "self-test wrote outside the workspace: the tier does not confine here"
+        if done.returncode != 0 or not (ws / "probe").exists():
+            detail = done.stderr.decode(errors="replace").strip()[-400:]
+            return f"self-test exited {done.returncode}: {detail or 'no output'}"
+        return None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
+
+
+def _probe_env() -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}

@@ -1,0 +1,99 @@
+"""Shared helpers for the sandbox tests: a runs folder, tier parameters, process and port probes.
+
+Everything is real: bubblewrap and Landlock on this machine, loopback listeners on
+127.0.0.1 only, processes looked up in the host's /proc.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from kernel_ext.sandbox import landlock, tiers
+
+CONFINED_TIERS = ("bwrap", "landlock")
+ALL_TIERS = ("bwrap", "landlock", "off")
+
+
+def tier_param(name: str):
+    """``pytest.param`` for a tier, skipped with the host's reason when it cannot run here."""
+    marks = []
+    if name == "landlock" and landlock.abi_version() < 1:
+        marks.append(pytest.mark.skip(reason="this kernel has no Landlock (landlock_create_ruleset ABI query returned 0)"))
+    elif name == "bwrap":
+        cause = tiers.self_test(tiers.Tier.BWRAP)
+        if cause is not None:
+            marks.append(pytest.mark.skip(reason=f"bubblewrap cannot start here: {cause}"))
+        marks.append(pytest.mark.bwrap)
+    return pytest.param(name, marks=marks, id=name)
+
+
+@dataclass
+class Run:
+    runs: Path
+    ws: Path
+    home: Path
+    other_ws: Path
+
+
+def make_run(tmp_path: Path) -> Run:
+    """``runs/r1/app`` (our workspace, with a project file), ``runs/r1/.besser/home``, and a sibling run."""
+    runs = tmp_path / "runs"
+    ws = runs / "r1" / "app"
+    home = runs / "r1" / ".besser" / "home"
+    other = runs / "r2" / "app"
+    for folder in (ws / "sub", home, other):
+        folder.mkdir(parents=True)
+    (ws / "project.txt").write_text("inside-the-project\n")
+    (other / "secret.txt").write_text("other-run-secret\n")
+    return Run(runs, ws, home, other)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def token() -> str:
+    """A number no other process on the host has in its command line."""
+    return f"{9_000_000 + uuid.uuid4().int % 1_000_000}"
+
+
+def processes_with(marker: str) -> list[int]:
+    """Host pids whose command line contains ``marker`` (zombies have none and do not count)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as handle:
+                if marker.encode() in handle.read():
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def wait_until(predicate, timeout: float = 10.0, step: float = 0.05) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` passes (a bound, never an assertion on time)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+def port_answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
