@@ -54,6 +54,8 @@ def test_no_provider_runs_phase1_and_phase3_for_real(tmp_path):
     assert (run.context.layout.app_dir / "backend" / "main_api.py").exists()
     assert done.status == "completed"
     assert done.authorship["llm_authored"] == [] and done.authorship["generator_llm_modified"] == []
+    started = events_of(run, "run_started")[0]
+    assert started.sandbox_tier in ("bwrap", "landlock") and started.provider_kind == "none"
 
 
 def test_a_needed_frontend_that_never_came_is_a_blocker(tmp_path):

@@ -31,11 +31,15 @@ def generation_body(request: RunRequest, operator: OperatorSettings, *, model: A
             ctx.events.emit("error", code=str(exc.code).upper(), message=exc.message)
             ctx.events.emit("done", status="failed", summary=exc.message)
             return
+        orchestrator = Orchestrator(ctx, request, operator, loaded, chosen)
         try:
-            await Orchestrator(ctx, request, operator, loaded, chosen).run()
+            await orchestrator.run()
         finally:
             if chosen is not None:
                 await chosen.aclose()
+            shell = orchestrator.tool_context.services.get("shell")
+            if shell is not None:
+                shell.close()  # every process of the run's session dies with the run
             _close_run_resources(ctx)
 
     return body

@@ -81,7 +81,7 @@ class Orchestrator:
             model_name=getattr(self.model, "name", ""),
             provider_label=described["label"],
             provider_kind=described["kind"],
-            sandbox_tier=self.operator.sandbox_policy,
+            sandbox_tier=active_tier(self.operator.sandbox_policy),
             shell_tools_enabled=self.operator.shell_tools_enabled,
             run_dir=str(self.ctx.layout.run_dir),
         )
@@ -230,6 +230,10 @@ class Orchestrator:
     async def _validation_sweep(self) -> ValidationReport:
         from kernel_ext.tools.api_test import validate_run
 
+        shell = self.tool_context.services.get("shell")
+        if shell is not None:  # a dev server or watcher must not write while the tree is checked
+            await asyncio.to_thread(shell.stop_processes)
+
         result = await asyncio.to_thread(validate_run, self.tool_context)
         report = result.report
         if self.intent.needed and not frontend_files(self.ctx.layout.app_dir):
@@ -330,6 +334,14 @@ class Orchestrator:
                    f"{len(blockers)} blockers, {len(open_tasks)} open tasks")
         self.events.emit("done", status="blocked" if incomplete else "completed", authorship=split, blockers=blockers + open_tasks,
                          verification=verification, phase_durations=self.timer, summary=summary)
+
+
+def active_tier(policy: str) -> str:
+    """The sandbox tier in force for ``policy`` (self-tested once per process), for every run's metadata."""
+    from kernel_ext.sandbox.tiers import choose_tier
+
+    choice = choose_tier(policy)
+    return str(choice.tier) if choice.available else f"unavailable ({policy})"
 
 
 def _shell_service(ctx: RunContext, operator: OperatorSettings) -> Any:

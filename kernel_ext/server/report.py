@@ -37,8 +37,16 @@ def describe_configuration(
 
 
 def describe_sandbox(operator: OperatorSettings) -> dict[str, Any]:
-    """The policy; the active tier is decided by F3's self-test and reported on each run."""
-    return {"policy": operator.sandbox_policy, "tier": None, "note": "the active tier is shown on each run"}
+    """The policy and the tier its self-test chose (checked once per process)."""
+    from kernel_ext.sandbox.tiers import choose_tier
+
+    choice = choose_tier(operator.sandbox_policy)
+    return {
+        "policy": operator.sandbox_policy,
+        "tier": str(choice.tier) if choice.available else None,
+        "limits": list(choice.limits(network=False)) if choice.available else [],
+        "note": "" if choice.available else "the shell sandbox is unavailable on this server; commands are refused",
+    }
 
 
 def describe_provider(operator: OperatorSettings) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from kernel_ext.tools.evidence import (
     rejections,
 )
 from kernel_ext.tools.files_common import Loaded, split_lines, workspace_of
-from kernel_ext.tools.import_guard import guard_import, is_guarded, shared_checker
+from kernel_ext.tools.import_guard import checker_for_root, guard_import, is_guarded
 from kernel_ext.tools.read_ids import read_store
 from kernel_ext.workspace import Location, publish, sha256_hex
 from kernel_ext.workspace.locks import lock_key
@@ -102,7 +102,7 @@ def commit(ctx: ToolContext, plan: EditPlan) -> Committed:
     check_python(plan)
     note = ""
     if is_guarded(plan.loc.name):
-        checker = ctx.services.get("import_checker") or shared_checker()
+        checker = ctx.services.get("import_checker") or checker_for_root(str(plan.loc.root))
         filename = str(plan.loc.root.joinpath(*plan.loc.parts))
         note = guard_import(checker, plan.loc.display, filename, plan.new_text, plan.before.text if plan.before else None)
     publish(ws, plan.loc, plan.new_data, expected=plan.before.identity if plan.before else None)

@@ -18,7 +18,7 @@ from kernel_ext.tools.files_common import (
     shown,
     workspace_of,
 )
-from kernel_ext.tools.import_guard import is_guarded, shared_checker
+from kernel_ext.tools.import_guard import checker_for_root, is_guarded
 from kernel_ext.tools.read_ids import read_store
 from kernel_ext.tools.search import search
 from kernel_ext.workspace import Walker
@@ -87,7 +87,7 @@ def _read_file(args: ReadFileArgs, ctx: ToolContext) -> ToolOutcome:
     loc = locate(ctx, args.path)
     loaded = load_text(ctx, loc)
     if is_guarded(loc.name):
-        (ctx.services.get("import_checker") or shared_checker()).warm()
+        (ctx.services.get("import_checker") or checker_for_root(str(loc.root))).warm()
     lines, total = loaded.lines, len(loaded.lines)
     if total and args.offset >= total:
         raise ToolFailure(

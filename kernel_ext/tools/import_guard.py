@@ -19,14 +19,16 @@ import atexit
 import json
 import os
 import select
+import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from kernel_ext.errors import ErrorCode, ToolFailure
@@ -156,12 +158,62 @@ def _read_exact(fd: int, size: int, deadline: float) -> bytes:
     return data
 
 
-@lru_cache(maxsize=1)
-def shared_checker() -> ImportChecker:
-    """The process-wide checker used when a run installs none (``services["import_checker"]``)."""
-    checker = ImportChecker()
-    atexit.register(checker.close)
-    return checker
+_CHECKERS: OrderedDict[str, tuple[ImportChecker, Path]] = OrderedDict()
+_CHECKERS_LOCK = threading.Lock()
+MAX_CHECKERS = 8
+
+
+def checker_for_root(root: str) -> ImportChecker:
+    """The warm checker for one workspace root, used when a run installs none.
+
+    Its worker runs in a sandbox of the operator's tier (F3) with the network off, the project
+    readable and only a scratch folder writable: a check executes generated code, so it gets
+    the same confinement as any probe. The least recently used checker is closed when a ninth
+    root needs one.
+    """
+    with _CHECKERS_LOCK:
+        entry = _CHECKERS.pop(root, None)
+        if entry is None:
+            scratch = Path(tempfile.mkdtemp(prefix="besser-import-check-"))
+            entry = (ImportChecker(wrap=_confined(root, scratch)), scratch)
+        _CHECKERS[root] = entry
+        evicted = _CHECKERS.popitem(last=False)[1] if len(_CHECKERS) > MAX_CHECKERS else None
+    if evicted is not None:
+        _close(*evicted)
+    return entry[0]
+
+
+def close_checkers() -> None:
+    with _CHECKERS_LOCK:
+        entries = list(_CHECKERS.values())
+        _CHECKERS.clear()
+    for entry in entries:
+        _close(*entry)
+
+
+atexit.register(close_checkers)
+
+
+def _close(checker: ImportChecker, scratch: Path) -> None:
+    checker.close()
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _confined(root: str, scratch: Path) -> Callable[[list[str]], list[str]]:
+    """Wrap the worker's command line in the operator's sandbox tier (resolved at spawn time)."""
+
+    def wrap(argv: list[str]) -> list[str]:
+        from kernel_ext.sandbox.oneoff import require_tier
+        from kernel_ext.sandbox.spec import Confinement
+        from kernel_ext.sandbox.tiers import launch
+
+        choice = require_tier()
+        for name in ("rw", "home"):
+            (scratch / name).mkdir(exist_ok=True)
+        conf = Confinement.for_run(scratch / "rw", scratch / "home", network=False, readable=[root])
+        return list(launch(choice.tier, conf, argv).argv)
+
+    return wrap
 
 
 def guard_import(checker: ImportChecker, display: str, filename: str, new_text: str, old_text: str | None) -> str:
