@@ -83,3 +83,23 @@ def test_an_unknown_explicit_target_is_refused_by_name(tmp_path):
     error = events_of(run, "error")[0]
     assert error.code == "INVALID_ARGUMENT" and "fastapi" in error.message
     assert not any((run.context.layout.app_dir).iterdir())  # nothing was generated
+
+
+def test_with_shell_tools_the_probe_boots_the_backend_in_the_session(tmp_path):
+    from pipeline_helpers import Turn, call
+
+    steps = ["python probe.py up", "python probe.py routes", "python probe.py req GET /book/ -H 'X-Api-Key: s3cr3t-value'",
+             "python probe.py down"]
+    turns = [Turn("", (call("submit_tasks", {"tasks": ["check the backend answers"]}),))]
+    turns += [Turn("", (call("run_command", {"command": step}),)) for step in steps]
+    turns += [Turn("", (call("task_list", {"action": "blocked", "id": "T1", "reason": "verified by hand"}),)), Turn("done")] * 4
+    run, done = run_pipeline(tmp_path, "Generate a FastAPI backend", turns, allow_shell_tools=True)
+    assert run.events.events[0].shell_tools_enabled
+    results = [e for e in events_of(run, "tool_result") if e.name == "run_command"]
+    assert [r.ok for r in results] == [True, True, True, True], [r.summary for r in results]
+    assert "/author/" in results[1].summary  # the routes the running app serves
+    printed = results[2].summary.split("\n", 1)[1]  # what the probe printed, after the echoed command line
+    assert "GET /book/ -> 200" in printed and "s3cr3t-value" not in printed and "<12 chars>" in printed
+    assert "stopped pid" in results[3].summary
+    assert (run.context.layout.app_dir / "probe.py").exists()
+    assert "probe.py" in done.authorship["generator_untouched"]

@@ -154,6 +154,8 @@ class Orchestrator:
         )
         self.generated_paths = [f.path for f in self.phase1.files]
         self._prestart_app_host()
+        if self.operator.shell_tools_enabled and self.choice.generator == "fastapi_backend":
+            self._write_probe(ledger)
         for finding in self.phase1.findings:
             self.events.emit("finding", **finding.as_event())
         return ("done", f"{len(self.phase1.files)} files from BESSER {self.phase1.besser_version}",
@@ -212,6 +214,17 @@ class Orchestrator:
             from kernel_ext.validation.hosting import prestart_app_host
 
             prestart_app_host(self.tool_context.state, policy=self.operator.sandbox_policy)
+
+    def _write_probe(self, ledger: Any) -> None:
+        """The runtime probe the runbook names (host-written, so it counts as scaffold, not LLM work)."""
+        from pathlib import Path
+
+        from kernel_ext.generation.manifest import sha256_bytes
+        from kernel_ext.workspace import publish
+
+        data = (Path(__file__).parent / "data" / "probe.py").read_bytes()
+        publish(self.tool_context.workspace, "probe.py", data)
+        ledger.files["probe.py"] = sha256_bytes(data)
 
     def _carry_tasks(self) -> None:
         """A modify run keeps the base run's tasks (closed ones stay closed) and names the model change."""
