@@ -103,3 +103,21 @@ def test_with_shell_tools_the_probe_boots_the_backend_in_the_session(tmp_path):
     assert "stopped pid" in results[3].summary
     assert (run.context.layout.app_dir / "probe.py").exists()
     assert "probe.py" in done.authorship["generator_untouched"]
+
+
+def test_toolchain_validation_blocks_unresolvable_requirements(tmp_path):
+    from pipeline_helpers import Turn, call
+
+    turns = [
+        Turn("", (call("submit_tasks", {"tasks": ["pin a dependency"]}),)),
+        Turn("", (call("read_file", {"path": "backend/requirements.txt"}),)),
+        Turn("", (call("write_file", {"path": "backend/requirements.txt", "content": "fastapi\nbesser-no-such-package-zz==1.0\n"}),)),
+        Turn("", (call("task_list", {"action": "done", "id": "T1", "evidence": [
+            {"id": "T1", "path": "backend/requirements.txt", "quote": "besser-no-such-package-zz==1.0"}]}),)),
+        Turn("done"),
+    ] + [Turn("cannot fix")] * 12
+    run, done = run_pipeline(tmp_path, "Generate a FastAPI backend", turns, enable_toolchain_validation=True)
+    assert done.status == "blocked"
+    toolchain = [f for f in events_of(run, "finding") if f.source == "toolchain"]
+    assert toolchain and "besser-no-such-package-zz" in toolchain[0].message
+    assert toolchain[0].path == "backend/requirements.txt"

@@ -249,6 +249,10 @@ class Orchestrator:
 
         result = await asyncio.to_thread(validate_run, self.tool_context)
         report = result.report
+        if self.operator.toolchain_validation:
+            from kernel_ext.pipeline.toolchain import toolchain_findings
+
+            report = report.merged(ValidationReport(tuple(await asyncio.to_thread(toolchain_findings, self.ctx.layout.app_dir))))
         if self.intent.needed and not frontend_files(self.ctx.layout.app_dir):
             report = report.merged(ValidationReport((Finding("blocker", "frontend", "a frontend was needed and there are no frontend files"),)))
         for finding in report.blockers:
