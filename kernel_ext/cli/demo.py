@@ -31,7 +31,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 async def _library_jwt(out: Path, record: bool) -> int:
-    from kernel_ext.cli.run_text import describe
+    from kernel_ext.cli.run_text import print_timeline
     from kernel_ext.pipeline.generation import generate
     from kernel_ext.providers.replay import ReplayProvider
     from kernel_ext.providers.scripted import ScriptedProvider
@@ -45,12 +45,7 @@ async def _library_jwt(out: Path, record: bool) -> int:
         provider = ReplayProvider(library_jwt.CASSETTE, strict=False)
     print(f"provider: {provider.label} ({provider.kind}; no live model is called)")
     run = generate("example:library", library_jwt.REQUEST, run_dir=out, provider=provider, approve="all")
-    started = time.monotonic()
-    async for event in run.events.follow(0):
-        line = describe(event)
-        if line:
-            print(f"{time.monotonic() - started:7.2f}s  {line}", flush=True)
-    done = await run.wait()
+    done = await print_timeline(run)
     print(f"run folder: {out} (the app is in {out / 'app'})")
     if record:
         print(f"cassette written: {library_jwt.CASSETTE}")

@@ -37,14 +37,19 @@ async def _run(args: argparse.Namespace) -> int:
     except ToolFailure as exc:
         print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
         return 2
+    done = await print_timeline(run)
+    print(f"run folder: {out}")
+    return 0 if done is not None and done.status == "completed" else 1
+
+
+async def print_timeline(run):
+    """Print each event worth reading as it happens (seconds since start); the ``done`` event."""
     started = time.monotonic()
     async for event in run.events.follow(0):
         line = describe(event)
         if line:
             print(f"{time.monotonic() - started:7.2f}s  {line}", flush=True)
-    done = await run.wait()
-    print(f"run folder: {out}")
-    return 0 if done is not None and done.status == "completed" else 1
+    return await run.wait()
 
 
 def describe(event) -> str:
