@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kernel_ext.boundary import ApprovalRequest, ExecutionPolicy, Executor
+from kernel_ext.errors import ToolFailure
 from kernel_ext.pipeline import phase3, planner, prompts
 from kernel_ext.pipeline.guards import Budgets, EditChurn
 from kernel_ext.pipeline.intent import frontend_intent
 from kernel_ext.pipeline.loop import LoopGuards, customize
+from kernel_ext.pipeline.modify import find_base_run
 from kernel_ext.pipeline.options import OperatorSettings, RunRequest
 from kernel_ext.pipeline.recipe import frontend_files, write_recipe
 from kernel_ext.pipeline.reporting import boundary_observer
@@ -36,9 +39,13 @@ AUTO_APPROVED = {
 }
 
 
-@dataclass
-class Timer:
-    durations: dict[str, float] = field(default_factory=dict)
+@dataclass(frozen=True)
+class PhaseOutcome:
+    """How a phase ended, for its ``phase`` event."""
+
+    status: str = "done"  # "done" | "skipped" | "failed"
+    message: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 class ModeApprover:
@@ -70,6 +77,9 @@ class Orchestrator:
         self.intent = frontend_intent(request.request, modify=bool(request.base_run_id))
         self.base: Any = None  # the run a modify run continues (pipeline/modify.py)
         self.model_change: Any = None
+        self.choice: planner.Choice | None = None  # set by select
+        self.generated_paths: list[str] = []  # set by generate
+        self.phase3: phase3.Phase3Result | None = None  # set by validate
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -85,55 +95,39 @@ class Orchestrator:
             shell_tools_enabled=self.operator.shell_tools_enabled,
             run_dir=str(self.ctx.layout.run_dir),
         )
-        if self.request.base_run_id:
-            from kernel_ext.errors import ToolFailure
-            from kernel_ext.pipeline.modify import find_base_run
-
-            try:
-                self.base = find_base_run(self.ctx.layout.run_dir.parent, self.request.base_run_id)
-            except ToolFailure as exc:
-                self.events.emit("error", code=str(exc.code).upper(), message=exc.message)
-                self.events.emit("done", status="failed", summary=exc.message)
-                return
-        from kernel_ext.errors import ToolFailure
-
         try:
-            choice = await self._phase("select", self._select)
-            await self._phase("generate", lambda: self._generate(choice))
-            planned = await self._phase("gap", self._gap)
-            loop = await self._phase("customize", lambda: self._customize(planned))
-            result = await self._phase("validate", self._validate)
-        except ToolFailure as exc:  # a named refusal (an unknown target, a model BESSER rejects) ends the run plainly
+            if self.request.base_run_id:
+                self.base = find_base_run(self.ctx.layout.run_dir.parent, self.request.base_run_id)
+            for name, step in (("select", self._select), ("generate", self._generate), ("gap", self._gap),
+                               ("customize", self._customize), ("validate", self._validate)):
+                await self._phase(name, step)
+        except ToolFailure as exc:  # a named refusal (an unknown target or base run, a model BESSER rejects)
             self.events.emit("error", code=str(exc.code).upper(), message=exc.message)
             self.events.emit("done", status="failed", summary=exc.message, phase_durations=self.timer)
             return
-        self._finish(loop, result)
+        self._finish()
 
-    async def _phase(self, name: str, step):
+    async def _phase(self, name: str, step: Callable[[], Awaitable[PhaseOutcome]]) -> None:
         self.events.emit("phase", phase=name, status="started")
         started = time.monotonic()
         outcome = await step()
         self.timer[name] = round(time.monotonic() - started, 3)
-        status, message, details = outcome if isinstance(outcome, tuple) and len(outcome) == 3 and isinstance(outcome[0], str) and outcome[0] in ("done", "skipped", "failed") else ("done", "", {})
-        self.events.emit("phase", phase=name, status=status, message=message, duration_s=self.timer[name], details=details)
-        return outcome
+        self.events.emit("phase", phase=name, status=outcome.status, message=outcome.message,
+                         duration_s=self.timer[name], details=outcome.details)
 
     # -- phases ----------------------------------------------------------------------------
 
-    async def _select(self):
-        from kernel_ext.generation.registry import phase1_choices
-
-        from kernel_ext.generation.registry import resolve_target
+    async def _select(self) -> PhaseOutcome:
+        from kernel_ext.generation.registry import phase1_choices, resolve_target
 
         choices = phase1_choices({"domain"})
         if self.request.target:
             resolve_target(self.request.target, {"domain"})  # an explicit target is honoured as-is, or refused by name
-        choice = await planner.choose_generator(self.request.request, self.request.target, choices, self.provider)
-        self.choice = choice
-        return ("done", f"{choice.generator} ({choice.how}); frontend: {'yes' if self.intent.needed else 'no'} - {self.intent.reason}",
-                {"generator": choice.generator, "how": choice.how, "frontend": self.intent.needed})
+        choice = self.choice = await planner.choose_generator(self.request.request, self.request.target, choices, self.provider)
+        return PhaseOutcome("done", f"{choice.generator} ({choice.how}); frontend: {'yes' if self.intent.needed else 'no'} - {self.intent.reason}",
+                            {"generator": choice.generator, "how": choice.how, "frontend": self.intent.needed})
 
-    async def _generate(self, _choice):
+    async def _generate(self) -> PhaseOutcome:
         from kernel_ext.generation.manifest import ledger_of
         from kernel_ext.generation.phase1 import run_phase1
         from kernel_ext.model.jsonform import model_digest, model_to_dict
@@ -146,8 +140,8 @@ class Orchestrator:
                 copied = await asyncio.to_thread(copy_app, self.base, self.ctx.layout.app_dir)
                 ledger.files.update(self.base.generated)
                 self.generated_paths = sorted(self.base.generated)
-                return ("skipped", f"continuing from run {self.base.run_id} ({copied} files); the model is unchanged",
-                        {"base_run_id": self.base.run_id, "files": copied})
+                return PhaseOutcome("skipped", f"continuing from run {self.base.run_id} ({copied} files); the model is unchanged",
+                                    {"base_run_id": self.base.run_id, "files": copied})
             self.model_change = model_change((self.base.recipe.get("model") or {}).get("form") or {}, model_to_dict(self.model))
         self.phase1 = await asyncio.to_thread(
             run_phase1, self.model, self.tool_context.workspace, self.choice.generator, ledger=ledger
@@ -158,17 +152,17 @@ class Orchestrator:
             self._write_probe(ledger)
         for finding in self.phase1.findings:
             self.events.emit("finding", **finding.as_event())
-        return ("done", f"{len(self.phase1.files)} files from BESSER {self.phase1.besser_version}",
-                {"files": len(self.phase1.files), "ok": self.phase1.ok})
+        return PhaseOutcome("done", f"{len(self.phase1.files)} files from BESSER {self.phase1.besser_version}",
+                            {"files": len(self.phase1.files), "ok": self.phase1.ok})
 
-    async def _gap(self):
+    async def _gap(self) -> PhaseOutcome:
         if self.base is not None:
             self._carry_tasks()
         if self.intent.needed:
             self.tasks.add("Build the frontend: complete CRUD for every entity, wired to the backend", origin="request",
                            verifier=self._frontend_check)
         if self.provider is None:
-            return ("skipped", "no LLM provider is configured; Phase 2 is skipped (Phase 1 and Phase 3 run for real)", {})
+            return PhaseOutcome("skipped", "no LLM provider is configured; Phase 2 is skipped (Phase 1 and Phase 3 run for real)")
         planned = await planner.plan_gap(
             self.provider, self.request.request, planner.scaffold_summary(self.generated_paths), self._overview()
         )
@@ -176,24 +170,22 @@ class Orchestrator:
             self.tasks.add(text, origin="request")
         self.events.emit("task_list", tasks=self.tasks.outcomes())
         if not self.tasks.tasks:
-            return ("done", "the scaffold already does what was asked; Phase 2 is skipped", {"tasks": 0})
-        return ("done", f"{len(self.tasks.tasks)} tasks", {"tasks": len(self.tasks.tasks)})
+            return PhaseOutcome("done", "the scaffold already does what was asked; Phase 2 is skipped", {"tasks": 0})
+        return PhaseOutcome("done", f"{len(self.tasks.tasks)} tasks", {"tasks": len(self.tasks.tasks)})
 
-    async def _customize(self, planned):
+    async def _customize(self) -> PhaseOutcome:
         if self.provider is None:
-            return ("skipped", "no LLM provider is configured", {})
+            return PhaseOutcome("skipped", "no LLM provider is configured")
         if not self.tasks.tasks:
-            return ("skipped", "nothing to customise", {})
+            return PhaseOutcome("skipped", "nothing to customise")
         conversation = self._conversation()
         result = await customize(
             self.provider, conversation, self._executor(), self.events, self.tasks,
             LoopGuards(self.budgets, EditChurn()), failing_scenarios=self._failing_scenarios,
         )
-        self.loop_result = result
-        status = "done" if result.stop == "finished" else "failed"
-        return (status, f"{result.stop}: {result.reason}", {"turns": result.turns})
+        return PhaseOutcome("done" if result.stop == "finished" else "failed", f"{result.stop}: {result.reason}", {"turns": result.turns})
 
-    async def _validate(self):
+    async def _validate(self) -> PhaseOutcome:
         layout = self.ctx.layout
         repair = self._repair if self.provider is not None else None
         result = await phase3.run_phase3(
@@ -205,8 +197,8 @@ class Orchestrator:
             if finding.severity != "blocker":  # blockers were reported by the sweep that found them
                 self.events.emit("finding", **finding.as_event())
         self.phase3 = result
-        return ("done", f"{len(result.report.blockers)} blockers left after {result.rounds} repair rounds ({result.stop_reason})",
-                {"rounds": result.rounds, "rolled_back": result.rolled_back, "blockers": len(result.report.blockers)})
+        return PhaseOutcome("done", f"{len(result.report.blockers)} blockers left after {result.rounds} repair rounds ({result.stop_reason})",
+                            {"rounds": result.rounds, "rolled_back": result.rolled_back, "blockers": len(result.report.blockers)})
 
     def _prestart_app_host(self) -> None:
         """Start the run's sandboxed app host now, so Phase 2's first test_api and Phase 3 find it warm."""
@@ -325,7 +317,7 @@ class Orchestrator:
         found = frontend_files(self.ctx.layout.app_dir)
         return (bool(found), f"{len(found)} frontend files" if found else "no frontend files yet")
 
-    def _finish(self, loop: Any, _validated: Any) -> None:
+    def _finish(self) -> None:
         from kernel_ext.generation.manifest import ledger_of, tree_hashes
 
         report = self.phase3.report
