@@ -57,6 +57,16 @@ class ErrorCode(StrEnum):
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"
     COMMAND_DENIED = "command_denied"
     PROGRAM_NOT_ALLOWED = "program_not_allowed"
+    # shell tools (sh_run, sh_detail, sh_logs, sh_kill, checkpoints: kernel_ext.sandbox)
+    UNKNOWN_COMMAND_ID = "unknown_command_id"
+    CURSOR_OUT_OF_RANGE = "cursor_out_of_range"
+    BACKGROUND_INCOMPATIBLE = "background_incompatible"
+    BACKGROUND_LIMIT = "background_limit"
+    EXPECTATION_FAILED = "expectation_failed"
+    SANDBOX_OPTION_UNSUPPORTED = "sandbox_option_unsupported"
+    INVALID_LABEL = "invalid_label"
+    UNKNOWN_CHECKPOINT = "unknown_checkpoint"
+    CHECKPOINT_ORIGIN_MISMATCH = "checkpoint_origin_mismatch"
     INTERNAL_ERROR = "internal_error"
     # LLM providers (kernel_ext.providers); TIMEOUT above is shared
     INVALID_KEY = "invalid_key"

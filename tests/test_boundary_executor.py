@@ -275,3 +275,18 @@ def test_async_executor_and_async_callbacks(project):
     result = asyncio.run(go())
     assert result.ok and seen == ["approval_requested", "approval_resolved", "dispatch"]
     assert (project / "app.py").read_text() == "async\n"
+
+
+def test_preparation_data_travels_frozen_on_the_request(project):
+    from kernel_ext.tools.base import Preparation, ToolSpec
+
+    def prepare(args, ctx):
+        return Preparation(files=(args.path,), proposal="p", data={"risk": "destructive", "lines": [1, 2]})
+
+    spec = ToolSpec("put2", Category.EDIT, boundary_fixtures.WriteArgs, "x", boundary_fixtures._write, prepare, frozenset({"workspace"}))
+    approver = Recorder()
+    ex = Executor(ToolCatalog([spec]), ToolContext(services={"workspace": Workspace(project)}), policy=EDIT, approver=approver)
+    assert ex.execute_sync(ToolCall("c1", "put2", {"path": "app.py", "content": "x\n"})).ok
+    request = approver.requests[0]
+    assert request.as_dict()["details"] == {"risk": "destructive", "lines": [1, 2]}
+    assert isinstance(request.details, tuple) and all(isinstance(v, str) for _, v in request.details)

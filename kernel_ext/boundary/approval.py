@@ -31,6 +31,7 @@ class ApprovalRequest:
     arguments: tuple[tuple[str, str], ...]
     files: tuple[FileSnapshot, ...] = ()
     proposal: str = ""
+    details: tuple[tuple[str, str], ...] = ()  # the tool's preparation data (e.g. a command's risk), as JSON text
 
     def argument(self, key: str) -> Any:
         return json.loads(dict(self.arguments)[key])
@@ -46,6 +47,7 @@ class ApprovalRequest:
                 {"path": f.path, "exists": f.exists, "sha256": f.sha256, "problem": f.problem} for f in self.files
             ],
             "proposal": self.proposal,
+            "details": {k: json.loads(v) for k, v in self.details},
         }
 
 

@@ -95,7 +95,9 @@ class Executor:
             return self._failure(call_id, name, exc)
 
         if self.approvals.needs_approval(spec):
-            request = ApprovalRequest(call_id, name, str(spec.category), frozen, files, preparation.proposal)
+            request = ApprovalRequest(
+                call_id, name, str(spec.category), frozen, files, preparation.proposal, freeze_arguments(preparation.data)
+            )
             await self._notify(BoundaryEvent("approval_requested", call_id, name, request))
             decision = await _host_callback(self.approver, request)
             approved = decision is True

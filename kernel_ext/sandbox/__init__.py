@@ -21,6 +21,7 @@ _EXPORTS = {
     "SessionRegistry": "registry",
     "ShellSession": "session",
     "ShellService": "service",
+    "Shell": "shell",
     "shell_service_for_run": "service",
     "shell_tools_enabled": "config",
     "ShellSettings": "config",
@@ -35,6 +36,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "Shell",
     "CommandRecord",
     "Confinement",
     "SessionRegistry",

@@ -71,7 +71,13 @@ def _proposal(ctx: ToolContext, command: str, working_dir: str | None, timeout: 
     service = _shell(ctx)
     tier = service.describe()["sandbox_tier"]
     where = working_dir or "the shell's current folder"
-    return Preparation(proposal=f"run in the {tier} sandbox ({where}, timeout {timeout}):\n$ {command}")
+    from kernel_ext.sandbox.plan import classify
+
+    plan = classify(command)
+    return Preparation(
+        proposal=f"run in the {tier} sandbox ({where}, timeout {timeout}):\n$ {command}\n{plan.text()}",
+        data={"risk": plan.category},
+    )
 
 
 def prepare_run_command(args: RunCommandArgs, ctx: ToolContext) -> Preparation:

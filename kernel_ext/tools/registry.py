@@ -18,6 +18,7 @@ TOOL_MODULES: tuple[str, ...] = (
     "kernel_ext.tools.files_write",
     "kernel_ext.tools.syntax",
     "kernel_ext.tools.execution",
+    "kernel_ext.tools.shell",
     "kernel_ext.tools.model_query",
     "kernel_ext.tools.generators",
     "kernel_ext.tools.api_test",

@@ -1,0 +1,376 @@
+"""``sh_plan``: a static risk class for a shell command, without running it.
+
+The command is split as a shell would (``plan_lexer``); each top-level segment is judged on
+its own and the worst one wins (``plan_rules.RANK``). Wrappers (``sudo``, ``env``, ``timeout``,
+``nice``, ``xargs``, ...) are peeled off, ``git`` is judged per subcommand, ``find`` by its
+``-exec``/``-delete`` payload, and code handed to an interpreter (``sh -c``, ``python -c``,
+a here-document fed to ``bash``) is judged as code that runs. What only run time decides
+(substitution, output redirection, globs, control flow) is ``complex``, but its inner commands
+are still judged, so a destructive verb never hides inside ``$(...)``. Where the structure
+cannot be trusted (a parse problem, text piped into a shell) a loose scan of the raw text
+backs it up. Every doubt resolves toward the worse class.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from kernel_ext.sandbox.plan_code import interpreter_verdict, is_interpreter, raw_scan
+from kernel_ext.sandbox.plan_git import classify_git
+from kernel_ext.sandbox.plan_lexer import Parsed, Redirect, Segment, Word, parse
+from kernel_ext.sandbox.plan_rules import classify_program
+from kernel_ext.sandbox.plan_verdict import (
+    COMPLEX,
+    DESTRUCTIVE,
+    NETWORK,
+    RANK,
+    READ_ONLY,
+    UNKNOWN,
+    Effect,
+    Verdict,
+    bad,
+    mut,
+    net,
+    ro,
+    unknown,
+    value_of,
+    worst,
+)
+
+MAX_DEPTH = 8
+LEADING_KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}", "esac"})
+HEADER_KEYWORDS = frozenset({"for", "case", "select", "function", "coproc"})
+SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish"})
+# wrapper -> (options taking a value, operands before the wrapped command)
+WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
+    "sudo": (frozenset(["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "--user", "--group", "--host", "--prompt", "--chdir"]), 0),
+    "doas": (frozenset({"-u", "-C"}), 0),
+    "env": (frozenset({"-u", "--unset", "-C", "--chdir"}), 0),
+    "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
+    "nice": (frozenset({"-n", "--adjustment"}), 0),
+    "ionice": (frozenset({"-c", "-n", "--class", "--classdata"}), 0),
+    "nohup": (frozenset(), 0),
+    "stdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0),
+    "setsid": (frozenset(), 0),
+    "time": (frozenset({"-f", "--format", "-o", "--output"}), 0),
+    "command": (frozenset(), 0),
+    "exec": (frozenset({"-a"}), 0),
+    "builtin": (frozenset(), 0),
+    "chrt": (frozenset(), 1),
+    "taskset": (frozenset(), 1),
+    "flock": (frozenset({"-w", "--timeout", "-E", "--conflict-exit-code"}), 1),
+    "unbuffer": (frozenset(), 0),
+    "caffeinate": (frozenset(), 0),
+    "strace": (frozenset(["-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-O", "-S", "-X"]), 0),
+    "ltrace": (frozenset(["-o", "-e", "-p", "-s", "-u", "-n", "-l"]), 0),
+    "valgrind": (frozenset(), 0),
+    "xvfb-run": (frozenset({"-n", "-s", "-f", "-e", "-p", "--server-args"}), 0),
+    "busybox": (frozenset(), 0),
+}
+_XARGS_VALUED = frozenset(["-a", "--arg-file", "-d", "--delimiter", "-E", "-e", "-I", "-L", "-n", "--max-args", "-P", "--max-procs", "-s", "--max-chars", "--process-slot-var"])
+_SSH_VALUED = frozenset(["-p", "-i", "-l", "-o", "-F", "-J", "-L", "-R", "-D", "-b", "-c", "-e", "-E", "-m", "-O", "-Q", "-S", "-W", "-w", "-B"])
+_NEUTRAL_TARGETS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
+_DEVICE = re.compile(r">\s*/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk)|\bof=/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk)")
+_FORK_BOMB = re.compile(r"(\w+|:)\s*\(\s*\)\s*\{\s*\1\s*\|\s*\1\s*&\s*\}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The static judgement of one command: category, reversibility, file effects, per-segment classes."""
+
+    command: str
+    category: str
+    reversible: bool
+    effects: tuple[Effect, ...]
+    notes: tuple[str, ...]
+    segments: tuple[tuple[str, str], ...]
+
+    @property
+    def warning(self) -> str:
+        return {
+            DESTRUCTIVE: "DESTRUCTIVE: may lose data or history irreversibly; take sh_checkpoint first",
+            NETWORK: "NETWORK: talks to other hosts (downloads, uploads, pushes or listens)",
+            COMPLEX: "COMPLEX: parts are decided only at run time (substitution, redirection, globs, control flow)",
+            UNKNOWN: "UNKNOWN: runs a program or code whose effects cannot be known statically",
+        }.get(self.category, "")
+
+    def merged_effects(self) -> list[dict[str, Any]]:
+        merged: dict[str, list[str]] = {}
+        for op, paths in self.effects:
+            bucket = merged.setdefault(op, [])
+            bucket.extend(p for p in paths if p not in bucket)
+        return [{"op": op, "paths": paths[:10]} for op, paths in merged.items()]
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"category": self.category, "reversible": self.reversible, "effects": self.merged_effects()}
+        if self.warning:
+            data["warning"] = self.warning
+        if self.notes:
+            data["notes"] = list(self.notes[:8])
+        if len(self.segments) > 1:
+            data["segments"] = [{"command": text, "category": cat} for text, cat in self.segments]
+        return data
+
+    def text(self) -> str:
+        lines = [f"risk: {self.category} ({'reversible' if self.reversible else 'not reversible'})"]
+        if self.warning:
+            lines.append(self.warning)
+        for effect in self.merged_effects():
+            lines.append(f"effect: {effect['op']} {' '.join(effect['paths'])}".rstrip())
+        if len(self.segments) > 1:
+            lines.extend(f"  {cat:<11} {text}" for text, cat in self.segments)
+        lines.extend(f"note: {note}" for note in self.notes[:8])
+        return "\n".join(lines)
+
+
+def classify(command: str) -> Plan:
+    """The plan of ``command`` (never raises on odd input: what cannot be parsed is ``complex``)."""
+    parsed = parse(command)
+    verdict, segments = _command(parsed, command, 0)
+    return Plan(command, verdict.category, verdict.reversible, verdict.effects, verdict.notes, tuple(segments))
+
+
+def _command(parsed: Parsed, text: str, depth: int) -> tuple[Verdict, list[tuple[str, str]]]:
+    parts: list[Verdict] = []
+    shown: list[tuple[str, str]] = []
+    piped_network = False
+    previous_op = ""
+    for seg in parsed.segments:
+        verdict = _segment(seg, depth)
+        if seg.op == "&":
+            verdict = verdict.at_least(COMPLEX, "runs in the background")
+        if verdict.runs_stdin and previous_op in ("|", "|&"):
+            verdict = verdict.at_least(COMPLEX, "a shell or interpreter runs whatever the pipe feeds it")
+            raw = raw_scan(text, loose=True)
+            verdict = worst([verdict, raw]) if raw else verdict
+            if piped_network:
+                verdict = verdict.at_least(DESTRUCTIVE, "runs code downloaded from the network")
+        piped_network = (piped_network if previous_op in ("|", "|&") else False) or verdict.category == NETWORK
+        previous_op = seg.op
+        parts.append(verdict)
+        shown.append((_segment_text(seg), verdict.category))
+    if parsed.problem:
+        parts.append(Verdict(COMPLEX, False, notes=(f"cannot be parsed as a shell would: {parsed.problem}",)))
+        raw = raw_scan(text, loose=True)
+        if raw:
+            parts.append(raw)
+    if _DEVICE.search(text):
+        parts.append(bad("overwrite", ("block device",), "writes to a raw disk device"))
+    if _FORK_BOMB.search(text):
+        parts.append(bad(note="a fork bomb"))
+    if not parts:
+        parts.append(ro())
+    return worst(parts), shown
+
+
+def _classify_text(text: str, depth: int) -> Verdict:
+    if depth > MAX_DEPTH:
+        return Verdict(COMPLEX, False, notes=("nested too deeply to analyse",))
+    return _command(parse(text), text, depth)[0]
+
+
+def _segment(seg: Segment, depth: int) -> Verdict:
+    parts: list[Verdict] = []
+    for inner in seg.groups:
+        parts.append(_classify_text(inner, depth + 1) if inner.strip() else Verdict(COMPLEX, False, notes=("defines a function",)))
+    for word in seg.words:
+        for sub in word.subs:
+            parts.append(_classify_text(sub, depth + 1).at_least(COMPLEX, "command substitution runs at run time"))
+    words = list(seg.words)
+    while words and not words[0].quoted and words[0].text in LEADING_KEYWORDS:
+        words.pop(0)
+    if words and not words[0].quoted and words[0].text in HEADER_KEYWORDS:
+        parts.append(Verdict(COMPLEX, False, notes=(f"'{words[0].text}' control flow",)))
+        return worst(parts)
+    for redirect in seg.redirects:
+        parts.append(_redirect(redirect))
+    while words and _assignment(words[0]):
+        words.pop(0)
+    if words:
+        parts.append(_words(words, depth, seg))
+    return worst(parts) if parts else ro()
+
+
+def _assignment(word: Word) -> bool:
+    name, eq, _ = word.raw.partition("=")
+    return bool(eq) and name.isidentifier()
+
+
+def _redirect(redirect: Redirect) -> Verdict:
+    target = redirect.target.text if redirect.target is not None else ""
+    if redirect.op in ("<", "<<", "<<-", "<<<") or (redirect.op in (">&", "<&") and (target.isdigit() or target == "-")):
+        return ro()
+    if target in _NEUTRAL_TARGETS:
+        return ro()
+    if _DEVICE.search(">" + target):
+        return bad("overwrite", (target,), "writes to a raw disk device")
+    append = redirect.op in (">>", "&>>")
+    op = "append" if append else "overwrite"
+    note = f"output redirection {'appends to' if append else 'overwrites'} {target or 'a file'}"
+    return Verdict(COMPLEX, False, ((op, (target,)),), (note,))
+
+
+def _words(words: list[Word], depth: int, seg: Segment) -> Verdict:
+    program = words[0]
+    args = words[1:]
+    texts = [w.text for w in args]
+    floor: list[Verdict] = []
+    if any(w.glob for w in args):
+        floor.append(Verdict(COMPLEX, False, notes=("a glob expands to file names only at run time",)))
+    if program.dynamic:
+        found = [Verdict(COMPLEX, False, notes=("the program name is computed at run time",))]
+        if program.glob:
+            expanded = " ".join(re.sub(r"[{},]", " ", w.text) for w in words)
+            found.append(_classify_text(expanded, depth + 1))
+        return worst(found + floor)
+    name = os.path.basename(program.text)
+    if name in WRAPPERS:
+        return worst([_wrapper(name, args, depth, seg), *floor])
+    if name in SHELLS:
+        return worst([_shell(args, depth, seg), *floor])
+    if is_interpreter(name):
+        return worst([interpreter_verdict(name, texts, seg.heredocs), *floor])
+    if name == "find":
+        return worst([_find(args, depth), *floor])
+    if name == "xargs":
+        return worst([_xargs(args, depth, seg), *floor])
+    if name == "eval":
+        return worst([_classify_text(" ".join(texts), depth + 1), *floor]) if texts else ro()
+    if name in ("source", "."):
+        return unknown("runs a script in the current shell")
+    if name == "su":
+        code = value_of(texts, ("-c", "--command"))
+        return _classify_text(code, depth + 1) if code is not None else unknown("su opens a root shell")
+    if name == "ssh":
+        rest = _after_options(texts, _SSH_VALUED)
+        remote = [net("ssh talks to the network")]
+        if len(rest) > 1:
+            remote.append(_classify_text(" ".join(rest[1:]), depth + 1))
+        return worst(remote + floor)
+    if name == "watch":
+        rest = _after_options(texts, frozenset({"-n", "--interval", "-q", "--equexit", "-s", "--shell"}))
+        return _classify_text(" ".join(rest), depth + 1) if rest else ro()
+    verdict = classify_git(texts) if name == "git" else classify_program(name, texts)
+    if name in ("awk", "gawk", "mawk", "nawk") and verdict is not None and verdict.category != READ_ONLY:
+        raw = raw_scan(" ".join(texts), loose=True)  # system("...") runs a shell command
+        verdict = worst([verdict, raw]) if raw else verdict
+    if verdict is None:
+        kind = "a local script" if "/" in program.text else f"{name!r}, a program not known to the planner"
+        verdict = unknown(f"runs {kind}")
+    return worst([verdict, *floor])
+
+
+def _wrapper(name: str, args: list[Word], depth: int, seg: Segment) -> Verdict:
+    valued, operands = WRAPPERS[name]
+    texts = [w.text for w in args]
+    if name == "command" and any(t in ("-v", "-V") for t in texts):
+        return ro()
+    if name == "env":
+        split = value_of(texts, ("-S", "--split-string"))
+        if split is not None:
+            return _classify_text(split, depth + 1)
+    if name == "flock":
+        code = value_of(texts, ("-c", "--command"))
+        if code is not None:
+            return _classify_text(code, depth + 1)
+    i = 0
+    while i < len(args):
+        if texts[i] == "--":
+            i += 1
+            break
+        if not texts[i].startswith("-") or texts[i] == "-":
+            break
+        i += 2 if texts[i] in valued else 1
+    while name == "env" and i < len(args) and _assignment(args[i]):
+        i += 1
+    i += operands
+    rest = args[i:]
+    note = f"{name} asks for root privileges (there is no root in the sandbox)" if name in ("sudo", "doas") else ""
+    if not rest:
+        return unknown(f"{name} without a command opens a shell") if name in ("sudo", "doas") else ro()
+    inner = _words(rest, depth, seg)
+    return worst([inner, ro(note)]) if note else inner
+
+
+def _shell(args: list[Word], depth: int, seg: Segment) -> Verdict:
+    i = 0
+    code: Word | None = None
+    while i < len(args):
+        text = args[i].text
+        if text in ("-o", "-O", "+o", "+O"):
+            i += 2
+            continue
+        if text.startswith("-") and not text.startswith("--") and "c" in text[1:] and i + 1 < len(args):
+            code = args[i + 1]
+            break
+        if text.startswith(("-", "+")) and text not in ("-", "--"):
+            i += 1
+            continue
+        return unknown(f"runs the shell script {text!r}")
+    if code is not None:
+        verdict = _classify_text(code.text, depth + 1)
+        return verdict.at_least(COMPLEX, "the code is computed at run time") if code.dynamic else verdict
+    if seg.heredocs:
+        return worst([_classify_text(body, depth + 1) for body in seg.heredocs])
+    return Verdict(UNKNOWN, False, notes=("a shell reading commands from its input",), runs_stdin=True)
+
+
+def _find(args: list[Word], depth: int) -> Verdict:
+    texts = [w.text for w in args]
+    roots = []
+    for text in texts:
+        if text.startswith(("-", "(", "!")):
+            break
+        roots.append(text)
+    parts = [ro()]
+    i = 0
+    while i < len(texts):
+        text = texts[i]
+        if text == "-delete":
+            parts.append(bad("delete", tuple(roots) or (".",), "find -delete removes every match"))
+        elif text in ("-exec", "-execdir", "-ok", "-okdir"):
+            j = i + 1
+            while j < len(texts) and texts[j] not in (";", "+"):
+                j += 1
+            payload = args[i + 1 : j]
+            if payload:
+                parts.append(_words(payload, depth + 1, Segment()))
+            i = j
+        elif text in ("-fprint", "-fprint0", "-fprintf", "-fls") and i + 1 < len(texts):
+            parts.append(mut("write", (texts[i + 1],)))
+        i += 1
+    return worst(parts)
+
+
+def _xargs(args: list[Word], depth: int, seg: Segment) -> Verdict:
+    texts = [w.text for w in args]
+    i = 0
+    while i < len(texts) and texts[i].startswith("-"):
+        i += 2 if texts[i] in _XARGS_VALUED else 1
+    payload = args[i:]
+    if not payload:
+        return ro()
+    return _words(payload, depth + 1, seg).at_least(READ_ONLY, "xargs runs the command on input it reads at run time")
+
+
+def _after_options(texts: list[str], valued: frozenset[str]) -> list[str]:
+    i = 0
+    while i < len(texts) and texts[i].startswith("-") and texts[i] != "-":
+        if texts[i] == "--":
+            return texts[i + 1 :]
+        i += 2 if texts[i] in valued else 1
+    return texts[i:]
+
+
+def _segment_text(seg: Segment) -> str:
+    parts = [w.raw for w in seg.words]
+    parts.extend(f"({g})" for g in seg.groups)
+    parts.extend(f"{r.fd}{r.op}{r.target.raw if r.target else ''}" for r in seg.redirects)
+    return " ".join(p for p in parts if p)[:200]
+
+
+def rank(category: str) -> int:
+    return RANK[category]

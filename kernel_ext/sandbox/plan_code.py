@@ -1,0 +1,135 @@
+"""Interpreters (``python -c``/``-m``, ``node -e``, here-documents) and text that may run.
+
+``python -c``, ``node -e``, a here-document fed to ``python``: the code counts as executed, so
+its calls decide the class (``shutil.rmtree`` destroys, ``urllib`` reaches the network, ``open(..,
+'w')`` mutates, ``os.system`` runs anything). Where a shell's structure cannot be trusted (a
+parse problem, text piped into a shell, a command string built by code), ``raw_scan`` looks for
+destructive or network verbs anywhere in the raw text, quotes included. Both over-flag by design.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kernel_ext.sandbox.plan_rules import classify_program
+from kernel_ext.sandbox.plan_verdict import (
+    UNKNOWN,
+    Verdict,
+    bad,
+    mut,
+    net,
+    ro,
+    unknown,
+    value_of,
+    worst,
+)
+
+_PYTHON = re.compile(r"^(?:python|pypy)[0-9.]*$")
+_OTHER_INTERPRETERS = frozenset({"node", "nodejs", "ruby", "perl", "php", "Rscript", "lua"})
+
+_B = r"(?:^|(?<=[\s;&|(`'\"$]))"
+_RAW_DESTRUCTIVE = re.compile(
+    _B + r"(?:rm|shred|unlink|wipefs|mkfs(?:\.\w+)?|truncate|rimraf)(?=\s|$|['\";&|)])|\bdd\s[^;&|]*\bof="
+    r"|\bgit\s+(?:push\s[^;&|]*(?:--force|\s-f\b|--delete|--mirror|\s\+)|reset\s+--hard|clean\s+-\w*f|filter-branch"
+    r"|checkout\s+--|stash\s+(?:drop|clear))|\bfind\s[^;&|]*-delete|rmtree|rm_rf"
+)
+_RAW_NETWORK = re.compile(
+    _B + r"(?:curl|wget|nc|ncat|ssh|scp|rsync|ftp|telnet|socat)(?=\s|$)|\bgit\s+(?:clone|fetch|pull|push)\b"
+    r"|\bpip3?\s+install\b|\bnpm\s+(?:install|i|ci)\b"
+)
+_CODE_DESTROY = re.compile(
+    r"rmtree|os\.remove|os\.unlink|\.unlink\(|os\.rmdir|\.rmdir\(|remove_dir_all|File\.delete|FileUtils\.rm|rm_rf|rmSync"
+    r"|rmdirSync|unlinkSync|fs\.rm\b|fs\.unlink|fs\.rmdir|\.truncate\(|os\.truncate|rimraf|\bunlink\b|(?i:\bdrop\s+table|\bdelete\s+from|\btruncate\s+table)"
+)
+_CODE_NETWORK = re.compile(
+    r"urllib|\brequests\b|http\.client|httpx|aiohttp|\bsocket\b|urlopen|\bfetch\(|XMLHttpRequest|\bhttps?\.(?:get|request)"
+    r"|net\.(?:connect|createServer)|LWP|Net::HTTP|open-uri|smtplib|ftplib|paramiko|http\.server|websocket"
+)
+_CODE_EXEC = re.compile(
+    r"os\.system|subprocess|os\.popen|os\.exec|\bexec\(|\beval\(|child_process|execSync|spawnSync|\bsystem\(|`|\bpopen"
+    r"|IO\.popen|Kernel\.|__import__|getattr\(|importlib|\bpty\b"
+)
+_CODE_WRITE = re.compile(
+    r"open\([^)]*['\"](?:[wax]|r\+)|\.write\(|write_text|write_bytes|os\.rename|os\.replace|shutil\.(?:copy|move)"
+    r"|os\.makedirs|os\.mkdir|\.mkdir\(|mkdirSync|writeFile|appendFile|renameSync|copyFile|File\.write|\.touch\(|os\.chmod|sqlite3"
+)
+_SAFE_PY = frozenset(
+    ["sys", "json", "math", "re", "platform", "string", "textwrap", "datetime", "time", "decimal", "fractions", "statistics", "itertools", "functools", "collections", "operator", "pprint", "base64", "hashlib", "uuid", "random", "typing", "enum", "dataclasses", "keyword", "locale", "calendar"]
+)
+
+
+def code_verdict(lang: str, code: str) -> Verdict:
+    """Code given to an interpreter counts as executed: judged by what it names."""
+    parts: list[Verdict] = []
+    if _CODE_DESTROY.search(code):
+        parts.append(bad("delete", (), f"the {lang} code deletes files or data"))
+    if _CODE_NETWORK.search(code):
+        parts.append(net(f"the {lang} code uses the network"))
+    if _CODE_EXEC.search(code):
+        parts.append(unknown(f"the {lang} code runs other programs or dynamic code"))
+        raw = raw_scan(code, loose=True)
+        if raw:
+            parts.append(raw)
+    if _CODE_WRITE.search(code):
+        parts.append(mut("write", (), note=f"the {lang} code writes files"))
+    if not parts:
+        if lang == "python":
+            imports = re.findall(r"(?:^|[;\s])(?:from|import)\s+([\w.]+)", code)
+            safe = all(name.split(".")[0] in _SAFE_PY for name in imports) and "open(" not in code and "__" not in code
+            parts.append(ro() if safe else unknown(f"the {lang} code imports modules with unknown effects"))
+        elif re.search(r"require|import|open|File|fs\.|use\s", code):
+            parts.append(unknown(f"the {lang} code loads modules with unknown effects"))
+        else:
+            parts.append(ro())
+    return worst(parts)
+
+
+def raw_scan(text: str, *, loose: bool) -> Verdict | None:
+    """The backstop where structure cannot be trusted: destructive or network verbs anywhere."""
+    if _RAW_DESTRUCTIVE.search(text):
+        return bad(note="a destructive command appears in text that may run")
+    if loose and _RAW_NETWORK.search(text):
+        return net("a network command appears in text that may run")
+    return None
+
+
+_PY_MODULES = {
+    "http.server": net("python -m http.server serves files on the network"),
+    "venv": mut("create", ("virtualenv",), reversible=True), "virtualenv": mut("create", ("virtualenv",), reversible=True),
+    "json.tool": ro(), "site": ro(), "sysconfig": ro(), "platform": ro(), "this": ro(), "timeit": ro(), "tokenize": ro(),
+    "py_compile": mut("write", ("bytecode",), reversible=True), "compileall": mut("write", ("bytecode",), reversible=True),
+    "uvicorn": net("serves an application on the network"), "gunicorn": net("serves an application on the network"),
+    "flask": net("serves an application on the network"), "mypy": ro(), "flake8": ro(), "pylint": ro(), "pyflakes": ro(),
+}
+
+
+def is_interpreter(name: str) -> bool:
+    return bool(_PYTHON.match(name)) or name in _OTHER_INTERPRETERS
+
+
+def interpreter_verdict(name: str, texts: list[str], heredocs: list[str]) -> Verdict:
+    """``python -c``, ``node -e``, ``python -m``, a script, or code read from a here-document."""
+    lang = "python" if _PYTHON.match(name) else name
+    code_flags = {"python": ("-c",), "node": ("-e", "--eval", "-p", "--print"), "nodejs": ("-e", "--eval", "-p", "--print"),
+                  "ruby": ("-e",), "perl": ("-e", "-E"), "php": ("-r",), "Rscript": ("-e",), "lua": ("-e",)}[lang]
+    if lang == "perl" and any(re.match(r"^-(?![MIme])[a-zA-Z]*i", t) for t in texts):
+        return mut("edit", [t for t in texts if not t.startswith("-")][1:], note="perl -i edits files in place")
+    code = value_of(texts, code_flags)
+    if code is not None:
+        return code_verdict(lang, code)
+    if lang == "python" and "-m" in texts:
+        index = texts.index("-m")
+        module = texts[index + 1] if index + 1 < len(texts) else ""
+        rest = texts[index + 2 :]
+        if module in ("pip", "pip3"):
+            return classify_program("pip", rest) or unknown()
+        found = classify_program(module, rest) if module not in _PY_MODULES else _PY_MODULES[module]
+        return found or unknown(f"python -m {module} runs that module")
+    if any(t in ("-V", "--version", "-v", "--help", "-h") for t in texts) and len(texts) == 1:
+        return ro()
+    script = next((t for t in texts if not t.startswith("-")), None)
+    if script is not None and script != "-":
+        return unknown(f"runs the {lang} script {script!r}")
+    if heredocs:
+        return worst([code_verdict(lang, body) for body in heredocs])
+    return Verdict(UNKNOWN, False, notes=(f"{name} reading code from its input",), runs_stdin=True)

@@ -1,0 +1,202 @@
+"""``git`` judged per subcommand: ``status`` reads, ``commit`` mutates, ``push --force`` destroys.
+
+Git's own history makes many changes reversible (the reflog keeps old commits), but anything
+that drops uncommitted work or rewrites shared history is destructive: ``reset --hard``,
+``clean -f``, ``checkout -- <path>``, ``restore``, ``stash drop``, ``rebase``, forced or deleting
+pushes. A ``checkout`` of something that looks like a path is treated as discarding changes.
+"""
+
+from __future__ import annotations
+
+from kernel_ext.sandbox.plan_verdict import (
+    Verdict,
+    bad,
+    has,
+    long_flags,
+    mut,
+    net,
+    positional,
+    ro,
+    short_flags,
+    unknown,
+)
+
+_GLOBAL_VALUED = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env", "--super-prefix"})
+_READ = frozenset(
+    ["status", "log", "diff", "show", "blame", "annotate", "describe", "shortlog", "grep", "rev-parse", "rev-list", "ls-files", "ls-tree", "cat-file", "show-ref", "for-each-ref", "whatchanged", "check-ignore", "check-attr", "count-objects", "version", "help", "var", "name-rev", "merge-base", "cherry", "range-diff", "show-branch", "verify-commit", "verify-tag", "fsck", "diff-tree", "diff-files", "diff-index"]
+)
+_MUTATE_REVERSIBLE = frozenset(["add", "commit", "mv", "init", "merge", "cherry-pick", "revert", "am", "apply", "notes", "bisect", "sparse-checkout", "switch"])
+_NETWORK = frozenset(["fetch", "pull", "clone", "ls-remote"])
+
+
+def classify_git(args: list[str]) -> Verdict:
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] in _GLOBAL_VALUED else 1
+    if i >= len(args):
+        return ro()
+    sub, rest = args[i], args[i + 1 :]
+    rule = _SPECIAL.get(sub)
+    if rule is not None:
+        return rule(rest)
+    if sub in _READ:
+        return ro()
+    if sub in _NETWORK:
+        return net(f"git {sub} talks to a remote", "git", (sub,))
+    if sub in _MUTATE_REVERSIBLE:
+        return mut("git", (sub,), reversible=True)
+    if sub in ("filter-branch", "filter-repo", "prune"):
+        return bad("git", (sub,), f"git {sub} rewrites or deletes history")
+    return unknown(f"git {sub}")
+
+
+def _push(rest: list[str]) -> Verdict:
+    words = positional(rest, ("-o", "--push-option", "--repo", "--receive-pack", "--exec"))
+    forced = has(rest, "-f", "--force", "--force-with-lease", "--force-if-includes", "-d", "--delete", "--mirror", "--prune")
+    if forced or any(w.startswith(("+", ":")) for w in words[1:]) or any(f.startswith("--force-with-lease") for f in long_flags(rest)):
+        return bad("git", ("push",), "a forced or deleting push can destroy remote history")
+    return net("git push publishes commits to a remote", "git", ("push",))
+
+
+def _branch(rest: list[str]) -> Verdict:
+    if has(rest, "-d", "-D", "--delete", "-f", "--force"):
+        return bad("git", ("branch",), "deletes or overwrites a branch")
+    if has(rest, "-m", "-M", "-c", "-C", "--move", "--copy", "-u", "--set-upstream-to", "--unset-upstream", "--edit-description"):
+        return mut("git", ("branch",), reversible=True)
+    listing = has(rest, "-a", "-r", "-l", "--list", "-v", "-vv", "--all", "--remotes", "--show-current", "--contains", "--merged", "--no-merged")
+    if positional(rest, ("--contains", "--merged", "--no-merged", "--sort", "--format", "--points-at")) and not listing:
+        return mut("git", ("branch",), reversible=True)
+    return ro()
+
+
+def _tag(rest: list[str]) -> Verdict:
+    if has(rest, "-d", "--delete", "-f", "--force"):
+        return bad("git", ("tag",), "deletes or moves a tag")
+    if has(rest, "-l", "--list", "-n", "--contains", "--points-at") or not positional(rest, ("-m", "-F", "-u", "--sort", "--format")):
+        return ro()
+    return mut("git", ("tag",), reversible=True)
+
+
+def _remote(rest: list[str]) -> Verdict:
+    sub = next(iter(positional(rest)), "")
+    if sub in ("", "show", "get-url"):
+        return ro()
+    if sub in ("update", "prune"):
+        return net(f"git remote {sub} talks to remotes")
+    return mut("git", ("remote",), reversible=True)
+
+
+def _config(rest: list[str]) -> Verdict:
+    if has(rest, "--get", "--get-all", "--get-regexp", "--get-urlmatch", "--list", "-l", "--show-origin", "--show-scope"):
+        return ro()
+    words = positional(rest, ("-f", "--file", "--blob", "--type", "--default"))
+    if len(words) <= 1 and not has(rest, "--unset", "--unset-all", "--remove-section", "--rename-section", "--add", "-e", "--edit"):
+        return ro()
+    return mut("git", ("config",), note="changes git configuration")
+
+
+def _stash(rest: list[str]) -> Verdict:
+    sub = next(iter(positional(rest)), "push")
+    if sub in ("list", "show"):
+        return ro()
+    if sub in ("drop", "clear"):
+        return bad("git", ("stash", sub), f"git stash {sub} discards stashed work")
+    return mut("git", ("stash", sub), reversible=sub in ("push", "save", "branch", "create", "store"))
+
+
+def _reset(rest: list[str]) -> Verdict:
+    if has(rest, "--hard", "--merge", "--keep"):
+        return bad("git", ("reset",), "git reset --hard discards uncommitted changes")
+    return mut("git", ("reset",), reversible=True)
+
+
+def _clean(rest: list[str]) -> Verdict:
+    if has(rest, "-n", "--dry-run"):
+        return ro()
+    return bad("git", ("clean",), "git clean deletes untracked files")
+
+
+def _checkout(rest: list[str]) -> Verdict:
+    if has(rest, "-f", "--force", "--ours", "--theirs", "-p", "--patch", "--merge", "-m") or "--" in rest:
+        return bad("git", ("checkout",), "discards working-tree changes")
+    words = positional(rest, ("-b", "-B", "--orphan", "--track", "-t", "--conflict"))
+    if has(rest, "-b", "-B", "--orphan"):
+        return mut("git", ("checkout",), reversible=True)
+    if len(words) > 1 or any(w == "." or "/" in w or "." in w or "*" in w for w in words):
+        return bad("git", ("checkout",), "checking out a path discards its working-tree changes")
+    return mut("git", ("checkout",), reversible=True)
+
+
+def _switch(rest: list[str]) -> Verdict:
+    if has(rest, "--discard-changes", "-f", "--force", "-C", "--force-create"):
+        return bad("git", ("switch",), "discards working-tree changes or resets a branch")
+    return mut("git", ("switch",), reversible=True)
+
+
+def _restore(rest: list[str]) -> Verdict:
+    if has(rest, "-S", "--staged") and not has(rest, "-W", "--worktree"):
+        return mut("git", ("restore",), reversible=True)
+    return bad("git", ("restore",), "git restore discards working-tree changes")
+
+
+def _rm(rest: list[str]) -> Verdict:
+    if has(rest, "--cached", "-n", "--dry-run"):
+        return mut("git", ("rm",), reversible=True)
+    return bad("delete", tuple(positional(rest)), "git rm deletes the files from the working tree")
+
+
+def _rebase(rest: list[str]) -> Verdict:
+    if has(rest, "--abort", "--quit"):
+        return mut("git", ("rebase",), reversible=True)
+    return bad("git", ("rebase",), "git rebase rewrites history")
+
+
+def _reflog(rest: list[str]) -> Verdict:
+    sub = next(iter(positional(rest)), "show")
+    return bad("git", ("reflog", sub), "removes reflog entries") if sub in ("expire", "delete") else ro()
+
+
+def _gc(rest: list[str]) -> Verdict:
+    if any(f.startswith("--prune") for f in long_flags(rest)) and not any(a in ("--prune", "--no-prune") for a in rest):
+        return bad("git", ("gc",), "prunes unreachable objects now")
+    return mut("git", ("gc",), reversible=True)
+
+
+def _update_ref(rest: list[str]) -> Verdict:
+    return bad("git", ("update-ref",), "deletes a ref") if "d" in short_flags(rest) else mut("git", ("update-ref",))
+
+
+def _worktree(rest: list[str]) -> Verdict:
+    sub = next(iter(positional(rest)), "list")
+    if sub == "list":
+        return ro()
+    if sub in ("remove", "prune") and (has(rest, "-f", "--force") or sub == "prune"):
+        return bad("git", ("worktree", sub), "removes a worktree with its changes")
+    return mut("git", ("worktree", sub), reversible=True)
+
+
+def _submodule(rest: list[str]) -> Verdict:
+    sub = next(iter(positional(rest)), "status")
+    if sub in ("status", "summary", "foreach"):
+        return ro() if sub != "foreach" else unknown("git submodule foreach runs a command")
+    if sub in ("update", "add", "sync"):
+        return net("git submodule talks to remotes")
+    if sub == "deinit":
+        return bad("git", ("submodule", "deinit"), "removes submodule working trees")
+    return mut("git", ("submodule", sub))
+
+
+def _archive(rest: list[str]) -> Verdict:
+    return mut("write", ("archive",), reversible=True) if has(rest, "-o", "--output") else ro()
+
+
+def _commit(rest: list[str]) -> Verdict:
+    return mut("git", ("commit",), reversible=True)
+
+
+_SPECIAL = {
+    "push": _push, "branch": _branch, "tag": _tag, "remote": _remote, "config": _config, "stash": _stash,
+    "reset": _reset, "clean": _clean, "checkout": _checkout, "switch": _switch, "restore": _restore, "rm": _rm,
+    "rebase": _rebase, "reflog": _reflog, "gc": _gc, "update-ref": _update_ref, "worktree": _worktree,
+    "submodule": _submodule, "archive": _archive, "commit": _commit,
+}

@@ -1,0 +1,132 @@
+"""The verdict type of ``sh_plan`` and the small argument helpers every rule shares.
+
+Categories, from harmless to worst: ``read-only`` < ``mutating`` < ``unknown`` < ``complex`` <
+``network`` < ``destructive``. ``unknown`` (a program we do not know) and ``complex`` (the shell
+decides at run time) rank above ``mutating`` because either may hide a mutation. Combining
+verdicts keeps the worst category and is reversible only when every part is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+READ_ONLY = "read-only"
+MUTATING = "mutating"
+UNKNOWN = "unknown"
+COMPLEX = "complex"
+NETWORK = "network"
+DESTRUCTIVE = "destructive"
+RANK = {READ_ONLY: 0, MUTATING: 1, UNKNOWN: 2, COMPLEX: 3, NETWORK: 4, DESTRUCTIVE: 5}
+CATEGORIES = tuple(RANK)
+
+Effect = tuple[str, tuple[str, ...]]  # (operation, paths)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    category: str
+    reversible: bool = True
+    effects: tuple[Effect, ...] = ()
+    notes: tuple[str, ...] = ()
+    runs_stdin: bool = False  # an interpreter executing whatever is piped into it
+
+    def at_least(self, category: str, note: str = "") -> Verdict:
+        return worst([self, Verdict(category, category == READ_ONLY, notes=(note,) if note else ())])
+
+
+def worst(verdicts: Iterable[Verdict]) -> Verdict:
+    """The combined verdict: worst category wins, reversible only if every part is."""
+    items = list(verdicts)
+    if not items:
+        return Verdict(READ_ONLY)
+    top = max(items, key=lambda v: RANK[v.category])
+    notes: list[str] = []
+    for v in items:
+        notes.extend(n for n in v.notes if n and n not in notes)
+    return Verdict(
+        top.category,
+        all(v.reversible for v in items) and top.category in (READ_ONLY, MUTATING),
+        tuple(e for v in items for e in v.effects),
+        tuple(notes),
+        any(v.runs_stdin for v in items),
+    )
+
+
+def ro(note: str = "") -> Verdict:
+    return Verdict(READ_ONLY, True, (), (note,) if note else ())
+
+
+def mut(op: str = "", paths: Sequence[str] = (), reversible: bool = False, note: str = "") -> Verdict:
+    return Verdict(MUTATING, reversible, ((op, tuple(paths)),) if op else (), (note,) if note else ())
+
+
+def bad(op: str = "", paths: Sequence[str] = (), note: str = "") -> Verdict:
+    return Verdict(DESTRUCTIVE, False, ((op, tuple(paths)),) if op else (), (note,) if note else ())
+
+
+def net(note: str = "", op: str = "", paths: Sequence[str] = ()) -> Verdict:
+    return Verdict(NETWORK, False, ((op, tuple(paths)),) if op else (), (note,) if note else ())
+
+
+def unknown(note: str = "") -> Verdict:
+    return Verdict(UNKNOWN, False, (), (note,) if note else ())
+
+
+# -- argument helpers ----------------------------------------------------------------------------
+
+
+def short_flags(args: Sequence[str]) -> set[str]:
+    """Single-letter flags, clusters split (``-rf`` -> r, f), up to ``--``."""
+    found: set[str] = set()
+    for arg in args:
+        if arg == "--":
+            break
+        if arg.startswith("-") and not arg.startswith("--") and len(arg) > 1:
+            found.update(arg[1:])
+    return found
+
+
+def long_flags(args: Sequence[str]) -> set[str]:
+    out: set[str] = set()
+    for arg in args:
+        if arg == "--":
+            break
+        if arg.startswith("--"):
+            out.add(arg.split("=", 1)[0])
+    return out
+
+
+def positional(args: Sequence[str], valued: Iterable[str] = ()) -> list[str]:
+    """Arguments that are not options (options in ``valued`` take the next word as their value)."""
+    takes = set(valued)
+    out: list[str] = []
+    skip = False
+    after = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if after or not arg.startswith("-") or arg == "-":
+            out.append(arg)
+        elif arg == "--":
+            after = True
+        elif arg in takes:
+            skip = True
+    return out
+
+
+def has(args: Sequence[str], *flags: str) -> bool:
+    shorts, longs = short_flags(args), long_flags(args)
+    return any((f in longs) if f.startswith("--") else (f[1:] in shorts) for f in flags)
+
+
+def value_of(args: Sequence[str], flags: Sequence[str]) -> str | None:
+    """The value after the first of ``flags`` (``-c CODE`` or ``--flag=VALUE``)."""
+    for i, arg in enumerate(args):
+        if arg in flags and i + 1 < len(args):
+            return args[i + 1]
+        for flag in flags:
+            if flag.startswith("--") and arg.startswith(flag + "="):
+                return arg.split("=", 1)[1]
+    return None

@@ -1,0 +1,397 @@
+"""``Shell``: the shell tools as plain Python, for the agent's tools and a notebook cell alike.
+
+    from kernel_ext.sandbox.shell import Shell
+    with Shell("demo-project", enable=True) as sh:
+        r = sh.run("pytest -q", expect={"exit": 0})
+        server = sh.run("python -m http.server 8000 --bind 127.0.0.1", background=True)
+        sh.logs(server["id"]); sh.kill(server["id"])
+        sh.plan("git push --force"); sh.checkpoint("before"); sh.restore("before")
+
+A ``Shell`` sits on F3's ``ShellService`` (the operator's gate, the tier, the run's workspace,
+``$HOME`` and deadline) and adds the record store, background jobs and checkpoints. The tools
+share one per service (``for_service``); closing the service (run end) or the shell stops every
+background job. Refusals raise ``ToolFailure`` with a named code, as everywhere else.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+import threading
+import weakref
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Self
+
+from pydantic import ValidationError
+
+from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.sandbox import trace
+from kernel_ext.sandbox.checkpoints import CheckpointStore
+from kernel_ext.sandbox.command_policy import check_command
+from kernel_ext.sandbox.effects import change_window
+from kernel_ext.sandbox.jobs import (
+    MEMORY_STORE_BYTES,
+    STORE_BYTES,
+    BackgroundJob,
+    BackgroundJobs,
+    Tap,
+    background_captures,
+    signal_name,
+)
+from kernel_ext.sandbox.options import RunRequest
+from kernel_ext.sandbox.plan import Plan, classify
+from kernel_ext.sandbox.plan_verdict import READ_ONLY
+from kernel_ext.sandbox.record import new_record_id
+from kernel_ext.sandbox.records import RecordStore
+from kernel_ext.sandbox.results import (
+    Facts,
+    build,
+    check_expect,
+    expected_exit,
+    stored_meta,
+)
+from kernel_ext.sandbox.runner import (
+    Placement,
+    backoff,
+    place,
+    resolve_inside,
+    run_once,
+    shell_argv,
+    start,
+)
+from kernel_ext.sandbox.supervisor import Job
+from kernel_ext.sandbox.tiers import Tier, TierChoice
+from kernel_ext.workspace import Workspace
+
+STATE_VAR = "BESSER_SHELL_STATE_DIR"
+_ATTACHED = "_besser_shell_tools"
+_attach_lock = threading.Lock()
+
+
+def default_state_dir() -> Path:
+    """Where records and checkpoints live: ``$BESSER_SHELL_STATE_DIR``, else the user's state folder."""
+    configured = os.environ.get(STATE_VAR)
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "besser-jupyter-agent" / "shell"
+
+
+def parse_request(command: str, options: dict[str, Any]) -> RunRequest:
+    try:
+        return RunRequest.model_validate({"command": command, **options})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors(include_url=False))
+        raise ToolFailure(ErrorCode.INVALID_ARGUMENT, problems) from None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A run request checked against the gate, the policy and the tier; nothing has run yet."""
+
+    request: RunRequest
+    choice: TierChoice
+    plan: Plan
+    placement: Placement
+    timeout_s: float
+
+
+class Shell:
+    """The shell tools of one workspace: ``run``, ``detail``, ``logs``, ``kill``, ``plan``, checkpoints.
+
+    ``Shell(folder, enable=True)`` builds its own sandboxed service (the explicit argument is the
+    operator's decision); ``Shell.for_service(service)`` shares a run's. Records and checkpoints
+    live under ``state_dir`` (default: ``default_state_dir()``), namespaced by the workspace.
+    """
+
+    def __init__(
+        self,
+        workspace: str | os.PathLike[str] | None = None,
+        *,
+        service: Any = None,
+        enable: bool | None = None,
+        state_dir: str | os.PathLike[str] | None = None,
+        max_background: int | None = None,
+        policy: str | None = None,
+        network: bool | None = None,
+        home: str | os.PathLike[str] | None = None,
+    ):
+        if service is None:
+            if workspace is None:
+                raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "Shell needs a workspace folder or a shell service")
+            from kernel_ext.sandbox.config import shell_tools_enabled, startup_settings
+            from kernel_ext.sandbox.service import ShellService
+
+            settings = startup_settings()
+            settings = replace(settings, policy=policy or settings.policy,
+                               session_network=settings.session_network if network is None else network)
+            service = ShellService(workspace, run_id=f"shell-{secrets.token_hex(3)}", enabled=shell_tools_enabled(enable),
+                                   settings=settings, home=home)
+            self._own_service = True
+        else:
+            self._own_service = False
+        self.service = service
+        self.workspace: Path = service.workspace
+        self.state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
+        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.records = RecordStore(self.state_dir, self.workspace)
+        self.checkpoint_store = CheckpointStore(self.state_dir, self.workspace)
+        self.jobs = BackgroundJobs(max_background)
+        self.closed = False
+        ref = weakref.ref(self)
+        atexit.register(lambda: (s := ref()) is not None and s.close())
+
+    @classmethod
+    def for_service(cls, service: Any, **options: Any) -> Shell:
+        """The one ``Shell`` of a run's service; closing the service also stops its background jobs.
+
+        F3's ``ShellService`` has no close hook yet, so the instance's ``close`` is wrapped here.
+        """
+        with _attach_lock:
+            found = getattr(service, _ATTACHED, None)
+            if found is not None and not found.closed:
+                return found
+            shell = cls(service=service, **options)
+            original = service.close
+
+            def close_with_tools(*args: Any, **kwargs: Any) -> Any:
+                shell.close()
+                return original(*args, **kwargs)
+
+            service.close = close_with_tools
+            setattr(service, _ATTACHED, shell)
+            return shell
+
+    # -- sh_run ---------------------------------------------------------------------------------
+
+    def prepare(self, request: RunRequest) -> Prepared:
+        """Every check that needs no execution: gate, policy, options, tier, paths, timeout."""
+        choice = self.service.check_enabled()
+        check_command(request.command, self.service.settings.allowed_programs)
+        if not request.scrub_env:
+            raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "scrub_env cannot be turned off: secrets never reach a command's environment here")
+        if request.background:
+            blocked = request.finish_options_given()
+            if blocked:
+                raise ToolFailure(
+                    ErrorCode.BACKGROUND_INCOMPATIBLE,
+                    f"{', '.join(blocked)} need the command to finish; a background command returns at once (poll it with sh_logs)",
+                )
+        placement = place(self.service, choice, request.cwd, request.sandbox)
+        if request.expect is not None:
+            for path in (*_paths(request.expect.file_exists), *_paths(request.expect.file_absent)):
+                resolve_inside(self.workspace, placement.conf.working_dir(), path, "expected path")
+        timeout = self.service.timeout_for(request.timeout_s()) if not request.background else 0.0
+        return Prepared(request, choice, classify(request.command), placement, timeout)
+
+    def run(self, command: str, **options: Any) -> dict[str, Any]:
+        """Run ``command``; returns the quiet result (a failing command is a result, not an error)."""
+        return self.execute(parse_request(command, options))
+
+    def execute(self, request: RunRequest) -> dict[str, Any]:
+        prepared = self.prepare(request)
+        if request.background:
+            return self._start_background(prepared)
+        return self._run_foreground(prepared)
+
+    def _run_foreground(self, p: Prepared) -> dict[str, Any]:
+        req = p.request
+        record_id = new_record_id()
+        strace = trace.strace_path() if req.trace else None
+        measure = p.plan.category != READ_ONLY or (req.expect is not None and req.expect.changed is not None)
+        attempts = []
+        with change_window(self.workspace) if measure else nullcontext() as window:
+            for number in range(1, req.retries + 2):
+                timeout = p.timeout_s if number == 1 else self.service.timeout_for(req.timeout_s())
+                attempt = run_once(p.choice, p.placement, req.command, timeout, strace)
+                attempts.append(attempt)
+                if number > req.retries or not _retryable(req, attempt):
+                    break
+                backoff(req.backoff_ms, number)
+        last = attempts[-1]
+        summary = None
+        if last.trace is not None:
+            summary = trace.summarize(last.trace.decode("utf-8", "replace"), self.workspace)
+        facts = Facts(
+            record_id, req, p.plan, p.placement, str(p.choice.tier), attempts,
+            window.changes if window is not None else None, window.complete if window is not None else True,
+            summary, "strace is not installed on this server" if req.trace and strace is None else None,
+            bool(self.checkpoint_store.list()),
+        )
+        failed = None
+        if req.expect is not None:
+            failed = check_expect(req.expect, facts, self._exists_from(p.placement), self._relative_from(p.placement))
+        result = build(facts, failed)
+        self.records.save(
+            stored_meta(facts, result),
+            {"stdout": last.stdout, "stderr": last.stderr, **({"trace": last.trace} if last.trace is not None else {})},
+            persist=not req.no_store,
+        )
+        return result
+
+    def _start_background(self, p: Prepared) -> dict[str, Any]:
+        req = p.request
+        self.jobs.admit()
+        record_id = new_record_id()
+        persist = not req.no_store
+        taps = []
+        for name in ("stdout", "stderr"):
+            handle = self.records.open_stream(record_id, name) if persist else None
+            path = self.records.root / record_id / name if persist and self.records.root is not None else None
+            taps.append(Tap(path, handle, STORE_BYTES if persist else MEMORY_STORE_BYTES))
+        out, err = taps
+        meta = {
+            "id": record_id, "command": req.command, "cwd": p.placement.cwd, "background": True, "status": "running",
+            "tier": str(p.choice.tier), "risk": p.plan.category, "plan": p.plan.as_dict(),
+        }
+
+        def launch() -> Job:  # runs on the job's own thread; the record exists before the job can finish
+            job, removed = start(p.choice, p.placement.conf, shell_argv(req.command), *background_captures(out, err), stable=False)
+            meta["secrets_env_scrubbed"] = removed
+            self.records.write_meta(meta, persist=persist)
+            return job
+
+        machinery = 2 if p.choice.tier is Tier.BWRAP else 1
+        background = BackgroundJob(record_id, launch, out, err, lambda done: self._finish_background(done, meta, persist), machinery)
+        self.jobs.add(background)
+        removed = meta["secrets_env_scrubbed"]
+        result = {"id": record_id, "pid": background.pid, "status": "running", "background": True, "tier": str(p.choice.tier), "risk": p.plan.category}
+        if removed:
+            result["secrets_env_scrubbed"] = removed
+        if req.no_store:
+            result["stored"] = "memory-only"
+        return result
+
+    def _finish_background(self, job: BackgroundJob, meta: dict[str, Any], persist: bool) -> None:
+        meta = {**meta, **self._job_state(job)}
+        meta.update(stdout_bytes=job.out.total, stderr_bytes=job.err.total, stored_stdout_bytes=job.out.stored, stored_stderr_bytes=job.err.stored)
+        if persist:
+            self.records.write_meta(meta)
+        else:
+            self.records.save(meta, {"stdout": job.out.memory, "stderr": job.err.memory}, persist=False)
+
+    def _job_state(self, job: BackgroundJob) -> dict[str, Any]:
+        state: dict[str, Any] = {"status": job.status, "running_ms": round(job.running_ms())}
+        if job.done.is_set():
+            state["exit"] = job.exit_code
+            if job.stop_signal is not None:
+                state["signal"] = job.stop_signal
+            elif job.exit_code is not None and job.exit_code < 0:
+                state["signal"] = -job.exit_code
+        state.update(stdout_lines=job.out.lines, stderr_lines=job.err.lines)
+        return state
+
+    # -- sh_kill --------------------------------------------------------------------------------
+
+    def kill(self, record_id: str, signal: str = "SIGTERM") -> dict[str, Any]:
+        """Signal a background command's whole process tree; ``already_exited`` once it has ended."""
+        name = signal_name(signal)
+        job = self.jobs.get(record_id)
+        if job is None:
+            meta = self.records.meta(record_id)  # unknown ids are refused here
+            return {"id": record_id, "status": "already_exited", "exit": meta.get("exit")}
+        outcome = job.stop(name)
+        return {"id": record_id, **outcome, "running_ms": round(job.running_ms())}
+
+    # -- checkpoints ------------------------------------------------------------------------------
+
+    def checkpoint(self, label: str, dir: str | None = None) -> dict[str, Any]:
+        origin = self._directory(dir)
+        meta = self.checkpoint_store.create(label, origin)
+        return {"label": meta["label"], "dir": self._rel(origin), "files": meta["files"], "bytes": meta["bytes"], "method": meta["method"]}
+
+    def restore(self, label: str, dir: str | None = None) -> dict[str, Any]:
+        target = self._directory(dir, must_exist=False) if dir is not None else None
+        outcome = self.checkpoint_store.restore(label, target)
+        outcome["dir"] = self._rel(Path(outcome["dir"]))
+        return outcome
+
+    def restore_preview(self, label: str, dir: str | None = None) -> dict[str, Any]:
+        """What ``restore`` would do, checked (label, origin) but not done: for approval cards."""
+        target = self._directory(dir, must_exist=False) if dir is not None else None
+        meta, where = self.checkpoint_store.target_for(label, target)
+        return {"label": label, "dir": self._rel(where), "files": meta["files"], "created_at": meta["created_at"]}
+
+    def checkpoints(self) -> list[dict[str, Any]]:
+        return [{**m, "origin": self._rel(Path(m["origin"]))} for m in self.checkpoint_store.list()]
+
+    # -- sh_plan, sh_detail, sh_logs ------------------------------------------------------------
+
+    def plan(self, command: str) -> dict[str, Any]:
+        if not isinstance(command, str) or not command.strip():
+            raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "the command is empty")
+        return {"command": command, **classify(command).as_dict()}
+
+    def detail(self, record_id: str, selector: str = "stdout", match: str | None = None, start_line: int = 1, max_lines: int = 400) -> dict[str, Any]:
+        from kernel_ext.sandbox.views import detail
+
+        return detail(self, record_id, selector, match, start_line, max_lines)
+
+    def logs(self, record_id: str, stream: str = "both", stdout_cursor: int = 0, stderr_cursor: int = 0, full: bool = False) -> dict[str, Any]:
+        from kernel_ext.sandbox.views import logs
+
+        return logs(self, record_id, stream, stdout_cursor, stderr_cursor, full)
+
+    # -- lifetime -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop every background job (and the service when this shell created it). Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        self.jobs.close()
+        if self._own_service:
+            self.service.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- paths ----------------------------------------------------------------------------------
+
+    def _directory(self, path: str | None, must_exist: bool = True) -> Path:
+        if path is None:
+            return self.workspace
+        found = resolve_inside(self.workspace, self.workspace, path, "dir")
+        if must_exist and not found.is_dir():
+            raise ToolFailure(ErrorCode.NOT_FOUND, f"dir {path!r} is not a directory")
+        return found
+
+    def _rel(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.workspace)) if path != self.workspace else "."
+        except ValueError:
+            return str(path)
+
+    def _exists_from(self, placement: Placement) -> Callable[[str], bool]:
+        """Existence through the fence's no-follow walk (a link in the way counts as absent)."""
+        fence = Workspace(self.workspace, internal=())
+
+        def exists(path: str) -> bool:
+            try:
+                return fence.lstat(os.path.normpath(os.path.join(placement.cwd, path))) is not None
+            except ToolFailure:
+                return False
+
+        return exists
+
+    def _relative_from(self, placement: Placement) -> Callable[[str], str]:
+        return lambda path: os.path.normpath(os.path.join(placement.cwd, path))
+
+
+def _paths(value: str | list[str] | None) -> list[str]:
+    return [] if value is None else [value] if isinstance(value, str) else list(value)
+
+
+def _retryable(request: RunRequest, attempt: Any) -> bool:
+    if attempt.timed_out:
+        return True
+    if attempt.exit_code == expected_exit(request):
+        return False
+    return request.retry_on_exit is None or attempt.exit_code in request.retry_on_exit

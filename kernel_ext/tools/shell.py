@@ -1,0 +1,242 @@
+"""The shell tools: ``sh_run``, ``sh_detail``, ``sh_logs``, ``sh_kill``, ``sh_plan``, checkpoints.
+
+Thin wrappers over ``kernel_ext.sandbox.shell.Shell`` (the same functions a notebook calls).
+Every tool requires the ``shell`` service, which a host installs only when the operator enabled
+shell tools, so none of them is offered otherwise. ``sh_run``'s preparation classifies the
+command statically (``sh_plan``): the approval card shows the plan text and
+``Preparation.data`` carries the risk class; the result carries it too (``risk``).
+
+Categories follow what each tool can do: ``sh_run``, ``sh_kill`` and ``sh_restore`` change
+things (``shell``, approved per call); ``sh_checkpoint`` writes only host state (``plan``);
+``sh_detail``, ``sh_logs``, ``sh_plan`` and ``sh_checkpoints`` only read (``read``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Literal
+
+from pydantic import Field
+
+from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.sandbox.options import RunRequest
+from kernel_ext.tools.base import (
+    Category,
+    Preparation,
+    ToolArgs,
+    ToolContext,
+    ToolOutcome,
+    ToolSpec,
+)
+
+
+class ShRunArgs(ToolArgs, RunRequest):
+    """``sh_run``'s arguments are ``RunRequest``'s fields (see ``kernel_ext.sandbox.options``)."""
+
+
+class ShDetailArgs(ToolArgs):
+    id: str = Field(description="the command id from sh_run")
+    selector: Literal["stdout", "stderr", "meta", "trace"] = Field(default="stdout", description="which part of the record")
+    match: str | None = Field(default=None, description="a regular expression: only matching lines, with their numbers")
+    start_line: int = Field(default=1, description="first line to return (1-based)")
+    max_lines: int = Field(default=400, description="at most this many lines (1..2000)")
+
+
+class ShLogsArgs(ToolArgs):
+    id: str = Field(description="the id of a background command")
+    stream: Literal["stdout", "stderr", "both"] = "both"
+    stdout_cursor: int = Field(default=0, description="bytes of stdout already read (pass back the last stdout_cursor)")
+    stderr_cursor: int = Field(default=0, description="bytes of stderr already read (pass back the last stderr_cursor)")
+    full: bool = Field(default=False, description="new output uncondensed (at most 64 KiB per stream per poll)")
+
+
+class ShKillArgs(ToolArgs):
+    id: str = Field(description="the id of a background command")
+    signal: str = Field(default="SIGTERM", description="SIGTERM (escalates to SIGKILL after 2 s), SIGKILL, SIGINT, SIGHUP, ...")
+
+
+class ShPlanArgs(ToolArgs):
+    command: str = Field(description="a shell command line to classify (never run)")
+
+
+class ShCheckpointArgs(ToolArgs):
+    label: str = Field(description="1-64 letters, digits, '.', '_' or '-'")
+    dir: str | None = Field(default=None, description="folder inside the workspace (default: the workspace root)")
+
+
+class ShCheckpointsArgs(ToolArgs):
+    pass
+
+
+def _shell(ctx: ToolContext) -> Any:
+    service = ctx.service("shell")
+    if not getattr(service, "enabled", False):
+        from kernel_ext.sandbox.service import DISABLED_MESSAGE
+
+        raise ToolFailure(ErrorCode.SHELL_DISABLED, DISABLED_MESSAGE)
+    from kernel_ext.sandbox.shell import Shell
+
+    return Shell.for_service(service)
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(", ", ": "), default=str)
+
+
+# -- sh_run ---------------------------------------------------------------------------------------
+
+
+def prepare_sh_run(args: ShRunArgs, ctx: ToolContext) -> Preparation:
+    prepared = _shell(ctx).prepare(args)
+    how = "in the background" if args.background else f"timeout {prepared.timeout_s:g} s"
+    where = prepared.placement.cwd
+    proposal = f"run in the {prepared.choice.tier} sandbox (cwd {where}, {how}):\n$ {args.command}\n{prepared.plan.text()}"
+    return Preparation(proposal=proposal, data={"risk": prepared.plan.category, "plan": prepared.plan.as_dict()})
+
+
+def sh_run(args: ShRunArgs, ctx: ToolContext) -> ToolOutcome:
+    from kernel_ext.sandbox.results import render, succeeded
+
+    result = _shell(ctx).execute(args)
+    text = render(result)
+    if args.background or succeeded(args, result):
+        return ToolOutcome(text, result)
+    if result.get("timed_out"):
+        code = ErrorCode.TIMEOUT
+    elif result.get("assert_ok") is False and result["exit"] == (args.expect.exit if args.expect and args.expect.exit is not None else 0):
+        code = ErrorCode.EXPECTATION_FAILED
+    else:
+        code = ErrorCode.EXECUTION_FAILED
+    raise ToolFailure(code, text, result)
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+
+def sh_detail(args: ShDetailArgs, ctx: ToolContext) -> ToolOutcome:
+    found = _shell(ctx).detail(args.id, args.selector, args.match, args.start_line, args.max_lines)
+    body = found.pop("text", None)
+    lines = found.pop("lines", None)
+    head = _json({k: v for k, v in found.items() if k != "meta"})
+    if "meta" in found:
+        text = f"{head}\n{_json(found['meta'])}"
+    elif lines is not None:
+        text = head + ("\n" + "\n".join(lines) if lines else "\n(no matching lines)")
+    else:
+        text = f"{head}\n{body}" if body else head
+    data = {**found, **({"text": body} if body is not None else {}), **({"lines": lines} if lines is not None else {})}
+    return ToolOutcome(text, data)
+
+
+def sh_logs(args: ShLogsArgs, ctx: ToolContext) -> ToolOutcome:
+    from kernel_ext.sandbox.results import render
+
+    result = _shell(ctx).logs(args.id, args.stream, args.stdout_cursor, args.stderr_cursor, args.full)
+    return ToolOutcome(render(result), result)
+
+
+def sh_plan(args: ShPlanArgs, ctx: ToolContext) -> ToolOutcome:
+    from kernel_ext.sandbox.plan import classify
+
+    if not args.command.strip():
+        raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "the command is empty")
+    plan = classify(args.command)
+    return ToolOutcome(f"$ {args.command}\n{plan.text()}", {"command": args.command, **plan.as_dict()})
+
+
+# -- sh_kill --------------------------------------------------------------------------------------
+
+
+def prepare_sh_kill(args: ShKillArgs, ctx: ToolContext) -> Preparation:
+    from kernel_ext.sandbox.jobs import signal_name
+
+    shell = _shell(ctx)
+    name = signal_name(args.signal)
+    meta = shell.records.meta(args.id)
+    return Preparation(
+        proposal=f"send {name} to background command {args.id} and every process it started:\n$ {meta.get('command', '?')}",
+        data={"risk": "mutating"},
+    )
+
+
+def sh_kill(args: ShKillArgs, ctx: ToolContext) -> ToolOutcome:
+    result = _shell(ctx).kill(args.id, args.signal)
+    return ToolOutcome(_json(result), result)
+
+
+# -- checkpoints ----------------------------------------------------------------------------------
+
+
+def sh_checkpoint(args: ShCheckpointArgs, ctx: ToolContext) -> ToolOutcome:
+    result = _shell(ctx).checkpoint(args.label, args.dir)
+    return ToolOutcome(_json(result), result)
+
+
+def prepare_sh_restore(args: ShCheckpointArgs, ctx: ToolContext) -> Preparation:
+    preview = _shell(ctx).restore_preview(args.label, args.dir)
+    taken = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(preview["created_at"]))
+    proposal = (
+        f"restore {preview['dir']} to checkpoint {args.label!r} (taken {taken}, {preview['files']} files):\n"
+        "risk: destructive (not reversible): changes made since are overwritten and files added since are deleted"
+    )
+    return Preparation(proposal=proposal, data={"risk": "destructive"})
+
+
+def sh_restore(args: ShCheckpointArgs, ctx: ToolContext) -> ToolOutcome:
+    result = _shell(ctx).restore(args.label, args.dir)
+    return ToolOutcome(_json(result), result)
+
+
+def sh_checkpoints(args: ShCheckpointsArgs, ctx: ToolContext) -> ToolOutcome:
+    found = _shell(ctx).checkpoints()
+    text = "\n".join(f"{c['label']}  {c['origin']}  {c['files']} files  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(c['created_at']))}" for c in found)
+    return ToolOutcome(text or "no checkpoints in this project", {"checkpoints": found})
+
+
+_SHELL = frozenset({"shell"})
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "sh_run", Category.SHELL, ShRunArgs,
+        "Run a command in a fresh sandbox and get a quiet structured result: id, exit, ok (exit == 0), ms, and only "
+        "what matters (line counts, files_changed, condensed output, assertions). The full output is stored: use sh_detail "
+        "instead of re-running. expect checks post-conditions in the same call; background: true starts a server or watcher.",
+        sh_run, prepare_sh_run, _SHELL, blocking=True,
+    ),
+    ToolSpec(
+        "sh_detail", Category.READ, ShDetailArgs,
+        "Read a stored command's full stdout/stderr (paged), only the lines matching a pattern (with numbers), its metadata, or its trace. Never re-runs.",
+        sh_detail, None, _SHELL, blocking=True,
+    ),
+    ToolSpec(
+        "sh_logs", Category.READ, ShLogsArgs,
+        "Poll a background command: only output after the byte cursors you pass back, plus status (running/exited/killed), exit and line counts.",
+        sh_logs, None, _SHELL, blocking=True,
+    ),
+    ToolSpec(
+        "sh_kill", Category.SHELL, ShKillArgs,
+        "Stop a background command and every process it started (SIGTERM, then SIGKILL after 2 s). Answers already_exited once it has ended.",
+        sh_kill, prepare_sh_kill, _SHELL, blocking=True,
+    ),
+    ToolSpec(
+        "sh_plan", Category.READ, ShPlanArgs,
+        "Classify a command without running it: read-only, mutating, destructive, network, complex or unknown, with reversibility and file effects.",
+        sh_plan, None, _SHELL,
+    ),
+    ToolSpec(
+        "sh_checkpoint", Category.PLAN, ShCheckpointArgs,
+        "Snapshot a folder of the workspace under a label (copy-on-write where possible) so a bad step can be undone with sh_restore.",
+        sh_checkpoint, None, _SHELL, blocking=True,
+    ),
+    ToolSpec(
+        "sh_restore", Category.SHELL, ShCheckpointArgs,
+        "Restore a folder to a checkpoint exactly (files added since are removed). Only into the folder the checkpoint was taken of.",
+        sh_restore, prepare_sh_restore, _SHELL, blocking=True,
+    ),
+    ToolSpec(
+        "sh_checkpoints", Category.READ, ShCheckpointsArgs,
+        "List this project's checkpoints (label, folder, size, time).",
+        sh_checkpoints, None, _SHELL, blocking=True,
+    ),
+)
