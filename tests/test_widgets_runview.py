@@ -144,18 +144,19 @@ def test_done_shows_the_authorship_split_with_links():
         event(1, "run_started", request="r", run_dir="/srv/runs/r-1", provider_label="replay:jwt", provider_kind="replay", sandbox_tier="bwrap"),
         event(2, "phase", phase="generate", status="started"),
         event(3, "phase", phase="generate", status="done", duration_s=1.25),
-        event(4, "task_list", tasks=[{"id": "t1", "title": "JWT auth", "status": "done"}, {"id": "t2", "title": "Dockerfile", "status": "open"}]),
+        event(4, "task_list", tasks=[{"id": "T1", "text": "JWT auth", "status": "implemented"}, {"id": "T2", "text": "Dockerfile", "status": "open"}]),
         event(5, "finding", severity="blocker", source="ruff", message="F821 undefined name", path="auth.py", line=3),
         event(6, "cost", input_tokens=100, output_tokens=20, cost_usd=0.0123, turns=2, elapsed_s=3.0),
         event(7, "done", status="blocked", blockers=["F821 in auth.py"], summary="one blocker left",
-              authorship={"generator_untouched": ["main.py", "models.py"], "generator_modified": ["schemas.py"], "llm_authored": ["auth.py"]}),
+              authorship={"generator_untouched": ["main.py", "models.py"], "generator_llm_modified": ["schemas.py"], "llm_authored": ["auth.py"]}),
     ])
     page = view._done.value
     assert "4 files" not in page and "2 files (50%)" in page and "written by the LLM: 1 files (25%)" in page
     assert 'href="' in page and "auth.py" in page and "blocker: F821 in auth.py" in page
     assert "1.2 s" in view.timeline._html.value or "1.3 s" in view.timeline._html.value
     assert "bwrap" in view.timeline._html.value and "$0.0123" in view.timeline._html.value
-    assert "JWT auth" in view._tasks.value and "F821" in view._findings.value
+    assert "☑ T1 JWT auth" in view._tasks.value and "☐ T2 Dockerfile" in view._tasks.value and "F821" in view._findings.value
+    assert "modified by the LLM: 1 files" in page
     text = view.to_text()
     assert "done: blocked" in text and "written by the LLM: 1 files" in text
 

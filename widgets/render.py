@@ -133,7 +133,7 @@ def tasks_html(state: RunState) -> str:
     if not state.tasks:
         return ""
     rows = "".join(
-        f"<li>{'☑' if str(t.get('status', '')).lower() in ('done', 'existing') else '☐'} {esc(t.get('title') or t.get('description') or t.get('id', ''))}"
+        f"<li>{'☑' if str(t.get('status', '')).lower() in CLOSED_TASKS else '☐'} {esc(t.get('id', ''))} {esc(t.get('text', ''))}"
         f" <small>{esc(t.get('status', ''))}</small></li>"
         for t in state.tasks
     )
@@ -152,10 +152,12 @@ def findings_html(state: RunState) -> str:
     return f"<b>findings</b><ul style='margin:0'>{rows}</ul>"
 
 
+CLOSED_TASKS = ("verified", "implemented", "existing")
 AUTHORSHIP_LABELS = {
     "generator_untouched": "generator output, untouched",
-    "generator_modified": "generator output modified by the LLM",
+    "generator_llm_modified": "generator output modified by the LLM",
     "llm_authored": "written by the LLM",
+    "generator_deleted": "generator output deleted",
 }
 
 

@@ -17,7 +17,12 @@ from tornado.web import HTTPError
 
 from kernel_ext.pipeline.options import OperatorSettings
 from kernel_ext.pipeline.run import Run
-from kernel_ext.server.auth import Capability, capability_user, presented_token
+from kernel_ext.server.auth import (
+    RESOURCE_PREFIX,
+    Capability,
+    capability_user,
+    presented_token,
+)
 from kernel_ext.server.manager import RunManager
 
 STATE_KEY = "besser_agent_state"
@@ -43,21 +48,55 @@ class Refusal(HTTPError):
         self.message = message
 
 
+class _CapabilityIdentity:
+    """The server's identity provider for one request that presented the capability token.
+
+    Needed because not every provider honours a user set before ``prepare`` (JupyterHub's
+    single-user provider asks the hub about every token, and the hub does not know this one).
+    """
+
+    def __init__(self, provider: Any, user: Any):
+        self._provider, self._user = provider, user
+
+    def get_user(self, handler: Any) -> Any:
+        return self._user
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._provider, name)
+
+
+class _CapabilityAuthorizer:
+    """The capability token opens this extension's resources and nothing else."""
+
+    def is_authorized(self, handler: Any, user: Any, action: str, resource: str) -> bool:
+        return resource.startswith(RESOURCE_PREFIX)
+
+
 class BesserHandler(APIHandler):
     auth_resource = "besser-agent:runs"
+    _capability_user: Any = None
 
     @property
     def state(self) -> ServerState:
         return self.settings[STATE_KEY]
 
+    @property
+    def identity_provider(self) -> Any:  # type: ignore[override]
+        provider = super().identity_provider
+        return provider if self._capability_user is None else _CapabilityIdentity(provider, self._capability_user)
+
+    @property
+    def authorizer(self) -> Any:  # type: ignore[override]
+        return super().authorizer if self._capability_user is None else _CapabilityAuthorizer()
+
     async def prepare(self) -> None:  # type: ignore[override]
         token = presented_token(self.request.headers)
         if token and self.state.capability.accepts(token):
-            user = capability_user()
-            # Seen by the identity provider as "already authenticated" (and XSRF-exempt, like
-            # any token request); the server's other handlers never run this code.
+            # Authenticated and authorized by the capability alone, whatever identity provider
+            # and authorizer the server runs (plain, or JupyterHub's); XSRF-exempt like any
+            # token request. The server's other handlers never run this code.
+            self._capability_user = capability_user()
             self._token_authenticated = True
-            self.current_user = self._jupyter_current_user = user
         await super().prepare()
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:

@@ -1,0 +1,184 @@
+"""A real browser: Debian's Chromium, driven by Playwright, against JupyterLab with the extension.
+
+The test copies notebook 01 into a fresh folder, starts ``jupyter lab`` there (loopback, a
+random token, the extension enabled by the install) and, as a person would: opens the
+notebook, runs all cells, waits for the approval card, clicks **Approve**, and waits for the
+timeline to reach ``done`` and the request report to render. Nothing in the notebook is
+scripted here: the cards are left to the click (``BESSER_NOTEBOOK_APPROVER`` is unset). The
+screenshots go to ``tests/artifacts/browser/``. When the browser cannot start on a machine,
+the test is skipped with the reason printed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "browser"
+NOTEBOOK = "01-library-prototyping.ipynb"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+# JupyterLab settings for a quiet, predictable page: no news or update pop-ups.
+LAB_SETTINGS = {"@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False}}
+
+
+def chromium_path() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """A Chromium context with a fresh profile, or a skip that says why there is none."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:
+        reason = f"the playwright package is not installed ({exc}); pip install -e '.[test]'"
+        print(f"skipping the browser test: {reason}")
+        pytest.skip(reason)
+    executable = chromium_path()
+    if executable is None:
+        reason = "no chromium on PATH (apt-get install chromium; .ci/run does it)"
+        print(f"skipping the browser test: {reason}")
+        pytest.skip(reason)
+    with sync_playwright() as playwright:
+        try:
+            context = playwright.chromium.launch_persistent_context(
+                str(tmp_path / "chromium-profile"), executable_path=executable, headless=True, args=CHROMIUM_ARGS,
+                viewport={"width": 1400, "height": 1000},
+            )
+        except Exception as exc:  # noqa: BLE001 - any start failure is a skip with its reason, never a pass
+            reason = f"chromium ({executable}) could not start: {str(exc).splitlines()[0]}"
+            print(f"skipping the browser test: {reason}")
+            pytest.skip(reason)
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """JupyterLab on a copy of notebook 01, with the extension; (url, token, root)."""
+    root = tmp_path / "lab"
+    root.mkdir()
+    shutil.copyfile(ROOT / "notebooks" / NOTEBOOK, root / NOTEBOOK)
+    config_dir = tmp_path / "jupyter-config"
+    for name, settings in LAB_SETTINGS.items():
+        path = config_dir / "lab" / "user-settings" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(settings))
+    token, port = secrets.token_hex(16), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BESSER_AGENT_", "BESSER_NOTEBOOK_", "JUPYTER"))}
+    env.update({"JUPYTER_CONFIG_DIR": str(config_dir), "JUPYTER_DATA_DIR": str(tmp_path / "jupyter-data"),
+                "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"),
+                "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "lab-workspaces")})
+    argv = [str(Path(sys.executable).with_name("jupyter")), "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+            "--ServerApp.port_retries=0"]
+    if os.getuid() == 0:
+        argv.append("--allow-root")
+    with open(tmp_path / "jupyterlab.log", "wb") as log:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(argv, env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/api/status", headers={"Authorization": f"token {token}"}, timeout=2).status_code == 200:
+                    break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError("JupyterLab did not start:\n" + (tmp_path / "jupyterlab.log").read_text()[-3000:])
+            time.sleep(0.2)
+        extensions = httpx.get(f"{url}/besser-agent/config", headers={"Authorization": f"token {token}"}, timeout=10)
+        assert extensions.status_code == 200, "the besser-agent server extension is not loaded"
+        yield url, token, root
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+
+
+def shoot(page, name: str, locator=None) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    if locator is not None:
+        locator.scroll_into_view_if_needed()
+    page.screenshot(path=str(path))
+    return path
+
+
+def test_notebook_01_in_a_real_browser(browser, lab):
+    url, token, root = lab
+    page = browser.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(f"{url}/lab/tree/{NOTEBOOK}?token={token}")
+    try:
+        run_the_lesson(page, root)
+    finally:
+        shoot(page, "last-state")  # whatever the page showed at the end (a failure's evidence)
+
+
+def run_the_lesson(page, root: Path) -> None:
+    page.locator(".jp-RenderedMarkdown h1", has_text="Prototyping a Library backend").first.wait_for()
+    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=120_000)
+
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+
+    approve = page.locator("button.jupyter-button:not([disabled])", has_text="Approve")
+    approve.first.wait_for(timeout=180_000)
+    card = page.locator(".widget-vbox", has=page.locator("button", has_text="Approve")).last
+    card.get_by_text("test_api").first.wait_for()
+    shoot(page, "1-approval-card", card)
+    approve.first.click()
+
+    done = page.get_by_text("done: completed").first
+    done.wait_for(timeout=300_000)
+    header = page.locator(".widget-html-content", has_text="hosted by the Jupyter server").first
+    header.get_by_text("completed").first.wait_for()  # the run view's header, fed over SSE by the server
+    timeline = page.locator(".widget-html-content", has_text="provider: replay").first
+    assert "validate" in timeline.inner_text() and "sandbox:" in timeline.inner_text()
+    header.evaluate("element => element.scrollIntoView({block: 'start'})")
+    shoot(page, "2-timeline-done")
+    shoot(page, "3-done-authorship", page.locator(".widget-html-content", has_text="authorship").first)
+
+    report = page.get_by_text("5/5 requests passed").first
+    report.wait_for(timeout=180_000)
+    shoot(page, "4-request-report", report)
+
+    assert page.locator("text=Traceback").count() == 0
+    assert page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
+    runs = list((root / "besser_runs").iterdir())
+    assert len(runs) == 1, runs  # hosted by the server extension, under the server's root
+    last = json.loads((runs[0] / "events.jsonl").read_text().splitlines()[-1])
+    assert last["type"] == "done" and last["status"] == "completed"
+    resolved = [json.loads(line) for line in (runs[0] / "events.jsonl").read_text().splitlines() if '"approval_resolved"' in line]
+    assert [(e["name"], e["approved"], e["by"]) for e in resolved if e["name"] == "test_api"] == [("test_api", True, "card")]
