@@ -12,6 +12,8 @@ Modes:
   read_file                    the read that mints the read_id (not part of the edit figure)
   replace.cold_version         an edit of a version never parsed before (full parse on the way)
   orm_edit.run                 modify_file on BESSER's sql_alchemy.py, import check included
+  besser.*                     BESSER 8.4.1's own ToolExecutor (read_file + replace_file_lines on the
+                               same 2,000-line file, modify_file on the same sql_alchemy.py), same run
 Run: .venv/bin/python bench/bench_edits.py [--rounds N]
 """
 
@@ -28,6 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from common import Figure, Target, emit, figure  # noqa: E402
+
 from kernel_ext.boundary import ExecutionPolicy, Executor, ToolCall, always_approve
 from kernel_ext.tools import files_edit, files_read
 from kernel_ext.tools.base import ToolContext
@@ -36,6 +40,7 @@ from kernel_ext.tools.registry import ToolCatalog
 from kernel_ext.workspace import Workspace
 
 SPECS = {spec.name: spec for spec in (*files_read.TOOLS, *files_edit.TOOLS)}
+FIGURES: list[Figure] = []  # what main() emits for bench/run_all.py
 
 
 def module_2000_lines() -> str:
@@ -183,8 +188,18 @@ def bench_replace(root: Path, rounds: int) -> list[str]:
     baseline = timed(lambda i: plain_edit(twin, *(swap if i % 2 == 0 else swap[::-1])), rounds)
     base = statistics.median(baseline)
     above = [t - f for t, f in zip(tool, floor)]
+    besser = besser_replace(root, min(rounds, 40))
+    plain = ("plain python write", baseline)
+    FIGURES.extend([
+        figure("replace_file_lines.run p50 (2,000 lines)", tool, "ms", baseline=plain, target=Target("<=", 10),
+               besser=("ToolExecutor replace_file_lines", besser) if besser else None),
+        figure("replace_file_lines.executor (whole boundary)", boundary, "ms", baseline=plain),
+        figure("replace.cold_version (full parse)", cold_samples, "ms", baseline=plain),
+        figure("atomic publish floor (temp+fsync+rename)", floor, "ms", baseline=plain),
+    ])
     return [
         summary("baseline: plain python write", baseline, None),
+        *([summary("besser: ToolExecutor replace_lines", besser, base)] if besser else []),
         summary("floor: temp+fsync+rename+fsync", floor, base),
         summary("replace_file_lines.run", tool, base),
         summary("  run minus floor (paired)", above, base),
@@ -219,12 +234,76 @@ def bench_orm(root: Path, rounds: int) -> list[str]:
         checker.close()
     baseline = timed(lambda i: plain_edit(twin, variants[(i + 1) % 2], variants[i % 2]), rounds)
     base = statistics.median(baseline)
-    return [
+    besser = besser_orm(root, variants, min(rounds, 5))
+    FIGURES.extend([
+        figure("orm_edit.run, import-guarded (warm checker)", warm, "ms", baseline=("plain python write", baseline),
+               target=Target("<=", 150), besser=("ToolExecutor modify_file", besser) if besser else None),
+        figure("orm_edit.first (starts the checker)", first, "ms", baseline=("plain python write", baseline)),
+    ])
+    rows = [summary("besser: ToolExecutor modify_file", besser, base)] if besser else []
+    return rows + [
         summary("baseline: plain python write", baseline, None),
         summary("floor: temp+fsync+rename+fsync", floor, base),
         summary("orm_edit.run (warm checker)", warm, base),
         summary("orm_edit.first (starts worker)", first, base),
     ]
+
+
+def _besser_executor(root: Path):
+    try:
+        from besser.spec_driven_agent.agent.tool_executor import ToolExecutor
+    except Exception as exc:  # noqa: BLE001 - reported; the bench goes on without it
+        print(f"(BESSER's ToolExecutor cannot be imported here: {exc})")
+        return None
+    return ToolExecutor(str(root))
+
+
+def besser_replace(root: Path, rounds: int) -> list[float]:
+    """BESSER 8.4.1's read_file + replace_file_lines on a copy of the same 2,000-line file."""
+    import json
+
+    (root / "besser_big.py").write_text(module_2000_lines())
+    executor = _besser_executor(root)
+    if executor is None:
+        return []
+    text = (root / "besser_big.py").read_text()
+    targets = [n for n, line in enumerate(text.splitlines(), 1) if line == "        self.value = value"]
+    changed: set[int] = set()
+    out = []
+    for i in range(rounds):
+        line = targets[(i * 7) % len(targets)]
+        changed.symmetric_difference_update({line})
+        read = json.loads(executor.execute("read_file", {"path": "besser_big.py", "offset": max(line - 20, 0), "limit": 60}))
+        assert "read_id" in read, read
+        new = "        self.value = value + 1" if line in changed else "        self.value = value"
+        arguments = {"path": "besser_big.py", "read_id": read["read_id"], "start_line": line, "end_line": line, "new_text": new}
+        start = time.perf_counter()
+        result = json.loads(executor.execute("replace_file_lines", arguments))
+        out.append((time.perf_counter() - start) * 1000)
+        assert result.get("status") == "modified", result
+    return out
+
+
+def besser_orm(root: Path, variants: list[str], rounds: int) -> list[float]:
+    """BESSER 8.4.1's modify_file (with its own diagnostics) on a copy of the same sql_alchemy.py."""
+    import json
+
+    folder = root / "besser_orm"
+    folder.mkdir()
+    (folder / "sql_alchemy.py").write_text((root / "sql_alchemy.py").read_text())
+    executor = _besser_executor(folder)
+    if executor is None:
+        return []
+    current = (folder / "sql_alchemy.py").read_text()
+    out = []
+    for i in range(rounds):
+        old, new = (variants[0], variants[1]) if variants[0] in current else (variants[1], variants[0])
+        start = time.perf_counter()
+        result = json.loads(executor.execute("modify_file", {"path": "sql_alchemy.py", "old_text": old, "new_text": new}))
+        out.append((time.perf_counter() - start) * 1000)
+        assert result.get("status") == "modified", result
+        current = (folder / "sql_alchemy.py").read_text()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         print(header)
         for row in bench_orm(Path(tmp) / "orm", max(args.rounds // 5, 10)):
             print(row)
+    emit(FIGURES)
     return 0
 
 

@@ -30,10 +30,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
+from common import Figure, Target, emit, figure  # noqa: E402
+
 RUNS = 7
 EVENTS = 2000
 REPLAYS = 5
 BURST, PAUSE_S = 10, 0.005  # live run: 10 events every 5 ms = 2,000 events/s offered
+FIGURES: list[Figure] = []  # what main() emits for bench/run_all.py
 
 LOAD_EXT = """
 import time
@@ -81,6 +84,9 @@ def bench_load_ext() -> None:
     print(f"   %load_ext kernel_ext            {_figure(ours, 'ms', 1000)}   target <= 300 ms")
     print(f"   then the first %besser config   {_figure(first, 'ms', 1000)}   (imports pydantic, httpx: paid once, on use)")
     print(f"   baseline: import IPython        {_figure(base, 'ms', 1000)}")
+    ms = lambda values: [v * 1000 for v in values]  # noqa: E731
+    FIGURES.append(figure("%load_ext kernel_ext", ms(ours), "ms", baseline=("import IPython", ms(base)), target=Target("<=", 300)))
+    FIGURES.append(figure("first %besser config after load_ext", ms(first), "ms", baseline=("import IPython", ms(base))))
 
 
 # -- events -----------------------------------------------------------------------------------
@@ -212,12 +218,18 @@ async def bench_server(workdir: Path) -> None:
         f"   live run at ~{int(BURST / PAUSE_S)} events/s offered: latency emit -> view  p50 {statistics.median(lat) * 1000:.1f} ms"
         f"  p95 {p95 * 1000:.1f} ms  max {lat[-1] * 1000:.1f} ms   target p95 <= 50 ms"
     )
+    FIGURES.append(figure(f"replay {EVENTS} events server -> RunView", replay, "events/s",
+                          baseline=("RunView from memory", direct), target=Target(">=", 1000)))
+    p50 = statistics.median(lat) * 1000
+    FIGURES.append(figure("live event latency emit -> view, p95", [p95 * 1000], "ms", target=Target("<=", 50),
+                          note=f"one live run of {EVENTS} events; p50 {p50:.1f} ms, max {lat[-1] * 1000:.1f} ms"))
 
 
 def main() -> None:
     bench_load_ext()
     with tempfile.TemporaryDirectory() as workdir:
         asyncio.run(bench_server(Path(workdir)))
+    emit(FIGURES)
 
 
 if __name__ == "__main__":

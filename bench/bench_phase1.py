@@ -28,9 +28,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
+from common import Figure, Target, emit, figure  # noqa: E402
+
 ROUNDS = 5
 CHECK_ROUNDS = 3
 QUERIES = 400
+FIGURES: list[Figure] = []  # what main() emits for bench/run_all.py
 
 
 def _figure(samples: list[float], unit: str = "ms", scale: float = 1000.0) -> str:
@@ -79,6 +82,10 @@ def bench_phase1() -> None:
         print(f"        of which BESSER's generator       {_figure(inner)}")
         print(f"        publish through fence + hashes    {_figure([o - g for o, g in zip(ours, inner)])}")
         print(f"      output checks (syntax, imports, app import in a fresh interpreter) {_figure(checks)}")
+        ms = lambda values: [v * 1000 for v in values]  # noqa: E731
+        FIGURES.append(figure(f"run_phase1 {label} (no checks)", ms(ours), "ms", baseline=("BackendGenerator direct", ms(base)),
+                              note="the baseline is BESSER 8.4.1's own generator called directly"))
+        FIGURES.append(figure(f"Phase 1 output checks {label}", ms(checks), "ms"))
     (b10, o10), (b200, o200) = medians["10 classes"], medians["200 classes"]
     print(f"   growth 10 -> 200 classes: baseline {(b200 - b10) / 190 * 1000:.2f} ms/class, "
           f"run_phase1 {(o200 - o10) / 190 * 1000:.2f} ms/class")
@@ -145,6 +152,9 @@ def bench_queries() -> None:
     print(f"   describe_class direct      p50 {p(direct, 50):6.3f} ms  p95 {p(direct, 95):6.3f} ms")
     print(f"   build_index                {_figure(build)}")
     print(f"   baseline: BESSER serialize_domain_model (whole model) {_figure(whole)}")
+    FIGURES.append(figure("query_class via Executor, 200 classes", [t * 1000 for t in tool_times], "ms",
+                          baseline=("describe_class direct", [t * 1000 for t in direct]), target=Target("<=", 5),
+                          besser=("serialize_domain_model, whole model", [t * 1000 for t in whole])))
 
     text = overview(index)
     serialized = json.dumps(serialize_domain_model(model))
@@ -153,11 +163,14 @@ def bench_queries() -> None:
     print(f"   overview                          {len(text):7d} chars  ~{len(text) / 4:6.0f} tokens  (target < ~2,000)")
     print(f"   one query_class answer (E013)     {len(query):7d} chars  ~{len(query) / 4:6.0f} tokens")
     print(f"   baseline: BESSER whole-model JSON {len(serialized):7d} chars  ~{len(serialized) / 4:6.0f} tokens")
+    FIGURES.append(figure("overview handed to the LLM, 200 classes", [len(text) / 4], "tokens~", target=Target("<", 2000),
+                          besser=("whole-model JSON", len(serialized) / 4), note="tokens estimated as characters / 4"))
 
 
 def main() -> None:
     bench_phase1()
     bench_queries()
+    emit(FIGURES)
 
 
 if __name__ == "__main__":

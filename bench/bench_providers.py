@@ -23,8 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from common import Figure, emit, figure  # noqa: E402
+
 RUNS = 7
 DELTAS = 2000
+FIGURES: list[Figure] = []  # what main() emits for bench/run_all.py
 
 
 def _figure(samples: list[float], unit: str, scale: float = 1.0) -> str:
@@ -47,6 +50,8 @@ def bench_import() -> None:
     print(f"interpreter start (subtracted)      {_figure(empty, 'ms', 1000)}")
     print(f"import kernel_ext.providers         {_figure([t - base for t in ours], 'ms', 1000)}")
     print(f"baseline: import httpx              {_figure([t - base for t in eager], 'ms', 1000)}")
+    FIGURES.append(figure("import kernel_ext.providers (minus interpreter start)", [(t - base) * 1000 for t in ours], "ms",
+                          baseline=("import httpx", [(t - base) * 1000 for t in eager])))
 
 
 def bench_stream() -> None:
@@ -100,12 +105,15 @@ def bench_stream() -> None:
     print(f"stream of {events} SSE events, through the provider   {_figure(ours, 'ms', 1000)}")
     print(f"baseline: same bytes as lines with plain httpx  {_figure(floor, 'ms', 1000)}")
     print(f"per event, provider overhead over the floor: {(statistics.median(ours) - statistics.median(floor)) / events * 1e6:.1f} us")
+    FIGURES.append(figure(f"provider stream of {events} SSE events", [t * 1000 for t in ours], "ms",
+                          baseline=("plain httpx aiter_lines", [t * 1000 for t in floor])))
 
 
 def main() -> None:
     print(f"provider layer, {RUNS} runs each")
     bench_import()
     bench_stream()
+    emit(FIGURES)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
+from common import Target, emit, figure  # noqa: E402
+
 ROUNDS = 3
 WARM_REPS = 7
 RETAINED = 10
@@ -194,8 +196,26 @@ def main() -> None:
                 figures["besser_probe_x10"].append((time.perf_counter() - started) * 1000)
             print(f"   round {round_no + 1} done")
         _print(figures, probe is not None)
+        emit(_figures(figures, probe is not None))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _figures(f: dict[str, list[float]], with_besser: bool) -> list:
+    """The figures for bench/run_all.py; targets from F6: cold <= BESSER's probe (else 1.5 s), warm <= 300 ms."""
+    bare = ("bare process", f["bare_process"])
+    probe = ("probe_api_scenario", f["besser_probe"]) if with_besser else None
+    cold_bound = statistics.median(f["besser_probe"]) if with_besser else 1500.0
+    out = [
+        figure("test_api cold, host started by the call", f["cold_nothing"], "ms", baseline=bare, besser=probe),
+        figure("test_api cold, host pre-started", f["cold_prestarted"], "ms", baseline=bare, besser=probe,
+               target=Target("<=", round(cold_bound, 1))),
+        figure("test_api warm replay", f["warm"], "ms", baseline=("bare 20 requests after import", f["bare_requests"]),
+               besser=probe, target=Target("<=", 300)),
+        figure(f"replay_all {RETAINED} retained, 2 at a time", f["replay10_p2"], "ms",
+               besser=(f"probe x{RETAINED}", f["besser_probe_x10"]) if with_besser else None),
+    ]
+    return out
 
 
 def _print(f: dict[str, list[float]], with_besser: bool) -> None:

@@ -89,6 +89,14 @@ class ErrorCode(StrEnum):
     CORRECTION_REQUIRED = "correction_required"
     TOO_MANY_SCENARIOS = "too_many_scenarios"
     RUNTIME_CHECKS_DISABLED = "runtime_checks_disabled"
+    # task list (kernel_ext.tools.task_list): registered by F11, whose fuzzing found them unlisted
+    UNKNOWN_TASK = "unknown_task"
+    TASK_REQUIRED = "task_required"
+    EVIDENCE_REQUIRED = "evidence_required"
+    EVIDENCE_NOT_READ = "evidence_not_read"
+    EVIDENCE_NOT_WRITTEN = "evidence_not_written"
+    EVIDENCE_NOT_FOUND = "evidence_not_found"
+    EVIDENCE_NOT_CODE = "evidence_not_code"
 
 
 class ToolFailure(Exception):

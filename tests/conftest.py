@@ -16,3 +16,11 @@ def project(tmp_path: Path) -> Path:
     root.mkdir()
     (root / "app.py").write_text("print('hello')\n")
     return root
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("besser-agent", "long variants of the F11 suites")
+    group.addoption("--soak", action="store_true", default=False,
+                    help="fault/soak tests at full size (1,000 sandboxed commands, 100 background jobs)")
+    group.addoption("--fuzz-long", action="store_true", default=False,
+                    help="hypothesis fuzzing with many examples per tool (minutes, not seconds)")

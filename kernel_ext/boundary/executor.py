@@ -38,7 +38,14 @@ from kernel_ext.boundary.approval import (
 from kernel_ext.boundary.calls import ToolCall, ToolResult
 from kernel_ext.boundary.policy import ApprovalPolicy, ExecutionPolicy
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.tools.base import Preparation, ToolArgs, ToolContext, ToolOutcome, ToolSpec, maybe_await
+from kernel_ext.tools.base import (
+    Preparation,
+    ToolArgs,
+    ToolContext,
+    ToolOutcome,
+    ToolSpec,
+    maybe_await,
+)
 from kernel_ext.tools.registry import ToolCatalog
 from kernel_ext.workspace.versions import FileSnapshot, snapshot
 
@@ -204,6 +211,8 @@ def _parse_arguments(raw: Any) -> dict[str, Any]:
             parsed = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise ToolFailure(ErrorCode.INVALID_JSON, f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        except (ValueError, RecursionError) as exc:  # a 5,000-digit integer, nesting thousands deep
+            raise ToolFailure(ErrorCode.INVALID_JSON, f"arguments are JSON no tool accepts: {str(exc)[:120]}") from None
     elif raw is None:
         parsed = {}
     else:
@@ -212,9 +221,33 @@ def _parse_arguments(raw: Any) -> dict[str, Any]:
         raise ToolFailure(ErrorCode.INVALID_JSON, f"arguments must be a JSON object, got {type(parsed).__name__}")
     try:
         # A deep copy through JSON: the caller's dict is never used again.
-        return json.loads(json.dumps(parsed))
-    except (TypeError, ValueError) as exc:
-        raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"arguments are not JSON values: {exc}") from None
+        copied = json.loads(json.dumps(parsed))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"arguments are not JSON values: {str(exc)[:120]}") from None
+    _refuse_unusable_text(copied)
+    return copied
+
+
+def _refuse_unusable_text(value: Any, where: str = "arguments") -> None:
+    """No tool can use a NUL or a lone surrogate: refused here once, for every tool.
+
+    Both arrive easily in a provider's JSON (``\\u0000``, ``\\ud800``) and would otherwise reach
+    the operating system as a path or a command and fail there unnamed.
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"{where} contains a NUL character")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"{where} contains a lone surrogate (not valid Unicode text)") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_unusable_text(key, where)
+            _refuse_unusable_text(item, f"{where}.{key}" if where == "arguments" else where)
+    elif isinstance(value, list):
+        for item in value:
+            _refuse_unusable_text(item, where)
 
 
 def _build_args(spec: ToolSpec, frozen: tuple[tuple[str, str], ...]) -> ToolArgs:

@@ -29,6 +29,7 @@ from kernel_ext.sandbox.options import SandboxOptions
 from kernel_ext.sandbox.spec import Confinement, is_within
 from kernel_ext.sandbox.supervisor import Job, spawn
 from kernel_ext.sandbox.tiers import Tier, TierChoice, launch
+from kernel_ext.workspace.fence import check_path_text
 
 SECRET_FILES = re.compile(
     r"^(?:\.env(?:\.(?!example$|sample$|template$|dist$)[\w.-]+)?|.*\.(?:pem|key|p12|pfx|jks|kdbx|keystore)|id_(?:rsa|dsa|ecdsa|ed25519)(?:\.pub)?"
@@ -65,6 +66,7 @@ class Attempt:
 
 def resolve_inside(workspace: Path, base: Path, path: str, what: str) -> Path:
     """``path`` (relative to ``base``, or absolute) resolved, refused unless inside the workspace."""
+    check_path_text(path)
     found = Path(os.path.realpath(base / path))
     if not is_within(found, workspace):
         raise ToolFailure(ErrorCode.OUTSIDE_WORKSPACE, f"{what} {path!r} is outside the workspace")

@@ -48,6 +48,7 @@ from kernel_ext.sandbox.spec import Confinement, is_within
 from kernel_ext.sandbox.spill import attach_spill
 from kernel_ext.sandbox.supervisor import Pump, spawn
 from kernel_ext.sandbox.tiers import OFF_WARNING, Tier, TierChoice, launch
+from kernel_ext.workspace.fence import check_path_text
 
 log = logging.getLogger(__name__)
 KILL_GRACE_S = 3.0
@@ -132,6 +133,7 @@ class ShellSession:
     def _working_dir(self, working_dir: str | os.PathLike[str] | None) -> Path | None:
         if working_dir is None:
             return None
+        check_path_text(os.fspath(working_dir))
         path = Path(os.path.realpath(self.conf.workspace / working_dir))
         if not is_within(path, self.conf.workspace):
             raise ToolFailure(ErrorCode.OUTSIDE_WORKSPACE, f"working_dir {str(working_dir)!r} is outside the workspace")

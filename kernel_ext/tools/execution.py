@@ -67,17 +67,20 @@ def _outcome(record: CommandRecord, extra: dict[str, Any] | None = None) -> Tool
     raise ToolFailure(code, text, data)
 
 
+PLAN_CHARS = 4000  # the plan lexer's cost grows faster than linearly on bracket-heavy words
+
+
 def _proposal(ctx: ToolContext, command: str, working_dir: str | None, timeout: str) -> Preparation:
     service = _shell(ctx)
     tier = service.describe()["sandbox_tier"]
     where = working_dir or "the shell's current folder"
     from kernel_ext.sandbox.plan import classify
 
+    header = f"run in the {tier} sandbox ({where}, timeout {timeout}):\n$ {command}"
+    if len(command) > PLAN_CHARS:  # the card still shows the command; a static plan of it is not worth the wait
+        return Preparation(proposal=f"{header}\nrisk: unknown (over {PLAN_CHARS} characters: not planned)", data={"risk": "unknown"})
     plan = classify(command)
-    return Preparation(
-        proposal=f"run in the {tier} sandbox ({where}, timeout {timeout}):\n$ {command}\n{plan.text()}",
-        data={"risk": plan.category},
-    )
+    return Preparation(proposal=f"{header}\n{plan.text()}", data={"risk": plan.category})
 
 
 def prepare_run_command(args: RunCommandArgs, ctx: ToolContext) -> Preparation:

@@ -86,8 +86,7 @@ class Workspace:
         text = os.fspath(path)
         if not isinstance(text, str) or not text.strip():
             raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "path is empty")
-        if "\x00" in text:
-            raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "path contains a NUL byte")
+        check_path_text(text)
         candidate = PurePosixPath(text)
         if candidate.is_absolute():
             for root in sorted(self.roots, key=lambda r: len(r.parts), reverse=True):
@@ -243,6 +242,24 @@ class Workspace:
         except UnicodeDecodeError:
             shown = path.display if isinstance(path, Location) else path
             raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"{shown!r} is not UTF-8 text") from None
+
+
+NAME_MAX_BYTES = 255
+PATH_MAX_BYTES = 4096
+
+
+def check_path_text(text: str) -> None:
+    """Refuse, by name, path text the operating system would reject unnamed (NUL, bad Unicode, too long)."""
+    if "\x00" in text:
+        raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "path contains a NUL byte")
+    try:
+        encoded = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "path is not valid Unicode text (a lone surrogate)") from None
+    if len(encoded) > PATH_MAX_BYTES:
+        raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"path is longer than {PATH_MAX_BYTES} bytes")
+    if any(len(part.encode("utf-8")) > NAME_MAX_BYTES for part in text.split("/")):
+        raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"a path component is longer than {NAME_MAX_BYTES} bytes")
 
 
 def _normal_parts(parts: Iterable[str], original: str) -> list[str]:

@@ -1,0 +1,119 @@
+"""What every bench script reports, in one shape: ``Figure`` records and the line that carries them.
+
+A bench script keeps its human output and, at the end of ``main()``, calls ``emit(figures)``:
+one line ``BENCH-FIGURES <json>`` that ``bench/run_all.py`` finds in its stdout. A figure is a
+median with its min and max, the baseline measured in the same run (name and median), the
+BESSER 8.4.1 figure when its code path was driven, and the issue's target with whether it
+was met. Standard library only, so a script can import it before anything heavy.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PREFIX = "BENCH-FIGURES "
+
+_OPS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
+
+
+@dataclass
+class Target:
+    """A bound on a figure: on its median (``x`` empty) or on its ratio to the baseline (``x``)."""
+
+    op: str
+    bound: float
+    on_ratio: bool = False
+
+    def text(self, unit: str) -> str:
+        return f"{self.op} {self.bound:g}x baseline" if self.on_ratio else f"{self.op} {self.bound:g} {unit}"
+
+
+@dataclass
+class Figure:
+    """One measured figure, side by side with what it is compared to."""
+
+    name: str
+    median: float
+    min: float
+    max: float
+    unit: str
+    baseline: str | None = None
+    baseline_median: float | None = None
+    besser: float | None = None
+    besser_name: str | None = None
+    target: str | None = None
+    met: bool | None = None
+    group: str = ""
+    note: str = ""
+    n: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline_median in (None, 0):
+            return None
+        return self.median / self.baseline_median
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ratio"] = self.ratio
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Figure:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def figure(
+    name: str,
+    samples: Sequence[float],
+    unit: str,
+    *,
+    baseline: tuple[str, Sequence[float] | float] | None = None,
+    besser: tuple[str, Sequence[float] | float] | None = None,
+    target: Target | None = None,
+    group: str = "",
+    note: str = "",
+) -> Figure:
+    """A ``Figure`` from raw samples; baselines and BESSER figures may be samples or a median."""
+    values = list(samples)
+    if not values:
+        raise ValueError(f"figure {name!r} has no samples")
+    fig = Figure(name, statistics.median(values), min(values), max(values), unit, group=group, note=note, n=len(values))
+    if baseline is not None:
+        fig.baseline, fig.baseline_median = baseline[0], _median(baseline[1])
+    if besser is not None:
+        fig.besser_name, fig.besser = besser[0], _median(besser[1])
+    if target is not None:
+        fig.target = target.text(unit)
+        value = fig.ratio if target.on_ratio else fig.median
+        fig.met = None if value is None else bool(_OPS[target.op](value, target.bound))
+    return fig
+
+
+def _median(value: Sequence[float] | float) -> float:
+    if isinstance(value, (int, float)):
+        return float(value)
+    return statistics.median(list(value))
+
+
+def emit(figures: Iterable[Figure]) -> None:
+    """Print the machine-readable line ``run_all`` collects (the last thing a script prints)."""
+    print(PREFIX + json.dumps([f.to_json() for f in figures]), flush=True)
+
+
+def collect(stdout: str) -> list[Figure] | None:
+    """The figures in a script's output (the last ``BENCH-FIGURES`` line), or None when it has none."""
+    found = None
+    for line in stdout.splitlines():
+        if line.startswith(PREFIX):
+            found = line[len(PREFIX) :]
+    if found is None:
+        return None
+    return [Figure.from_json(item) for item in json.loads(found)]

@@ -1,0 +1,1 @@
+"""F11 fault and soak tests: kills, drops, full disks, and nothing leaked."""
