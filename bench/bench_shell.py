@@ -29,7 +29,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT)]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+from common import Target, emit, figure  # noqa: E402
 
 ROUNDS = 3
 ROUND_TRIPS = 200
@@ -82,7 +84,7 @@ def _row(name: str, rounds: list[float], base: list[float] | None = None, unit: 
     print(f"  {name:<44} {_fmt(rounds, unit)}{ratio}")
 
 
-def bench_round_trip(workspace: Path, home: Path) -> None:
+def bench_round_trip(workspace: Path, home: Path) -> list:
     from kernel_ext.sandbox.registry import SessionRegistry
     from kernel_ext.sandbox.session import ShellSession
     from kernel_ext.sandbox.tiers import choose_tier
@@ -102,9 +104,11 @@ def bench_round_trip(workspace: Path, home: Path) -> None:
     print("1. round trip, p50 per round (target: session <= 2x bare subprocess)")
     _row("subprocess.run(['true'])", bare)
     _row("session.run('true') [bwrap]", session, bare)
+    return [figure("session round trip 'true'", session, "ms", baseline=("subprocess.run(['true'])", bare),
+                   target=Target("<=", 2.0, on_ratio=True), group="shell")]
 
 
-def bench_first_command(workspace: Path, home: Path) -> None:
+def bench_first_command(workspace: Path, home: Path) -> list:
     from kernel_ext.sandbox.registry import SessionRegistry
     from kernel_ext.sandbox.session import ShellSession
     from kernel_ext.sandbox.tiers import choose_tier
@@ -124,9 +128,11 @@ def bench_first_command(workspace: Path, home: Path) -> None:
     print("2. first command of a session (target: <= 20 ms)")
     _row("subprocess.run(['true'])", bare)
     _row("new session + 'true' [bwrap]", first, bare)
+    return [figure("first command of a new session", first, "ms", baseline=("subprocess.run(['true'])", bare),
+                   target=Target("<=", 20.0), group="shell")]
 
 
-def bench_one_off(workspace: Path, home: Path) -> None:
+def bench_one_off(workspace: Path, home: Path) -> list:
     from kernel_ext.sandbox.oneoff import run_confined
 
     bare_argv = ["bwrap", "--ro-bind", "/", "/", "true"]
@@ -152,6 +158,14 @@ def bench_one_off(workspace: Path, home: Path) -> None:
     _row("run_confined(network=True) [prepared]", rows["on_net"], rows["bare"])
     _row("run_confined, built on demand (home=...)", rows["cold"], rows["bare"])
     _row("run_confined back-to-back, no pause", rows["back_to_back"], rows["bare"])
+    bare = ("bwrap --ro-bind / / true", rows["bare"])
+    one_off = Target("<=", 1.3, on_ratio=True)
+    return [
+        figure("one-off confined, network off (prepared)", rows["off_net"], "ms", baseline=bare, target=one_off, group="shell"),
+        figure("one-off confined, network on (prepared)", rows["on_net"], "ms", baseline=bare, target=one_off, group="shell"),
+        figure("one-off confined, built on demand", rows["cold"], "ms", baseline=bare, target=one_off, group="shell"),
+        figure("one-off confined, back to back", rows["back_to_back"], "ms", baseline=bare, target=one_off, group="shell"),
+    ]
 
 
 def _flood_child(workspace: Path, home: Path, command: str) -> dict:
@@ -162,7 +176,7 @@ def _flood_child(workspace: Path, home: Path, command: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def bench_flood(workspace: Path, home: Path) -> None:
+def bench_flood(workspace: Path, home: Path) -> list:
     wall, base_wall, extra_mb, base_extra_mb = [], [], [], []
     checks = []
     for _ in range(ROUNDS):
@@ -185,6 +199,13 @@ def bench_flood(workspace: Path, home: Path) -> None:
     _row("peak RSS growth, > /dev/null", base_extra_mb, unit="MB")
     _row("peak RSS growth, captured", extra_mb, unit="MB")
     print(f"  capped + tail kept + spill file written in every repetition: {all(checks)} ({sum(checks)}/{len(checks)})")
+    note = f"capped, tail kept and spilled in {sum(checks)}/{len(checks)}"
+    return [
+        figure("200 MB flood captured", wall, "ms", baseline=("flood > /dev/null", base_wall),
+               target=Target("<=", 1.3, on_ratio=True), group="shell", note=note),
+        figure("200 MB flood: peak RSS growth", extra_mb, "MB", baseline=("> /dev/null", base_extra_mb),
+               target=Target("<=", 16.0), group="shell"),
+    ]
 
 
 def main() -> None:
@@ -200,10 +221,9 @@ def main() -> None:
     home.mkdir()
     try:
         print(f"sandboxed shell bench: {ROUNDS} rounds, medians [min-max of round medians]; python {sys.version.split()[0]}")
-        bench_round_trip(workspace, home)
-        bench_first_command(workspace, home)
-        bench_one_off(workspace, home)
-        bench_flood(workspace, home)
+        figures = [*bench_round_trip(workspace, home), *bench_first_command(workspace, home),
+                   *bench_one_off(workspace, home), *bench_flood(workspace, home)]
+        emit(figures)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
