@@ -5,8 +5,7 @@
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from kernel_ext.lazy import lazy_exports
 
 _EXPORTS = {
     "RunState": "widgets.state",
@@ -19,7 +18,4 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'widgets' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports("widgets", _EXPORTS)

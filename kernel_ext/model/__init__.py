@@ -7,8 +7,7 @@ Public names are resolved lazily from their modules.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from kernel_ext.lazy import lazy_exports
 
 _EXPORTS = {
     "LoadedModel": "kernel_ext.model.loading",
@@ -39,12 +38,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kernel_ext.model' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports('kernel_ext.model', _EXPORTS)

@@ -12,7 +12,7 @@ Imports are lazy (``%load_ext`` stays fast). The names most callers need:
 
 from __future__ import annotations
 
-import importlib
+from kernel_ext.lazy import lazy_exports
 
 _EXPORTS = {
     "run_confined": "oneoff",
@@ -57,8 +57,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kernel_ext.sandbox' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"kernel_ext.sandbox.{module}"), name)
+__getattr__, __dir__ = lazy_exports("kernel_ext.sandbox", {name: f"kernel_ext.sandbox.{module}" for name, module in _EXPORTS.items()})
