@@ -31,6 +31,7 @@ class EventLog:
         self._changed = asyncio.Event()  # binds to a loop only when first awaited
         self._listeners: list[Callable[[BaseEvent], Any]] = []
         self._file = None
+        self.persist_error = ""  # set when events.jsonl could not be written
 
     # -- writing --------------------------------------------------------------------------
 
@@ -51,20 +52,31 @@ class EventLog:
         return event
 
     def _persist(self, event: BaseEvent) -> None:
-        if self.path is None:
+        """Append one line. The first failure (a full disk) raises, so the run ends; after it,
+        events stay in memory only, so the run's ``error`` and ``done`` still reach followers."""
+        if self.path is None or self.persist_error:
             return
-        if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for the run
-        self._file.write(event.model_dump_json() + "\n")
-        self._file.flush()
+        try:
+            if self._file is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for the run
+            self._file.write(event.model_dump_json() + "\n")
+            self._file.flush()
+        except OSError as exc:
+            self.persist_error = f"{self.path.name} cannot be written: {exc.strerror or exc}"
+            log.error("run %s: %s; later events stay in memory only", self.run_id, self.persist_error)
+            self.close_file()
+            raise
         if event.type in TERMINAL_TYPES:
             self.close_file()
 
     def close_file(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        handle, self._file = self._file, None
+        if handle is not None:
+            try:
+                handle.close()
+            except OSError:  # a full disk refuses the final flush too; the log already said so
+                pass
 
     def add_listener(self, listener: Callable[[BaseEvent], Any]) -> None:
         """A synchronous callback for every new event (the in-process widget uses this)."""

@@ -24,6 +24,7 @@ from kernel_ext.pipeline.options import OperatorSettings, RunRequest, ScenarioRe
 from kernel_ext.pipeline.run import Run, RunBody, load_finished, start_run
 from kernel_ext.secrets import is_secret_name
 from kernel_ext.server.kinds import kind_of, resolve_body
+from kernel_ext.workspace.publish import sweep_temporaries
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,10 @@ class RunManager:
             if events.closed:
                 continue
             _end_with_newline(path)
+            if (entry / "app").is_dir():
+                left = sweep_temporaries(entry / "app")  # half-written files of a publish the kill cut short
+                if left:
+                    log.info("run %s: removed %d temporaries of interrupted writes", entry.name, len(left))
             events.known_secrets = self.known_secrets
             events.emit("done", status="interrupted", summary=INTERRUPTED_SUMMARY)
             events.close_file()

@@ -53,6 +53,21 @@ def is_temp_name(name: str) -> bool:
     return name.startswith(".") and TEMP_MARKER in name
 
 
+def sweep_temporaries(root: str | os.PathLike[str]) -> list[str]:
+    """Remove temporaries a killed process left under ``root`` (links never followed); their paths.
+
+    Only safe when no publish is in flight there: the server calls it for runs it recovers.
+    """
+    removed = []
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        for name in files:
+            path = os.path.join(folder, name)
+            if is_temp_name(name) and not os.path.islink(path):
+                os.unlink(path)
+                removed.append(os.path.relpath(path, root))
+    return removed
+
+
 def publish(
     workspace: Workspace,
     path: str | Location,

@@ -56,10 +56,6 @@ def test_an_event_log_on_a_full_disk_stays_readable_and_recovers(full_disk):
 
 
 @tiny_disk
-@pytest.mark.xfail(strict=True, reason=(
-    "F8/F9 finding (kernel_ext/pipeline/run.py, bus.py): when events.jsonl cannot be written (disk full), emit() "
-    "raises after appending in memory; _guarded's own error event raises again, so no 'done' is ever appended: the "
-    "run task dies with OSError, Run.wait() returns None and live SSE followers wait forever for the end"))
 def test_a_run_whose_log_cannot_be_written_still_ends_for_its_followers(full_disk):
     events = full_disk["events"]
     assert events["memory_last"] == "done" and events["done"] == "failed", events
@@ -78,10 +74,6 @@ publish(Workspace(sys.argv[2]), sys.argv[3], b"NEW CONTENT\\n" * 1000)
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "F9/F2 finding: a server killed between a publish's temporary write and its rename leaves "
-    "'.<name>.besser-tmp-<hex>' in the run's workspace; recovery does not remove it and the run archive "
-    "(handlers/archive.py is_internal checks only '.besser*' names) ships it as a file of the app"))
 def test_temporaries_of_an_interrupted_publish_are_gone_after_recovery(tmp_path):
     run_id = "20250102-030405-c0ffee"
     run_dir = tmp_path / "runs" / run_id

@@ -22,13 +22,14 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from kernel_ext.server.handlers.base import BesserHandler
+from kernel_ext.workspace.publish import is_temp_name
 
 EXCLUDED_NAMES = frozenset({".besser", ".besser_command_output", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules", ".venv"})
 CHUNK = 64 * 1024
 
 
 def is_internal(name: str) -> bool:
-    return name in EXCLUDED_NAMES or name.startswith(".besser")
+    return name in EXCLUDED_NAMES or name.startswith(".besser") or is_temp_name(name)
 
 
 def write_archive(run_dir: Path, out: IO[bytes]) -> int:
