@@ -8,8 +8,9 @@ downstream (widgets, notebooks, logs, ``events.jsonl``) ever holds the value.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 REDACTED = "[redacted]"
@@ -69,3 +70,19 @@ def redact(value: Any, known: Iterable[str] = ()) -> Any:
     if isinstance(value, str):
         return redact_text(value, known)
     return value
+
+
+def secret_values(environ: Mapping[str, str] | None = None, extra: Iterable[str] = ()) -> tuple[str, ...]:
+    """Values of secret-named variables (and ``extra``): redacted from every event of a run.
+
+    Only values shaped like credentials count (12+ characters, no spaces, not a path), so a
+    variable such as ``AUTH_MODE=enabled`` cannot blank a common word out of every event.
+    """
+    env = os.environ if environ is None else environ
+    values = {v for k, v in env.items() if _credential_shaped(v) and is_secret_name(k)}
+    values.update(v for v in extra if v)
+    return tuple(sorted(values))
+
+
+def _credential_shaped(value: str) -> bool:
+    return len(value) >= 12 and not any(c.isspace() for c in value) and not value.startswith(("/", "~", "."))

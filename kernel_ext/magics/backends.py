@@ -22,8 +22,9 @@ from kernel_ext.magics.client import (
 from kernel_ext.magics.loop import LoopRunner
 from kernel_ext.pipeline.options import OperatorSettings
 from kernel_ext.pipeline.run import Run
+from kernel_ext.secrets import secret_values
 from kernel_ext.server.kinds import RequestRefused, parse_request
-from kernel_ext.server.manager import RunManager, secret_values
+from kernel_ext.server.manager import RunManager
 from kernel_ext.server.report import describe_configuration
 
 

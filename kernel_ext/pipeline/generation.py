@@ -14,6 +14,7 @@ from typing import Any
 from kernel_ext.pipeline.layout import RunLayout
 from kernel_ext.pipeline.options import OperatorSettings, RunRequest
 from kernel_ext.pipeline.run import Run, RunBody, RunContext, start_run
+from kernel_ext.secrets import secret_values
 
 
 def generation_body(request: RunRequest, operator: OperatorSettings, *, model: Any = None, provider: Any = None) -> RunBody:
@@ -75,7 +76,7 @@ def generate(
         for folder in (layout.app_dir, layout.home_dir, layout.snapshots_dir):
             folder.mkdir(parents=True, exist_ok=True)
     body = generation_body(run_request, operator, model=_load_model_value(model), provider=None if spec else provider)
-    run = start_run(body, layout, options=run_request, known_secrets=_known_secrets())
+    run = start_run(body, layout, options=run_request, known_secrets=secret_values())
     if approver is not None:
         run.context.approver.on_request = _answer_with(approver, run)
     return run
@@ -139,14 +140,6 @@ def shipped_cassette(name: str) -> Path | None:
     """A cassette shipped with the package, by name (``replay:library-jwt``)."""
     candidate = Path(__file__).resolve().parent.parent / "scenarios" / "data" / f"{name}.cassette.jsonl"
     return candidate if name and "/" not in name and candidate.is_file() else None
-
-
-def _known_secrets() -> tuple[str, ...]:
-    import os
-
-    from kernel_ext.secrets import is_secret_name
-
-    return tuple(v for k, v in os.environ.items() if is_secret_name(k) and len(v) >= 12 and " " not in v)
 
 
 def _close_run_resources(ctx: RunContext) -> None:

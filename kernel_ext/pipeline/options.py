@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kernel_ext.sandbox.config import env_flag
+
 ApproveMode = Literal["none", "edits", "shell", "all"]
 
 
@@ -44,11 +46,6 @@ class ScenarioRequest(BaseModel):
     allow: list[Literal["edit", "test"]] = Field(default_factory=lambda: ["edit", "test"])
 
 
-def _env_flag(name: str, environ: dict[str, str] | None = None) -> bool:
-    value = (environ if environ is not None else os.environ).get(name, "")
-    return value.strip().lower() in ("1", "true", "yes", "on")
-
-
 @dataclass(frozen=True)
 class OperatorSettings:
     """Decisions of whoever started the server or called the library; never of a request."""
@@ -66,8 +63,8 @@ class OperatorSettings:
         """Environment at start-up, with explicit arguments (library callers) taking precedence."""
         env = environ if environ is not None else dict(os.environ)
         values: dict[str, Any] = {
-            "shell_tools_enabled": _env_flag("BESSER_LLM_ENABLE_SHELL_TOOLS", env),
-            "toolchain_validation": _env_flag("BESSER_LLM_ENABLE_TOOLCHAIN_VALIDATION", env),
+            "shell_tools_enabled": env_flag(env.get("BESSER_LLM_ENABLE_SHELL_TOOLS")),
+            "toolchain_validation": env_flag(env.get("BESSER_LLM_ENABLE_TOOLCHAIN_VALIDATION")),
             "sandbox_policy": env.get("BESSER_SANDBOX", "auto") or "auto",
             "provider": env.get("BESSER_LLM_PROVIDER") or None,
             "llm_model": env.get("BESSER_LLM_MODEL") or None,

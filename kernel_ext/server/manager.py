@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ from kernel_ext.pipeline.bus import EventLog
 from kernel_ext.pipeline.layout import RUN_ID_PATTERN, RunLayout
 from kernel_ext.pipeline.options import OperatorSettings, RunRequest, ScenarioRequest
 from kernel_ext.pipeline.run import Run, RunBody, load_finished, start_run
-from kernel_ext.secrets import is_secret_name
 from kernel_ext.server.kinds import kind_of, resolve_body
 from kernel_ext.workspace.publish import sweep_temporaries
 
@@ -30,22 +28,6 @@ log = logging.getLogger(__name__)
 
 HOST_FILE = "host"  # in .besser/: "<hostname> <pid>" of the process hosting the run
 INTERRUPTED_SUMMARY = "the server stopped while this run was in flight; nothing is running for it any more"
-
-
-def secret_values(environ: Mapping[str, str] | None = None, extra: Iterable[str] = ()) -> tuple[str, ...]:
-    """Values of secret-named variables (and ``extra``): redacted from every event of a run.
-
-    Only values shaped like credentials count (12+ characters, no spaces, not a path), so a
-    variable such as ``AUTH_MODE=enabled`` cannot blank a common word out of every event.
-    """
-    env = os.environ if environ is None else environ
-    values = {v for k, v in env.items() if _credential_shaped(v) and is_secret_name(k)}
-    values.update(v for v in extra if v)
-    return tuple(sorted(values))
-
-
-def _credential_shaped(value: str) -> bool:
-    return len(value) >= 12 and not any(c.isspace() for c in value) and not value.startswith(("/", "~", "."))
 
 
 class RunManager:

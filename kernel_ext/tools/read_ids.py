@@ -109,10 +109,6 @@ class ReadStore:
 
     # -- whole-file knowledge -----------------------------------------------------------------
 
-    def was_read(self, key: str) -> bool:
-        """Whether any version of ``key`` was shown in this run (the checklist's "existing" rule)."""
-        return key in self._seen or key in self._known
-
     def known_version(self, key: str) -> str | None:
         """The digest of the last version of ``key`` that was seen whole, if any."""
         return self._known.get(key)

@@ -23,7 +23,6 @@ from kernel_ext.errors import ToolFailure
 from kernel_ext.tools.base import Category, ToolArgs, ToolContext, ToolOutcome, ToolSpec
 from kernel_ext.tools.evidence import evidence_log
 from kernel_ext.tools.read_ids import read_store
-from kernel_ext.workspace.locks import lock_key
 
 SERVICE = "task_list"
 Verifier = Callable[[], "Awaitable[tuple[bool, str]] | tuple[bool, str]"]
@@ -185,7 +184,7 @@ def _check_evidence(ctx: ToolContext, item: EvidenceItem, *, existing: bool) -> 
     workspace = ctx.service("workspace")
     loc = workspace.locate(item.path)
     if existing:
-        if not read_store(ctx.state).was_read(lock_key(loc)):
+        if not read_store(ctx.state).was_read(loc):
             raise ToolFailure("evidence_not_read", f"read {item.path!r} in this run before citing it as existing code")
     else:
         writes = [r for r in evidence_log(ctx.state).for_path(loc.display) if not r.deleted]

@@ -24,7 +24,7 @@ from kernel_ext.boundary import (
 )
 from kernel_ext.pipeline.bus import EventLog
 from kernel_ext.pipeline.reporting import report_call, report_result
-from kernel_ext.server.manager import secret_values
+from kernel_ext.secrets import secret_values
 from kernel_ext.tools.base import RunState, ToolContext
 from kernel_ext.tools.registry import default_catalog
 from kernel_ext.validation.apphost import AppHost
