@@ -28,7 +28,8 @@ def test_list_prints_provider_schemas(project):
     proc = cli("tool", "--workspace", str(project), "--list")
     assert proc.returncode == 0
     schemas = json.loads(proc.stdout)
-    assert isinstance(schemas, list)
+    assert {"read_file", "replace_file_lines", "write_file"} <= {s["name"] for s in schemas}
+    assert "run_command" not in {s["name"] for s in schemas}  # shell tools are never offered without the operator
     for schema in schemas:
         assert set(schema) == {"name", "description", "parameters"}
         assert schema["parameters"]["type"] == "object"

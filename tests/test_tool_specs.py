@@ -33,6 +33,7 @@ def test_duplicate_names_are_rejected():
 
 def test_default_catalog_loads_and_is_unique():
     catalog = default_catalog()
+    assert {"read_file", "write_file", "test_api", "query_class", "sh_run"} <= set(catalog.names())
     assert len(set(catalog.names())) == len(catalog)
     for spec in catalog:
         assert spec.description and spec.json_schema()["type"] == "object"
