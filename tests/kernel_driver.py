@@ -1,8 +1,10 @@
 """A real ipykernel driven over ZMQ with jupyter_client, as a front end would drive it.
 
-It records every widget model the kernel opens (``comm_open`` on iopub) and its updates, and
-clicks a button by sending the comm message the ipywidgets front end sends:
-``{"method": "custom", "content": {"event": "click"}}``.
+It records every widget model the kernel opens (``comm_open`` on iopub) and its updates, the
+text each request printed (keyed by the request, as a front end files outputs under their
+cell), and clicks a button by sending the comm message the ipywidgets front end sends:
+``{"method": "custom", "content": {"event": "click"}}``. Several requests can be in flight at
+once (a cell still running while the next is queued), as when a person runs all cells.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ class KernelDriver:
         self.client = manager.client()
         self.widgets: dict[str, dict[str, Any]] = {}  # comm_id -> latest state, in opening order
         self.clicked: set[str] = set()
-        self._reader: asyncio.Task | None = None
+        self.printed: dict[str, str] = {}  # request msg_id -> its stream text
+        self._replies: dict[str, asyncio.Future] = {}
+        self._readers: list[asyncio.Task] = []
 
     @classmethod
     async def start(cls, cwd: Path, env: dict[str, str]) -> KernelDriver:
@@ -41,14 +45,14 @@ class KernelDriver:
         driver = cls(manager)
         driver.client.start_channels()
         await driver.client.wait_for_ready(timeout=60)
-        driver._reader = asyncio.ensure_future(driver._read_iopub())
+        driver._readers = [asyncio.ensure_future(driver._read_iopub()), asyncio.ensure_future(driver._read_shell())]
         return driver
 
     async def stop(self) -> None:
-        if self._reader is not None:
-            self._reader.cancel()
+        for reader in self._readers:
+            reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._reader
+                await reader
         self.client.stop_channels()
         await self.manager.shutdown_kernel(now=True)
 
@@ -56,20 +60,32 @@ class KernelDriver:
         while True:
             message = await self.client.get_iopub_msg()
             kind, content = message["header"]["msg_type"], message["content"]
-            if kind == "comm_open" and content.get("target_name") == "jupyter.widget":
+            if kind == "stream":
+                parent = message["parent_header"].get("msg_id", "")
+                self.printed[parent] = self.printed.get(parent, "") + content.get("text", "")
+            elif kind == "comm_open" and content.get("target_name") == "jupyter.widget":
                 self.widgets[content["comm_id"]] = dict(content["data"].get("state", {}))
             elif kind == "comm_msg" and content.get("comm_id") in self.widgets:
                 data = content.get("data", {})
                 if data.get("method") in ("update", "echo_update"):
                     self.widgets[content["comm_id"]].update(data.get("state", {}))
 
-    async def execute(self, code: str, timeout: float = 60, **expressions: str) -> dict[str, Any]:
-        """Run ``code``; the values of ``expressions`` (their text/plain) by name. Fails on an error."""
-        msg_id = self.client.execute(code, user_expressions=expressions)
+    async def _read_shell(self) -> None:
         while True:
-            reply = await self.client.get_shell_msg(timeout=timeout)
-            if reply["parent_header"].get("msg_id") == msg_id:
-                break
+            message = await self.client.get_shell_msg()
+            waiter = self._replies.get(message["parent_header"].get("msg_id", ""))
+            if waiter is not None and not waiter.done():
+                waiter.set_result(message)
+
+    def send(self, code: str, **expressions: str) -> str:
+        """Queue ``code`` for execution without waiting; its request id."""
+        msg_id = self.client.execute(code, user_expressions=expressions)
+        self._replies[msg_id] = asyncio.get_running_loop().create_future()
+        return msg_id
+
+    async def reply(self, msg_id: str, timeout: float = 60) -> dict[str, Any]:
+        """The reply to a request sent earlier; the values of its ``expressions``. Fails on an error."""
+        reply = await asyncio.wait_for(self._replies[msg_id], timeout)
         content = reply["content"]
         assert content["status"] == "ok", f"{content.get('ename')}: {content.get('evalue')}"
         values = {}
@@ -77,6 +93,19 @@ class KernelDriver:
             assert value["status"] == "ok", f"{name}: {value.get('ename')}: {value.get('evalue')}"
             values[name] = value["data"]["text/plain"]
         return values
+
+    async def execute(self, code: str, timeout: float = 60, **expressions: str) -> dict[str, Any]:
+        """Run ``code``; the values of ``expressions`` (their text/plain) by name. Fails on an error."""
+        return await self.reply(self.send(code, **expressions), timeout)
+
+    async def printed_by(self, msg_id: str, text: str, timeout: float = 60) -> None:
+        """Until request ``msg_id`` has printed ``text``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while text not in self.printed.get(msg_id, ""):
+            if loop.time() > deadline:
+                raise AssertionError(f"{msg_id} did not print {text!r}: {self.printed.get(msg_id, '')!r}")
+            await asyncio.sleep(0.02)
 
     def buttons(self, description: str) -> list[str]:
         return [cid for cid, state in self.widgets.items() if state.get("_model_name") == "ButtonModel" and state.get("description") == description]

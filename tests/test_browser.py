@@ -4,9 +4,12 @@ The test copies notebook 01 into a fresh folder, starts ``jupyter lab`` there (l
 random token, the extension enabled by the install) and, as a person would: opens the
 notebook, runs all cells, waits for the approval card, clicks **Approve**, and waits for the
 timeline to reach ``done`` and the request report to render. Nothing in the notebook is
-scripted here: the cards are left to the click (``BESSER_NOTEBOOK_APPROVER`` is unset). The
-screenshots go to ``tests/artifacts/browser/``. When the browser cannot start on a machine,
-the test is skipped with the reason printed.
+scripted here: the cards are left to the click (``BESSER_NOTEBOOK_APPROVER`` is unset), and
+the click lands while the cell awaiting the run is still busy. It runs once on ipykernel 7 and
+once on ipykernel 6 (``kernel_flavours``; a kernel spec on the server's ``JUPYTER_PATH`` points
+the notebook's ``python3`` at it, and a first cell added to the copy prints and checks the
+version). The screenshots go to ``tests/artifacts/browser/<flavour>/``. When the browser
+cannot start on a machine, the test is skipped with the reason printed.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ import time
 from pathlib import Path
 
 import httpx
+import nbformat
 import pytest
+from kernel_flavours import FLAVOURS, MAJOR, flavour_env, version_check
 
 pytestmark = pytest.mark.slow
 
@@ -80,12 +85,32 @@ def browser(tmp_path):
             context.close()
 
 
+def copy_lesson(root: Path, flavour: str) -> None:
+    """Notebook 01 as committed, with a first cell that proves which kernel runs it."""
+    notebook = nbformat.read(ROOT / "notebooks" / NOTEBOOK, as_version=4)
+    proof = "import ipykernel\nprint('kernel: ipykernel', ipykernel.__version__)\n" + version_check(flavour)
+    notebook.cells.insert(0, nbformat.v4.new_code_cell(proof))
+    nbformat.write(notebook, root / NOTEBOOK)
+
+
+def kernel_spec(data_dir: Path, flavour: str) -> None:
+    """For ipykernel 6: a ``python3`` spec in ``JUPYTER_PATH`` (searched first) that starts it."""
+    if flavour == "ipykernel7":
+        return
+    spec = data_dir / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    env = {"PYTHONPATH": flavour_env(flavour)["PYTHONPATH"]}
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "env": env, "display_name": "Python 3", "language": "python"}))
+
+
 @pytest.fixture
-def lab(tmp_path):
+def lab(tmp_path, flavour):
     """JupyterLab on a copy of notebook 01, with the extension; (url, token, root)."""
     root = tmp_path / "lab"
     root.mkdir()
-    shutil.copyfile(ROOT / "notebooks" / NOTEBOOK, root / NOTEBOOK)
+    copy_lesson(root, flavour)
+    kernel_spec(tmp_path / "jupyter-path", flavour)
     config_dir = tmp_path / "jupyter-config"
     for name, settings in LAB_SETTINGS.items():
         path = config_dir / "lab" / "user-settings" / name
@@ -94,6 +119,7 @@ def lab(tmp_path):
     token, port = secrets.token_hex(16), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BESSER_AGENT_", "BESSER_NOTEBOOK_", "JUPYTER"))}
     env.update({"JUPYTER_CONFIG_DIR": str(config_dir), "JUPYTER_DATA_DIR": str(tmp_path / "jupyter-data"),
+                "JUPYTER_PATH": str(tmp_path / "jupyter-path"),  # searched before the environment's specs
                 "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"),
                 "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "lab-workspaces")})
     argv = [str(Path(sys.executable).with_name("jupyter")), "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
@@ -126,38 +152,41 @@ def lab(tmp_path):
                 process.wait(10)
 
 
-def shoot(page, name: str, locator=None) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
+def shoot(page, folder: Path, name: str, locator=None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
     if locator is not None:
         locator.scroll_into_view_if_needed()
     page.screenshot(path=str(path))
     return path
 
 
-def test_notebook_01_in_a_real_browser(browser, lab):
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_notebook_01_in_a_real_browser(browser, lab, flavour):
     url, token, root = lab
+    shots = ARTIFACTS / flavour
     page = browser.new_page()
     page.set_default_timeout(60_000)
     page.goto(f"{url}/lab/tree/{NOTEBOOK}?token={token}")
     try:
-        run_the_lesson(page, root)
+        run_the_lesson(page, root, shots, MAJOR[flavour])
     finally:
-        shoot(page, "last-state")  # whatever the page showed at the end (a failure's evidence)
+        shoot(page, shots, "last-state")  # whatever the page showed at the end (a failure's evidence)
 
 
-def run_the_lesson(page, root: Path) -> None:
+def run_the_lesson(page, root: Path, shots: Path, major: str) -> None:
     page.locator(".jp-RenderedMarkdown h1", has_text="Prototyping a Library backend").first.wait_for()
     page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=120_000)
 
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
 
+    page.get_by_text(f"kernel: ipykernel {major}.").first.wait_for(timeout=120_000)
     approve = page.locator("button.jupyter-button:not([disabled])", has_text="Approve")
     approve.first.wait_for(timeout=180_000)
     card = page.locator(".widget-vbox", has=page.locator("button", has_text="Approve")).last
     card.get_by_text("test_api").first.wait_for()
-    shoot(page, "1-approval-card", card)
+    shoot(page, shots, "1-approval-card", card)
     approve.first.click()
 
     done = page.get_by_text("done: completed").first
@@ -167,12 +196,12 @@ def run_the_lesson(page, root: Path) -> None:
     timeline = page.locator(".widget-html-content", has_text="provider: replay").first
     assert "validate" in timeline.inner_text() and "sandbox:" in timeline.inner_text()
     header.evaluate("element => element.scrollIntoView({block: 'start'})")
-    shoot(page, "2-timeline-done")
-    shoot(page, "3-done-authorship", page.locator(".widget-html-content", has_text="authorship").first)
+    shoot(page, shots, "2-timeline-done")
+    shoot(page, shots, "3-done-authorship", page.locator(".widget-html-content", has_text="authorship").first)
 
     report = page.get_by_text("5/5 requests passed").first
     report.wait_for(timeout=180_000)
-    shoot(page, "4-request-report", report)
+    shoot(page, shots, "4-request-report", report)
 
     assert page.locator("text=Traceback").count() == 0
     assert page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0

@@ -1,7 +1,9 @@
 # ruff: noqa: F811 - fixtures imported from jupyter_fixtures are requested by name
 """Real kernels: ``%load_ext kernel_ext``, a run started by the magic, the Approve click sent as
 a comm message to the card's button, the run reaching ``done``; against the server extension
-(REST + SSE from the kernel) and in-process; and a notebook under nbclient."""
+(REST + SSE from the kernel) and in-process; and a notebook under nbclient. Each runs on
+ipykernel 7 and on ipykernel 6 (``kernel_flavours``), including a person's click reaching a
+cell that awaits the run while the next cell is already queued."""
 
 from __future__ import annotations
 
@@ -17,12 +19,29 @@ from jupyter_fixtures import (  # noqa: F401
     runs_dir,
 )
 from kernel_driver import KernelDriver, kernel_env
+from kernel_flavours import FLAVOURS, flavour_env, version_check
 from nbclient import NotebookClient
 
 from kernel_ext.scenarios.calculator import FIX
 from kernel_ext.scenarios import library_jwt
 from kernel_ext.server.handlers.base import STATE_KEY
 
+
+@pytest.fixture(params=FLAVOURS)
+def flavour(request) -> str:
+    return request.param
+
+
+async def start_kernel(tmp_path, flavour: str, *, with_server: bool) -> KernelDriver:
+    """A kernel of ``flavour`` that has proven its ipykernel version, with the extension loaded."""
+    kernel = await KernelDriver.start(tmp_path, flavour_env(flavour, kernel_env(with_server=with_server)))
+    try:
+        await kernel.execute(version_check(flavour))
+        await kernel.execute("%load_ext kernel_ext")
+    except BaseException:
+        await kernel.stop()
+        raise
+    return kernel
 
 
 async def approve_both_cards(kernel: KernelDriver) -> list[str]:
@@ -32,10 +51,9 @@ async def approve_both_cards(kernel: KernelDriver) -> list[str]:
     return [first, second]
 
 
-async def test_in_process_run_approved_by_comm_clicks(tmp_path):
-    kernel = await KernelDriver.start(tmp_path, kernel_env(with_server=False))
+async def test_in_process_run_approved_by_comm_clicks(tmp_path, flavour):
+    kernel = await start_kernel(tmp_path, flavour, with_server=False)
     try:
-        await kernel.execute("%load_ext kernel_ext")
         values = await kernel.execute("view = %besser scenario side-effects\ndisplay(view)", status="view.state.status", note="view.note")
         assert "in-process" in values["note"] and values["status"] != "'completed'"  # the cell returned at once
         clicked = await approve_both_cards(kernel)
@@ -49,11 +67,10 @@ async def test_in_process_run_approved_by_comm_clicks(tmp_path):
         await kernel.stop()
 
 
-async def test_kernel_follows_a_server_run_and_approves_through_it(jp_serverapp, http_server, runs_dir, tmp_path):
+async def test_kernel_follows_a_server_run_and_approves_through_it(jp_serverapp, http_server, runs_dir, tmp_path, flavour):
     manager = jp_serverapp.web_app.settings[STATE_KEY].manager
-    kernel = await KernelDriver.start(tmp_path, kernel_env(with_server=True))
+    kernel = await start_kernel(tmp_path, flavour, with_server=True)
     try:
-        await kernel.execute("%load_ext kernel_ext")
         values = await kernel.execute("view = %besser scenario side-effects\ndisplay(view)", note="view.note")
         assert "hosted by the Jupyter server" in values["note"] and "/a%40b/besser-agent/" in values["note"]
         (run,) = manager.live()
@@ -74,8 +91,34 @@ async def test_kernel_follows_a_server_run_and_approves_through_it(jp_serverapp,
         await kernel.stop()
 
 
-async def test_notebook_runs_in_process_under_nbclient(tmp_path):
+@pytest.mark.parametrize("backend", ["in-process", "server"])
+async def test_a_click_reaches_a_cell_that_awaits_the_run(jp_serverapp, http_server, runs_dir, tmp_path, flavour, backend):
+    """As a person running all cells: the cell awaiting the run is busy, the next cell is queued
+    behind it, and the Approve clicks must still reach the cards; the waiting cell's print stays
+    in its own output, and the queued cell runs after it, not inside it."""
+    kernel = await start_kernel(tmp_path, flavour, with_server=backend == "server")
+    try:
+        relay = await kernel.execute("from widgets.kernel_comms import queueing_kernel", relay="queueing_kernel() is not None")
+        assert relay["relay"] == str(flavour == "ipykernel6")  # only ipykernel 6 needs the view to pass clicks on
+        await kernel.execute("from widgets.lesson import answer_cards\nview = %besser scenario side-effects\ndisplay(view)")
+        waiting = kernel.send("state = await answer_cards(view, 'person', timeout=120)\nprint('the wait ended:', state.status)\nordered = ['waiting cell']")
+        queued = kernel.send("ordered.append('queued cell')", ordered="ordered")
+        await kernel.printed_by(waiting, "this cell waits until the run ends")  # the cell is running now
+        clicked = await approve_both_cards(kernel)
+        await kernel.reply(waiting, timeout=120)
+        assert "the wait ended: completed" in kernel.printed[waiting]
+        assert (await kernel.reply(queued))["ordered"] == "['waiting cell', 'queued cell']"
+        assert all(kernel.widgets[c].get("disabled") for c in clicked)
+        outcomes = await kernel.execute("", outcomes="[c.card.outcome for c in view.cards]")
+        assert outcomes["outcomes"] == "['executed', 'executed']"
+        assert set(kernel.printed) <= set(kernel._replies)  # nothing was printed under a click's message
+    finally:
+        await kernel.stop()
+
+
+async def test_notebook_runs_in_process_under_nbclient(tmp_path, flavour):
     cells = [
+        version_check(flavour),
         "%load_ext kernel_ext",
         "view = %besser scenario side-effects\nview",
         "card = await view.wait_for_approval(timeout=30)\ncard.approve_button.click()",
@@ -91,21 +134,21 @@ async def test_notebook_runs_in_process_under_nbclient(tmp_path):
     with pytest.MonkeyPatch.context() as patch:
         for name in ("BESSER_AGENT_URL", "BESSER_AGENT_TOKEN"):
             patch.delenv(name, raising=False)
-        await client.async_execute()
+        await client.async_execute(env=flavour_env(flavour))
     printed = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
     assert "[executed] edit" in printed and "done: completed" in printed
-    view_output = notebook.cells[1].outputs[0]["data"]
+    view_output = notebook.cells[2].outputs[0]["data"]
     assert "application/vnd.jupyter.widget-view+json" in view_output and "in-process" in view_output["text/plain"]
     models = notebook.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     assert {"VBoxModel", "HTMLModel"} <= {m["model_name"] for m in models.values()}
 
 
 @pytest.mark.slow
-async def test_generate_against_the_server_reaches_done(jp_serverapp, http_server, tmp_path):
+async def test_generate_against_the_server_reaches_done(jp_serverapp, http_server, tmp_path, flavour):
     manager = jp_serverapp.web_app.settings[STATE_KEY].manager
-    kernel = await KernelDriver.start(tmp_path, kernel_env(with_server=True))
+    kernel = await start_kernel(tmp_path, flavour, with_server=True)
     try:
-        await kernel.execute("%load_ext kernel_ext\nfrom kernel_ext.model.examples import build_library_model\nlibrary = build_library_model()")
+        await kernel.execute("from kernel_ext.model.examples import build_library_model\nlibrary = build_library_model()")
         # the shipped cassette (a replay, labelled so): every edit waits for a card's Approve click
         await kernel.execute(f"view = %besser generate library '{library_jwt.REQUEST}' --provider replay:library-jwt\ndisplay(view)")
         (run,) = manager.live()

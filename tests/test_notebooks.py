@@ -5,7 +5,9 @@ approval cards are answered by the labelled scripted host approver
 (``BESSER_NOTEBOOK_APPROVER=scripted``), and two canary secrets sit in the kernel's
 environment: an OpenAI-shaped key and a secret-named token. Every output, the stored widget
 state and the runs' event logs must be free of errors, tracebacks and secret-looking strings;
-a few content checks prove each lesson showed what it teaches.
+a few content checks prove each lesson showed what it teaches. Each notebook runs on
+ipykernel 7 and on ipykernel 6 (``kernel_flavours``; a first cell, added here and not in the
+committed file, proves which kernel ran it).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from kernel_flavours import FLAVOURS, flavour_env, version_check
 from nbclient import NotebookClient
 
 from kernel_ext.secrets import redact_text
@@ -68,8 +71,9 @@ def canaries(monkeypatch) -> dict[str, str]:
     return values
 
 
-async def execute(name: str, workdir: Path):
+async def execute(name: str, workdir: Path, flavour: str = "ipykernel7"):
     notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    notebook.cells.insert(0, nbformat.v4.new_code_cell(version_check(flavour)))
     client = NotebookClient(
         notebook,
         kernel_name="python3",
@@ -78,7 +82,7 @@ async def execute(name: str, workdir: Path):
         allow_errors=True,  # keep going, so the assertions below can name every failing cell
         resources={"metadata": {"path": str(workdir)}},
     )
-    await client.async_execute()
+    await client.async_execute(env=flavour_env(flavour))
     return notebook
 
 
@@ -110,14 +114,15 @@ def test_approver_mode_is_person_unless_scripted():
 # -- executed -----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("flavour", FLAVOURS)
 @pytest.mark.parametrize("name", notebook_names())
-async def test_notebook_runs_clean_offline(name, tmp_path, canaries):
+async def test_notebook_runs_clean_offline(name, flavour, tmp_path, canaries):
     if name == "04-shell-tools-tour":
         from kernel_ext.sandbox.tiers import choose_tier
 
         if not choose_tier("auto").available:
             pytest.skip("the shell-tools tour needs a sandbox tier, and none can start on this machine")
-    notebook = await execute(name, tmp_path)
+    notebook = await execute(name, tmp_path, flavour)
 
     errors = [
         (index, output.get("ename"), output.get("evalue"))

@@ -6,8 +6,9 @@ clicks the same buttons in an authored order and says so in the output. Which of
 answers is chosen once per notebook, from ``BESSER_NOTEBOOK_APPROVER`` (``person`` unless set
 to ``scripted``); nothing a run or a model says changes it.
 
-``answer_cards`` awaits the run either way; it relies on the kernel dispatching widget
-messages while an async cell waits (ipykernel 7), so a person's click gets through.
+``answer_cards`` awaits the run either way; a person's click reaches the card while the cell
+waits (ipykernel 7.4+ dispatches widget messages next to a running cell; on ipykernel 6 the
+view's waiting loop passes them on, see ``widgets.kernel_comms``).
 """
 
 from __future__ import annotations

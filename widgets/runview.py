@@ -3,7 +3,7 @@
 Fed one event at a time through ``apply`` (from the SSE follower, an in-process listener or a
 replayed ``events.jsonl``); the pure ``RunState`` reducer decides what changed and only those
 parts are re-rendered. ``wait`` and ``wait_for_approval`` let a notebook cell (or a test)
-await the run without blocking the kernel. A failing render never reaches the run: ``apply``
+await the run without blocking the kernel, and let card clicks through while they wait. A failing render never reaches the run: ``apply``
 logs and carries on.
 """
 
@@ -19,6 +19,7 @@ import ipywidgets as w
 
 from widgets.approval import ApprovalCard
 from widgets.base import StaticFallback
+from widgets.kernel_comms import pass_widget_messages, queueing_kernel
 from widgets.render import (
     done_html,
     findings_html,
@@ -111,10 +112,14 @@ class RunView(StaticFallback, w.VBox):
 
     @staticmethod
     async def _until(predicate: Callable[[], bool], timeout: float | None) -> None:
+        """Poll ``predicate``; meanwhile a person's clicks reach the cards (see ``kernel_comms``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        kernel = queueing_kernel()
         while not predicate():
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"not reached within {timeout} s")
+            if kernel is not None and await pass_widget_messages(kernel):
+                continue  # a click may have decided a card: look again before sleeping
             await asyncio.sleep(0.02)
 
     # -- rendering ------------------------------------------------------------------------

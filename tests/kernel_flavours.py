@@ -1,0 +1,57 @@
+"""The two kernel generations the Jupyter layer supports, as real kernels for the tests.
+
+``ipykernel7`` is the kernel installed in the environment. ``ipykernel6`` is the same Python
+with ipykernel 6 (and the IPython 8 it shipped with) put first on ``PYTHONPATH``: a real
+ipykernel 6 process, installed once from PyPI into ``<venv>/kernels/ipykernel6`` the first
+time a test asks for it. Every test that starts a kernel through ``flavour_env`` also checks
+the kernel's own ``ipykernel.__version__``, so a flavour cannot silently fall back.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FLAVOURS = ("ipykernel7", "ipykernel6")
+IPYKERNEL6_PINS = ("ipykernel==6.29.5", "ipython==8.37.0", "decorator==5.2.1", "nest_asyncio==1.6.0")
+OVERLAY = Path(sys.prefix) / "kernels" / "ipykernel6"
+MAJOR = {"ipykernel7": "7", "ipykernel6": "6"}
+
+
+def ipykernel6_overlay() -> Path:
+    """The folder holding ipykernel 6 (installed on first use; pip's errors fail the test)."""
+    stamp = OVERLAY / ".pins"
+    if stamp.is_file() and stamp.read_text() == "\n".join(IPYKERNEL6_PINS):
+        return OVERLAY
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--upgrade", "--target", str(OVERLAY), *IPYKERNEL6_PINS],
+        capture_output=True, text=True, check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"could not install {' '.join(IPYKERNEL6_PINS)} into {OVERLAY}:\n{done.stderr[-2000:]}")
+    stamp.write_text("\n".join(IPYKERNEL6_PINS))
+    return OVERLAY
+
+
+def flavour_env(flavour: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's) set up so a kernel started with it is ``flavour``."""
+    env = dict(os.environ if env is None else env)
+    env.pop("PYTHONPATH", None)
+    if flavour == "ipykernel6":
+        env["PYTHONPATH"] = str(ipykernel6_overlay())
+    elif flavour != "ipykernel7":
+        raise ValueError(f"unknown kernel flavour {flavour!r}")
+    return env
+
+
+def version_check(flavour: str) -> str:
+    """Code for a cell that fails unless the kernel really is ``flavour``."""
+    return (
+        "import ipykernel as _ipk\n"
+        f"assert _ipk.__version__.split('.')[0] == {MAJOR[flavour]!r}, 'kernel is ipykernel ' + _ipk.__version__\n"
+        "del _ipk"
+    )
