@@ -22,8 +22,8 @@ from kernel_driver import KernelDriver, kernel_env
 from kernel_flavours import FLAVOURS, flavour_env, version_check
 from nbclient import NotebookClient
 
-from kernel_ext.scenarios.calculator import FIX
 from kernel_ext.scenarios import library_jwt
+from kernel_ext.scenarios.calculator import FIX
 from kernel_ext.server.handlers.base import STATE_KEY
 
 

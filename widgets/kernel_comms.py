@@ -102,7 +102,7 @@ async def _dispatch(kernel: Any, frames: Any) -> None:
             result = handler(kernel.shell_stream, idents, message)
             if inspect.isawaitable(result):
                 await result
-    except Exception:  # noqa: BLE001 - as the kernel does: a failing handler is logged, the cell goes on
+    except Exception:  # as the kernel does: a failing handler is logged, the waiting cell goes on
         log.exception("a widget message could not be handled while a cell waited")
     finally:
         kernel.set_parent(ident, parent, channel="shell")
