@@ -11,6 +11,9 @@ import re
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_TIMEOUT_MS = 600_000
+# A command line longer than this is refused before it is planned or run: planning is linear in
+# the length, and this bounds that work (a card is prepared on the server's event loop).
+MAX_COMMAND_CHARS = 65_536
 DEFAULT_TIMEOUT_MS = 120_000
 # Options that only make sense once a command has finished: refused with ``background``.
 NEEDS_FINISH = ("expect", "trace", "retries", "retry_on_exit", "backoff_ms", "full", "timeout_ms")
@@ -54,7 +57,7 @@ class Expect(_Strict):
 
 
 class RunRequest(_Strict):
-    command: str = Field(description="the shell command line (bash), run in a fresh sandbox")
+    command: str = Field(max_length=MAX_COMMAND_CHARS, description="the shell command line (bash), run in a fresh sandbox")
     cwd: str | None = Field(default=None, description="working folder inside the workspace (default: its root)")
     full: bool = Field(default=False, description="return stdout/stderr uncondensed (bounded) instead of head and tail")
     timeout_ms: int | None = Field(

@@ -9,12 +9,14 @@ inside them (a destructive verb never hides in ``$(...)``). Nothing here runs an
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 SEGMENT_OPS = ("&&", "||", ";;", "|&", ";", "|", "&")
 REDIRECT_OPS = ("&>>", "&>", "<<<", "<<-", "<<", ">>", ">|", ">&", "<&", "<>", ">", "<")
 _NAME_START = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 _SPECIAL_VARS = set("@*#?$!-0123456789")
+_WORD_BREAK = re.compile(r"[ \t\n;&|<>()]")
 
 
 @dataclass
@@ -61,28 +63,45 @@ class Parsed:
     problem: str = ""  # unterminated quote, unbalanced parenthesis: the command is undecidable
 
 
+class _Pieces:
+    """The word being read: its pieces are joined once when it ends (a long word costs linear work)."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.raw: list[str] = []
+        self.quoted = self.glob = self.var = False
+        self.subs: list[str] = []
+
+    def build(self) -> Word:
+        return Word("".join(self.text), "".join(self.raw), self.quoted, self.glob, self.var, self.subs)
+
+
 class _Lexer:
     def __init__(self, text: str):
         self.s = text
         self.i = 0
         self.segments: list[Segment] = []
         self.seg = Segment()
-        self.word: Word | None = None
+        self.word: _Pieces | None = None
         self.pending_redirect: Redirect | None = None
         self.pending_heredocs: list[tuple[str, bool, Segment]] = []
         self.problem = ""
+        # lookahead caches, so a word full of '[' or '{' costs linear work, not quadratic
+        self._end_from = self._end_at = -1
+        self._next: dict[str, int] = {}
 
     # -- words and segments --------------------------------------------------------------
 
-    def _w(self) -> Word:
+    def _w(self) -> _Pieces:
         if self.word is None:
-            self.word = Word()
+            self.word = _Pieces()
         return self.word
 
     def end_word(self) -> None:
-        word, self.word = self.word, None
-        if word is None:
+        pieces, self.word = self.word, None
+        if pieces is None:
             return
+        word = pieces.build()
         if self.pending_redirect is not None:
             self.pending_redirect.target = word
             self.seg.redirects.append(self.pending_redirect)
@@ -132,11 +151,11 @@ class _Lexer:
                     self._double()
                 else:
                     self._expansion(word, c)
-                word.raw += s[start : self.i]
+                word.raw.append(s[start : self.i])
             elif c in "<>" and s.startswith("(", self.i + 1) and self.word is None:
                 inner = self._balanced(self.i + 2, "(", ")")
                 self._w().subs.append(inner)
-                self.word.raw += c + "(" + inner + ")"
+                self.word.raw.append(c + "(" + inner + ")")
             elif self._operator():
                 continue
             elif c == "(" and self.word is None:
@@ -147,12 +166,12 @@ class _Lexer:
                 self.i += 1
             else:
                 word = self._w()
-                if c in "*?" or (c == "[" and "]" in s[self.i + 1 : self._word_end()]):
+                if c in "*?" or (c == "[" and self._later_in_word("]")):
                     word.glob = True
-                elif c == "{" and "," in s[self.i + 1 : self._word_end()] and "}" in s[self.i + 1 : self._word_end()]:
+                elif c == "{" and self._later_in_word(",") and self._later_in_word("}"):
                     word.glob = True  # brace expansion: the words only exist after expansion
-                word.text += c
-                word.raw += c
+                word.text.append(c)
+                word.raw.append(c)
                 self.i += 1
         self.end_segment("")
         if self.pending_heredocs:
@@ -160,18 +179,27 @@ class _Lexer:
         return Parsed(self.segments, self.problem)
 
     def _word_end(self) -> int:
-        j = self.i
-        while j < len(self.s) and self.s[j] not in " \t\n;&|<>()":
-            j += 1
-        return j
+        """Where the unquoted run of characters under ``self.i`` ends (every position in it shares the answer)."""
+        if not self._end_from <= self.i <= self._end_at:
+            found = _WORD_BREAK.search(self.s, self.i)
+            self._end_from, self._end_at = self.i, len(self.s) if found is None else found.start()
+        return self._end_at
+
+    def _later_in_word(self, char: str) -> bool:
+        """Whether ``char`` occurs after ``self.i`` before the word ends (next occurrence cached)."""
+        at = self._next.get(char, -1)
+        if at <= self.i:
+            found = self.s.find(char, self.i + 1)
+            at = self._next[char] = len(self.s) if found < 0 else found
+        return at < self._word_end()
 
     def _operator(self) -> bool:
         s, i = self.s, self.i
         for op in REDIRECT_OPS:
             if s.startswith(op, i):
                 fd = ""
-                if self.word is not None and self.word.raw.isdigit() and not self.word.quoted and op[0] in "<>":
-                    fd, self.word = self.word.raw, None
+                if self.word is not None and "".join(self.word.raw).isdigit() and not self.word.quoted and op[0] in "<>":
+                    fd, self.word = "".join(self.word.raw), None
                 self.end_word()
                 if self.pending_redirect is not None:
                     self.seg.redirects.append(self.pending_redirect)
@@ -192,7 +220,7 @@ class _Lexer:
             return
         word = self._w()
         word.quoted = True
-        word.text += nxt
+        word.text.append(nxt)
         self.i += 2
 
     def _single(self) -> None:
@@ -202,7 +230,7 @@ class _Lexer:
         if end < 0:
             self.problem = self.problem or "an unterminated single quote"
             end = len(self.s)
-        word.text += self.s[self.i + 1 : end]
+        word.text.append(self.s[self.i + 1 : end])
         self.i = end + 1
 
     def _double(self) -> None:
@@ -213,41 +241,41 @@ class _Lexer:
             c = self.s[self.i]
             if c == "\\" and self.i + 1 < len(self.s):
                 nxt = self.s[self.i + 1]
-                word.text += nxt if nxt in '"\\$`\n' else c + nxt
+                word.text.append(nxt if nxt in '"\\$`\n' else c + nxt)
                 self.i += 2
             elif c == "$":
                 self._dollar(word)
             elif c == "`":
                 self._backtick(word)
             else:
-                word.text += c
+                word.text.append(c)
                 self.i += 1
         if self.i >= len(self.s):
             self.problem = self.problem or "an unterminated double quote"
         self.i += 1
 
-    def _expansion(self, word: Word, c: str) -> None:
+    def _expansion(self, word: _Pieces, c: str) -> None:
         if c == "`":
             self._backtick(word)
         else:
             self._dollar(word)
 
-    def _dollar(self, word: Word) -> None:
+    def _dollar(self, word: _Pieces) -> None:
         s, i = self.s, self.i
         if s.startswith("$((", i):
             inner = self._balanced(i + 3, "((", "))", pair=True)
             word.var = True
-            word.text += "$((" + inner + "))"
+            word.text.append("$((" + inner + "))")
             return
         if s.startswith("$(", i):
             inner = self._balanced(i + 2, "(", ")")
             word.subs.append(inner)
-            word.text += "$(" + inner + ")"
+            word.text.append("$(" + inner + ")")
             return
         if s.startswith("${", i):
             inner = self._balanced(i + 2, "{", "}")
             word.var = True
-            word.text += "${" + inner + "}"
+            word.text.append("${" + inner + "}")
             return
         nxt = s[i + 1 : i + 2]
         if nxt and (nxt in _NAME_START or nxt in _SPECIAL_VARS):
@@ -256,20 +284,20 @@ class _Lexer:
                 while j < len(s) and (s[j].isalnum() or s[j] == "_"):
                     j += 1
             word.var = True
-            word.text += s[i:j]
+            word.text.append(s[i:j])
             self.i = j
             return
         if nxt == "'":  # $'...' ANSI-C quoting: a literal
             end = s.find("'", i + 2)
             end = len(s) if end < 0 else end
             word.quoted = True
-            word.text += s[i + 2 : end]
+            word.text.append(s[i + 2 : end])
             self.i = end + 1
             return
-        word.text += "$"
+        word.text.append("$")
         self.i += 1
 
-    def _backtick(self, word: Word) -> None:
+    def _backtick(self, word: _Pieces) -> None:
         j = self.i + 1
         while j < len(self.s) and self.s[j] != "`":
             j += 2 if self.s[j] == "\\" else 1
@@ -277,7 +305,7 @@ class _Lexer:
             self.problem = self.problem or "an unterminated backquote"
         inner = self.s[self.i + 1 : j]
         word.subs.append(inner.replace("\\`", "`"))
-        word.text += "`" + inner + "`"
+        word.text.append("`" + inner + "`")
         self.i = j + 1
 
     def _balanced(self, start: int, open_: str, close: str, pair: bool = False) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.sandbox.options import MAX_COMMAND_CHARS
 from kernel_ext.sandbox.record import CommandRecord
 from kernel_ext.tools.base import (
     Category,
@@ -30,7 +31,10 @@ PIP_INSTALL = 'python -m pip install --ignore-installed --prefix "$HOME/.local"'
 
 
 class RunCommandArgs(ToolArgs):
-    command: str = Field(description="a shell command line, run in the run's persistent shell (cd and export carry over)")
+    command: str = Field(
+        max_length=MAX_COMMAND_CHARS,
+        description="a shell command line, run in the run's persistent shell (cd and export carry over)",
+    )
     working_dir: str | None = Field(
         default=None, description="run this one command in another folder of the workspace, without moving the shell"
     )
@@ -41,6 +45,7 @@ class InstallDependenciesArgs(ToolArgs):
     working_dir: str | None = Field(default=None, description="the project folder inside the workspace (default: its root)")
     command: str | None = Field(
         default=None,
+        max_length=MAX_COMMAND_CHARS,
         description="the install command; by default pip for requirements.txt/pyproject.toml, npm for package.json",
     )
 
@@ -67,9 +72,6 @@ def _outcome(record: CommandRecord, extra: dict[str, Any] | None = None) -> Tool
     raise ToolFailure(code, text, data)
 
 
-PLAN_CHARS = 4000  # the plan lexer's cost grows faster than linearly on bracket-heavy words
-
-
 def _proposal(ctx: ToolContext, command: str, working_dir: str | None, timeout: str) -> Preparation:
     service = _shell(ctx)
     tier = service.describe()["sandbox_tier"]
@@ -77,8 +79,6 @@ def _proposal(ctx: ToolContext, command: str, working_dir: str | None, timeout: 
     from kernel_ext.sandbox.plan import classify
 
     header = f"run in the {tier} sandbox ({where}, timeout {timeout}):\n$ {command}"
-    if len(command) > PLAN_CHARS:  # the card still shows the command; a static plan of it is not worth the wait
-        return Preparation(proposal=f"{header}\nrisk: unknown (over {PLAN_CHARS} characters: not planned)", data={"risk": "unknown"})
     plan = classify(command)
     return Preparation(proposal=f"{header}\n{plan.text()}", data={"risk": plan.category})
 

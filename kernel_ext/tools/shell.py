@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox.options import RunRequest
+from kernel_ext.sandbox.options import MAX_COMMAND_CHARS, RunRequest
 from kernel_ext.tools.base import (
     Category,
     Preparation,
@@ -57,7 +57,7 @@ class ShKillArgs(ToolArgs):
 
 
 class ShPlanArgs(ToolArgs):
-    command: str = Field(description="a shell command line to classify (never run)")
+    command: str = Field(max_length=MAX_COMMAND_CHARS, description="a shell command line to classify (never run)")
 
 
 class ShCheckpointArgs(ToolArgs):

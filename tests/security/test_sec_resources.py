@@ -21,8 +21,9 @@ from sandbox_fixtures import (
 from tiny_disk import run_on_tiny_disk, tiny_disk_cause
 
 from kernel_ext.boundary import ApprovalPolicy
+from kernel_ext.sandbox.options import MAX_COMMAND_CHARS
 
-from .world import output, sh, shell_executor
+from .world import call, output, sh, shell_executor
 
 TIERS = [tier_param(t) for t in CONFINED_TIERS]
 STORM = 1200  # processes a bounded fork storm tries to hold at once
@@ -164,14 +165,7 @@ def lexer_steps(run) -> int:
     return count
 
 
-QUADRATIC_LEXER = pytest.mark.xfail(strict=True, reason=(
-    "F3/F4 hole (kernel_ext/sandbox/plan_lexer.py): lexing is quadratic in the length of a word holding '[' or "
-    "'{' (each one rescans the rest of the word): 20,000 '[' cost ~14 s. run_command's card now skips the plan "
-    "past 4,000 characters (tools/execution.py PLAN_CHARS), but sh_plan and sh_run still lex whole commands"))
-
-
-@pytest.mark.parametrize("piece", ["a b ", "$(x) ", pytest.param("[", marks=QUADRATIC_LEXER),
-                                   pytest.param("{a,b}", marks=QUADRATIC_LEXER)])
+@pytest.mark.parametrize("piece", ["a b ", "$(x) ", "[", "{a,b}", "[a]", "'q' ", "x$y "])
 def test_preparing_a_card_for_a_long_command_costs_linear_work(world, registry, piece):
     """A hostile command is only classified for its card (the host denies it): the work must grow linearly."""
     executor = shell_executor(world, registry, "bwrap", approver=lambda request: False,
@@ -184,3 +178,18 @@ def test_preparing_a_card_for_a_long_command_costs_linear_work(world, registry, 
     small, large = lexer_steps(lambda: card(300)), lexer_steps(lambda: card(1200))
     assert large < 6 * small, f"4x the command, {large / small:.1f}x the work"
     assert world.unchanged()
+
+
+@pytest.mark.parametrize("tool", ["run_command", "sh_run", "sh_plan"])
+def test_an_over_long_command_is_refused_by_name_before_it_is_planned(world, registry, tool):
+    asked = []
+    executor = shell_executor(world, registry, "bwrap", approver=lambda request: asked.append(request) or True,
+                              approvals=ApprovalPolicy())
+    command = "touch ran.txt; " + "[" * MAX_COMMAND_CHARS  # bracket-heavy: once the lexer's worst case
+    seen = {}
+    steps = lexer_steps(lambda: seen.setdefault("result", call(executor, tool, command=command)))
+    result = seen["result"]
+    assert not result.ok and result.error.code == "invalid_argument", result.observation
+    assert f"{MAX_COMMAND_CHARS}" in result.observation and "command" in result.observation
+    assert steps == 0 and not asked  # refused before any planning and before a card
+    assert not (world.ws / "ran.txt").exists() and world.unchanged()
