@@ -4,8 +4,9 @@ Started by the supervisor as ``python -I -S -c <bootstrap> SPEC -- argv...``, it
 
 - asks for SIGTERM when its parent (the server) dies, and becomes a child subreaper, so
   every process the command starts (daemons included) stays below it;
-- applies resource limits, drops root capabilities (landlock tier) and restricts itself
-  with Landlock before anything of the command runs;
+- joins its task cap (a pids cgroup, ``resource_caps``), applies resource limits, drops root
+  capabilities (landlock tier) and restricts itself with Landlock before anything of the
+  command runs;
 - runs the command as its child and, when that child ends (or the server goes away), kills
   whatever the command left behind, then exits with the child's status.
 
@@ -27,7 +28,6 @@ from kernel_ext.sandbox import proctree
 _PR_SET_PDEATHSIG = 1
 _PR_CAPBSET_DROP = 24
 _PR_SET_CHILD_SUBREAPER = 36
-_FSIZE_LIMIT = 4 << 30
 
 
 def bootstrap_argv(spec: dict, argv: list[str]) -> list[str]:
@@ -49,8 +49,11 @@ def main(args: list[str]) -> int:
     if os.getppid() != parent:  # the server died before the request took effect
         return 125
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    _limits()
+    _limits(spec.get("file_size_limit"))
     try:
+        if spec.get("tasks_cgroup"):  # before Landlock, which would refuse the write
+            with open(spec["tasks_cgroup"], "w") as procs:
+                procs.write(str(os.getpid()))
         if spec.get("landlock") is not None:
             from kernel_ext.sandbox.landlock import Ruleset, restrict_self
 
@@ -128,11 +131,13 @@ def _release_streams() -> None:
     os.close(null)
 
 
-def _limits() -> None:
+def _limits(file_size: int | None) -> None:
+    """No core files; files capped at ``file_size`` bytes (``resource_caps.FILE_SIZE_LIMIT``)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    cap = _FSIZE_LIMIT if hard == resource.RLIM_INFINITY else min(hard, _FSIZE_LIMIT)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+    if file_size:
+        _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        cap = file_size if hard == resource.RLIM_INFINITY else min(hard, file_size)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
 
 
 def _drop_bounding_set(libc: ctypes.CDLL) -> None:

@@ -21,7 +21,7 @@ from enum import StrEnum
 from functools import cache
 from pathlib import Path
 
-from kernel_ext.sandbox import landlock
+from kernel_ext.sandbox import landlock, resource_caps
 from kernel_ext.sandbox.bwrap import bwrap_argv, bwrap_path
 from kernel_ext.sandbox.launcher import bootstrap_argv
 from kernel_ext.sandbox.spec import (
@@ -35,7 +35,6 @@ log = logging.getLogger(__name__)
 
 UNAVAILABLE_MESSAGE = "the shell sandbox is unavailable on this server"
 OFF_WARNING = "sandbox is OFF (operator override): this command ran unconfined, as the server's user"
-BWRAP_LIMITS: tuple[str, ...] = ()
 OFF_LIMITS = ("no confinement at all: files, processes and network of the server's user are reachable",)
 
 
@@ -59,11 +58,16 @@ class TierChoice:
 
     def limits(self, network: bool) -> tuple[str, ...]:
         """What the active tier does not give, for results and run metadata."""
-        if self.tier is Tier.LANDLOCK:
-            return tuple(landlock.Ruleset(deny_tcp=not network).limits(landlock.abi_version()))
         if self.tier is Tier.OFF:
             return OFF_LIMITS
-        return BWRAP_LIMITS
+        missing = []
+        if self.tier is Tier.LANDLOCK:
+            missing += landlock.Ruleset(deny_tcp=not network).limits(landlock.abi_version())
+        elif resource_caps.prlimit_path() is None:
+            missing.append("no file-size cap: util-linux's prlimit is not installed")
+        if resource_caps.task_cap_cause():
+            missing.append(f"no cap on the number of processes: {resource_caps.task_cap_cause()}")
+        return tuple(missing)
 
 
 @dataclass(frozen=True)
@@ -76,10 +80,12 @@ class Launch:
 
 
 def launch(tier: Tier, conf: Confinement, argv: Sequence[str]) -> Launch:
-    """The command line that runs ``argv`` confined by ``conf`` under ``tier``."""
+    """The command line that runs ``argv`` confined by ``conf`` under ``tier``, with its resource caps."""
+    group = None if tier is Tier.OFF else resource_caps.new_group()
     if tier is Tier.BWRAP:
-        return Launch(bwrap_argv(conf, argv), tier, True)
-    spec: dict = {"cwd": str(conf.working_dir()), "landlock": None, "drop_caps": False}
+        return Launch(resource_caps.bwrap_prefix(group) + bwrap_argv(conf, argv), tier, True)
+    spec: dict = {"cwd": str(conf.working_dir()), "landlock": None, "drop_caps": False,
+                  "tasks_cgroup": resource_caps.procs_file(group), "file_size_limit": resource_caps.FILE_SIZE_LIMIT}
     if tier is Tier.LANDLOCK:
         spec["landlock"] = landlock_rules(conf)
         spec["drop_caps"] = True

@@ -1,0 +1,234 @@
+"""Resource caps on every sandbox, whatever the tier: file size, core files, and tasks.
+
+A file a command writes is capped at 4 GiB (``RLIMIT_FSIZE``) and no core file is written
+(``RLIMIT_CORE`` 0): the launcher tiers set both themselves, the bwrap tier gets them from
+util-linux's ``prlimit`` in front of bubblewrap.
+
+The number of tasks (processes and threads) one sandbox may hold at once is capped by a
+``pids`` cgroup of its own, joined before anything of the command runs. ``RLIMIT_NPROC`` is
+no such cap: the kernel exempts root from it, and elsewhere it counts all of a user's
+processes. The cgroup exists where this process may create cgroups below its own ``pids``
+cgroup (root on cgroup v1; on v2, a subtree with ``pids`` delegated). Where it cannot, the
+tier's limits say so, and a runaway command is bounded by its timeout and the process-tree
+kill alone.
+
+Groups live in ``<own pids cgroup>/besser-agent-<server pid>/``. An empty group is removed on
+a later launch (after a grace period, so a sandbox still starting keeps its group), at exit,
+and, for servers that died, by the next server.
+"""
+
+from __future__ import annotations
+
+import atexit
+import errno
+import functools
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+FILE_SIZE_LIMIT = 4 << 30
+DEFAULT_MAX_TASKS = 1024
+MAX_TASKS_VAR = "BESSER_SANDBOX_MAX_TASKS"
+GROUP_PREFIX = "besser-agent-"
+GRACE_S = 60.0
+# ``$0`` is the group's cgroup.procs: the shell moves itself there, then becomes the sandbox.
+JOIN_SCRIPT = 'echo $$ > "$0" || { echo "sandbox: cannot join its task cap" >&2; exit 125; }; exec "$@"'
+
+_lock = threading.Lock()
+_created: dict[Path, float] = {}  # groups this process made -> when
+
+
+@functools.cache
+def operator_max_tasks() -> int:
+    """The cap every sandbox of this process gets, read from the environment at first use."""
+    return max_tasks(os.environ)
+
+
+def max_tasks(environ: Mapping[str, str]) -> int:
+    """The cap on tasks per sandbox in ``environ`` (``BESSER_SANDBOX_MAX_TASKS``, default 1024)."""
+    raw = environ.get(MAX_TASKS_VAR, "").strip()
+    try:
+        value = int(raw) if raw else DEFAULT_MAX_TASKS
+    except ValueError:
+        raise ValueError(f"{MAX_TASKS_VAR} must be a whole number, not {raw!r}") from None
+    if value < 16:
+        raise ValueError(f"{MAX_TASKS_VAR} must be at least 16 (a shell and its helpers), not {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class PidsHierarchy:
+    """Where this process may make ``pids`` cgroups (``base``), or why it may not (``cause``)."""
+
+    base: Path | None
+    version: int = 0
+    cause: str = ""
+
+
+@functools.cache
+def pids_hierarchy() -> PidsHierarchy:
+    """Found and proven once per process: a group is made, capped and removed again."""
+    try:
+        found = _locate()
+    except OSError as exc:
+        return PidsHierarchy(None, cause=f"cgroups unreadable: {exc}")
+    if found.base is None:
+        return found
+    try:
+        parent = _server_group(found)
+        probe = parent / f"probe-{uuid.uuid4().hex[:8]}"
+        probe.mkdir()
+        try:
+            (probe / "pids.max").write_text("16")
+        finally:
+            probe.rmdir()
+    except OSError as exc:
+        return PidsHierarchy(None, found.version, f"cannot make a pids cgroup under {found.base}: {exc.strerror or exc}")
+    _sweep_dead_servers(found.base)
+    atexit.register(_at_exit, parent)
+    return found
+
+
+def task_cap_cause() -> str:
+    """Empty when every sandbox gets a task cap here, else what is missing."""
+    return pids_hierarchy().cause
+
+
+def new_group(limit: int | None = None) -> Path | None:
+    """A fresh cgroup capped at ``limit`` tasks (None where there are no pids cgroups)."""
+    found = pids_hierarchy()
+    if found.base is None:
+        return None
+    sweep(GRACE_S)
+    group = _server_group(found) / f"sandbox-{uuid.uuid4().hex[:12]}"
+    try:
+        group.mkdir()
+        (group / "pids.max").write_text(str(limit or operator_max_tasks()))
+    except OSError as exc:
+        log.error("sandbox task cap: cannot make %s: %s", group, exc)
+        _remove(group)
+        raise OSError(exc.errno or errno.EIO, f"the sandbox's task cap could not be set up: {exc.strerror or exc}") from exc
+    with _lock:
+        _created[group] = time.monotonic()
+    return group
+
+
+def procs_file(group: Path | None) -> str | None:
+    return None if group is None else str(group / "cgroup.procs")
+
+
+def bwrap_prefix(group: Path | None) -> list[str]:
+    """What goes in front of ``bwrap``: join ``group`` (if any), then the file-size and core caps."""
+    prefix: list[str] = []
+    if group is not None:
+        prefix += ["/bin/sh", "-c", JOIN_SCRIPT, procs_file(group)]
+    tool = prlimit_path()
+    if tool is not None:
+        prefix += [tool, f"--fsize={FILE_SIZE_LIMIT}:{FILE_SIZE_LIMIT}", "--core=0:0"]
+    return prefix
+
+
+@functools.cache
+def prlimit_path() -> str | None:
+    return shutil.which("prlimit")
+
+
+def sweep(grace_s: float = GRACE_S) -> int:
+    """Remove this process's empty groups older than ``grace_s``; how many went."""
+    now = time.monotonic()
+    with _lock:
+        old = [g for g, made in _created.items() if now - made >= grace_s]
+    removed = 0
+    for group in old:
+        if _remove(group):
+            removed += 1
+            with _lock:
+                _created.pop(group, None)
+    return removed
+
+
+def _at_exit(parent: Path) -> None:
+    sweep(0.0)
+    _remove(parent)
+
+
+def _remove(group: Path) -> bool:
+    try:
+        group.rmdir()
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:  # still has tasks (EBUSY): a later sweep takes it
+        return False
+
+
+def _server_group(found: PidsHierarchy) -> Path:
+    parent = found.base / f"{GROUP_PREFIX}{os.getpid()}"
+    if not parent.is_dir():
+        parent.mkdir(exist_ok=True)
+        if found.version == 2:  # children get pids.max only once the parent hands the controller down
+            (parent / "cgroup.subtree_control").write_text("+pids")
+    return parent
+
+
+def _sweep_dead_servers(base: Path) -> None:
+    """Groups left by servers that were killed (their pid is gone): removed when empty."""
+    for parent in base.glob(f"{GROUP_PREFIX}*"):
+        pid = parent.name[len(GROUP_PREFIX):]
+        if not pid.isdigit() or int(pid) == os.getpid() or Path(f"/proc/{pid}").exists():
+            continue
+        for group in parent.iterdir():
+            if group.is_dir():
+                _remove(group)
+        _remove(parent)
+
+
+def _locate() -> PidsHierarchy:
+    """This process's pids cgroup folder, from /proc/self/cgroup and /proc/self/mountinfo."""
+    own = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        number, controllers, path = line.split(":", 2)
+        if number == "0" and controllers == "":
+            own["v2"] = path
+        for name in controllers.split(","):
+            if name == "pids":
+                own["v1"] = path
+    mounts = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        rest = fields[fields.index("-") + 1 :]
+        fstype, options = rest[0], rest[2].split(",") if len(rest) > 2 else []
+        root, point = fields[3], fields[4]
+        if fstype == "cgroup" and "pids" in options:
+            mounts.setdefault("v1", (root, point))
+        elif fstype == "cgroup2":
+            mounts.setdefault("v2", (root, point))
+    if "v1" in own and "v1" in mounts:
+        return _within(mounts["v1"], own["v1"], 1)
+    if "v2" in own and "v2" in mounts:
+        found = _within(mounts["v2"], own["v2"], 2)
+        if found.base is not None:
+            controllers = (found.base / "cgroup.controllers").read_text().split()
+            if "pids" not in controllers:
+                return PidsHierarchy(None, 2, "the pids controller is not delegated to this process's cgroup")
+        return found
+    return PidsHierarchy(None, cause="no pids cgroup is mounted")
+
+
+def _within(mount: tuple[str, str], own_path: str, version: int) -> PidsHierarchy:
+    root, point = mount
+    relative = own_path[len(root):] if root != "/" and own_path.startswith(root) else own_path
+    base = Path(point) / relative.lstrip("/")
+    if not base.is_dir():
+        return PidsHierarchy(None, version, f"this process's cgroup {own_path} is not visible at {point}")
+    if not os.access(base, os.W_OK):
+        return PidsHierarchy(None, version, f"no write access to {base}")
+    return PidsHierarchy(base, version)

@@ -1,0 +1,92 @@
+"""Resource caps of every confined tier (``kernel_ext/sandbox/resource_caps.py``), on real sandboxes.
+
+The task cap is a pids cgroup per sandbox: the cases that need one run where the host lets
+this process make them and are skipped elsewhere with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from sandbox_fixtures import CONFINED_TIERS, make_run, tier_param
+
+from kernel_ext.sandbox import resource_caps, tiers
+from kernel_ext.sandbox.oneoff import execute
+from kernel_ext.sandbox.spec import Confinement
+
+TIERS = [tier_param(t) for t in CONFINED_TIERS]
+needs_task_cap = pytest.mark.skipif(bool(resource_caps.task_cap_cause()),
+                                    reason=f"no pids cgroups here: {resource_caps.task_cap_cause()}")
+
+SPAWN = """import os
+started = 0
+for _ in range(200):
+    try:
+        os.posix_spawn("/bin/sleep", ["sleep", "30"], {})
+        started += 1
+    except OSError as exc:
+        print("refused:", exc.strerror)
+        break
+print("started", started)
+"""
+
+
+def run_once(tmp_path: Path, policy: str, argv: list[str]):
+    run = make_run(tmp_path)
+    conf = Confinement.for_run(run.ws, run.home, network=False)
+    return run, execute(tiers.choose_tier(policy), conf, argv, timeout=60)
+
+
+def test_the_operator_cap_is_parsed_with_named_errors():
+    assert resource_caps.max_tasks({}) == resource_caps.DEFAULT_MAX_TASKS
+    assert resource_caps.max_tasks({"BESSER_SANDBOX_MAX_TASKS": " 2048 "}) == 2048
+    with pytest.raises(ValueError, match="BESSER_SANDBOX_MAX_TASKS must be a whole number"):
+        resource_caps.max_tasks({"BESSER_SANDBOX_MAX_TASKS": "lots"})
+    with pytest.raises(ValueError, match="at least 16"):
+        resource_caps.max_tasks({"BESSER_SANDBOX_MAX_TASKS": "3"})
+
+
+@needs_task_cap
+@pytest.mark.parametrize("policy", TIERS)
+def test_a_sandbox_holds_no_more_tasks_than_its_cap(tmp_path, policy, monkeypatch):
+    monkeypatch.setattr(resource_caps, "operator_max_tasks", lambda: 40)  # the operator's setting, smaller
+    _, record = run_once(tmp_path, policy, ["python3", "-c", SPAWN])
+    lines = record.stdout.text.splitlines()
+    started = int(lines[-1].split()[-1])
+    assert 0 < started < 40 and "refused: Resource temporarily unavailable" in lines, record.stdout.text
+    assert not any("number of processes" in line for line in tiers.choose_tier(policy).limits(network=False))
+
+
+@needs_task_cap
+@pytest.mark.parametrize("policy", TIERS)
+def test_a_sandbox_that_cannot_join_its_cap_does_not_run(tmp_path, policy, monkeypatch):
+    nowhere = tmp_path / "not-a-cgroup"  # its cgroup.procs does not exist: the join fails
+    monkeypatch.setattr(resource_caps, "new_group", lambda limit=None: nowhere)
+    run, record = run_once(tmp_path, policy, ["touch", "ran.txt"])
+    assert record.exit_code == 125 and "sandbox:" in record.stderr.text, (record.exit_code, record.stderr.text)
+    assert not (run.ws / "ran.txt").exists()
+
+
+@needs_task_cap
+def test_groups_go_when_their_sandboxes_end_and_dead_servers_are_swept(tmp_path):
+    base = resource_caps.pids_hierarchy().base
+    ours = base / f"{resource_caps.GROUP_PREFIX}{os.getpid()}"
+    _, record = run_once(tmp_path, "bwrap" if tiers.self_test(tiers.Tier.BWRAP) is None else "landlock", ["true"])
+    assert record.exit_code == 0
+    resource_caps.sweep(0.0)
+    assert not [g for g in ours.iterdir() if g.is_dir() and (g / "pids.current").read_text().strip() == "0"]
+    dead = base / f"{resource_caps.GROUP_PREFIX}{2**22 + 12345}"  # above pid_max's default: no such process
+    (dead / "sandbox-left-behind").mkdir(parents=True)
+    resource_caps._sweep_dead_servers(base)
+    assert not dead.exists()
+
+
+def test_the_limits_name_a_missing_cap(monkeypatch):
+    monkeypatch.setattr(resource_caps, "task_cap_cause", lambda: "no pids cgroup is mounted")
+    monkeypatch.setattr(resource_caps, "prlimit_path", lambda: None)
+    bwrap = tiers.TierChoice("bwrap", tiers.Tier.BWRAP).limits(network=False)
+    assert bwrap == ("no file-size cap: util-linux's prlimit is not installed",
+                     "no cap on the number of processes: no pids cgroup is mounted")
+    assert tiers.TierChoice("off", tiers.Tier.OFF).limits(network=False) == tiers.OFF_LIMITS
