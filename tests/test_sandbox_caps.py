@@ -85,8 +85,14 @@ def test_groups_go_when_their_sandboxes_end_and_dead_servers_are_swept(tmp_path)
 
 def test_the_limits_name_a_missing_cap(monkeypatch):
     monkeypatch.setattr(resource_caps, "task_cap_cause", lambda: "no pids cgroup is mounted")
-    monkeypatch.setattr(resource_caps, "prlimit_path", lambda: None)
     bwrap = tiers.TierChoice("bwrap", tiers.Tier.BWRAP).limits(network=False)
-    assert bwrap == ("no file-size cap: util-linux's prlimit is not installed",
-                     "no cap on the number of processes: no pids cgroup is mounted")
+    assert bwrap == ("no cap on the number of processes: no pids cgroup is mounted",)
     assert tiers.TierChoice("off", tiers.Tier.OFF).limits(network=False) == tiers.OFF_LIMITS
+
+
+@pytest.mark.parametrize("policy", TIERS)
+def test_files_are_capped_with_or_without_a_task_cap(tmp_path, policy, monkeypatch):
+    monkeypatch.setattr(resource_caps, "new_group", lambda limit=None: None)  # a host without pids cgroups
+    _, record = run_once(tmp_path, policy, ["bash", "-c", "ulimit -f; ulimit -c; ulimit -Hf"])
+    kib = str(resource_caps.FILE_SIZE_LIMIT // 1024)  # bash counts KiB
+    assert record.exit_code == 0 and record.stdout.text.split() == [kib, "0", kib], record.stdout.text

@@ -1,8 +1,8 @@
 """Resource caps on every sandbox, whatever the tier: file size, core files, and tasks.
 
 A file a command writes is capped at 4 GiB (``RLIMIT_FSIZE``) and no core file is written
-(``RLIMIT_CORE`` 0): the launcher tiers set both themselves, the bwrap tier gets them from
-util-linux's ``prlimit`` in front of bubblewrap.
+(``RLIMIT_CORE`` 0): the launcher tiers set both themselves; in the bwrap tier a ``/bin/sh``
+in front of bubblewrap sets them (and joins the task cap), then becomes bubblewrap.
 
 The number of tasks (processes and threads) one sandbox may hold at once is capped by a
 ``pids`` cgroup of its own, joined before anything of the command runs. ``RLIMIT_NPROC`` is
@@ -24,7 +24,6 @@ import errno
 import functools
 import logging
 import os
-import shutil
 import threading
 import time
 import uuid
@@ -39,8 +38,11 @@ DEFAULT_MAX_TASKS = 1024
 MAX_TASKS_VAR = "BESSER_SANDBOX_MAX_TASKS"
 GROUP_PREFIX = "besser-agent-"
 GRACE_S = 60.0
-# ``$0`` is the group's cgroup.procs: the shell moves itself there, then becomes the sandbox.
-JOIN_SCRIPT = 'echo $$ > "$0" || { echo "sandbox: cannot join its task cap" >&2; exit 125; }; exec "$@"'
+# Run by /bin/sh in front of bwrap; ``$0`` is the group's cgroup.procs. POSIX sh counts
+# ``ulimit -f`` in 512-byte blocks (dash, and bash when started as sh).
+JOIN_LINE = 'echo $$ > "$0" || { echo "sandbox: cannot join its task cap" >&2; exit 125; }\n'
+LIMITS_LINE = (f"ulimit -c 0 && ulimit -f {FILE_SIZE_LIMIT // 512} "
+               '|| { echo "sandbox: cannot set its resource limits" >&2; exit 125; }\n')
 
 _lock = threading.Lock()
 _created: dict[Path, float] = {}  # groups this process made -> when
@@ -126,19 +128,9 @@ def procs_file(group: Path | None) -> str | None:
 
 
 def bwrap_prefix(group: Path | None) -> list[str]:
-    """What goes in front of ``bwrap``: join ``group`` (if any), then the file-size and core caps."""
-    prefix: list[str] = []
-    if group is not None:
-        prefix += ["/bin/sh", "-c", JOIN_SCRIPT, procs_file(group)]
-    tool = prlimit_path()
-    if tool is not None:
-        prefix += [tool, f"--fsize={FILE_SIZE_LIMIT}:{FILE_SIZE_LIMIT}", "--core=0:0"]
-    return prefix
-
-
-@functools.cache
-def prlimit_path() -> str | None:
-    return shutil.which("prlimit")
+    """What goes in front of ``bwrap``: a shell that joins ``group`` (if any), sets the caps, then execs."""
+    script = (JOIN_LINE if group is not None else "") + LIMITS_LINE + 'exec "$@"'
+    return ["/bin/sh", "-c", script, procs_file(group) or "sandbox-caps"]
 
 
 def sweep(grace_s: float = GRACE_S) -> int:

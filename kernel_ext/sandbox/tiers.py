@@ -63,8 +63,6 @@ class TierChoice:
         missing = []
         if self.tier is Tier.LANDLOCK:
             missing += landlock.Ruleset(deny_tcp=not network).limits(landlock.abi_version())
-        elif resource_caps.prlimit_path() is None:
-            missing.append("no file-size cap: util-linux's prlimit is not installed")
         if resource_caps.task_cap_cause():
             missing.append(f"no cap on the number of processes: {resource_caps.task_cap_cause()}")
         return tuple(missing)
