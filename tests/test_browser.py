@@ -1,14 +1,16 @@
 """A real browser: Debian's Chromium, driven by Playwright, against JupyterLab with the extension.
 
-The test copies notebook 01 into a fresh folder, starts ``jupyter lab`` there (loopback, a
-random token, the extension enabled by the install) and, as a person would: opens the
+The test copies notebook 01 into a fresh folder, starts ``jupyter lab`` (or Notebook 7's
+``jupyter notebook``) there (loopback, a random token, the extension enabled by the install)
+and, as a person would: opens the
 notebook, runs all cells, waits for the approval card, clicks **Approve**, and waits for the
 timeline to reach ``done`` and the request report to render. Nothing in the notebook is
 scripted here: the cards are left to the click (``BESSER_NOTEBOOK_APPROVER`` is unset), and
-the click lands while the cell awaiting the run is still busy. It runs once on ipykernel 7 and
-once on ipykernel 6 (``kernel_flavours``; a kernel spec on the server's ``JUPYTER_PATH`` points
-the notebook's ``python3`` at it, and a first cell added to the copy prints and checks the
-version). The screenshots go to ``tests/artifacts/browser/<flavour>/``. When the browser
+the click lands while the cell awaiting the run is still busy. It runs in JupyterLab 4 on
+ipykernel 7 and on ipykernel 6 (``kernel_flavours``; a kernel spec on the server's
+``JUPYTER_PATH`` points the notebook's ``python3`` at it, and a first cell added to the copy
+prints and checks the version), and in Notebook 7 on ipykernel 7. The screenshots go to
+``tests/artifacts/browser/<front end>-<kernel>/``. When the browser
 cannot start on a machine, the test is skipped with the reason printed.
 """
 
@@ -28,7 +30,7 @@ from pathlib import Path
 import httpx
 import nbformat
 import pytest
-from kernel_flavours import FLAVOURS, MAJOR, flavour_env, version_check
+from kernel_flavours import MAJOR, flavour_env, version_check
 
 pytestmark = pytest.mark.slow
 
@@ -104,9 +106,16 @@ def kernel_spec(data_dir: Path, flavour: str) -> None:
     (spec / "kernel.json").write_text(json.dumps({"argv": argv, "env": env, "display_name": "Python 3", "language": "python"}))
 
 
+# (front end, kernel): both front ends on the installed kernel, and JupyterLab on ipykernel 6
+SETUPS = [pytest.param("lab", "ipykernel7", id="lab-ipykernel7"),
+          pytest.param("lab", "ipykernel6", id="lab-ipykernel6"),
+          pytest.param("notebook", "ipykernel7", id="notebook7-ipykernel7")]
+NOTEBOOK_URL = {"lab": "lab/tree/", "notebook": "notebooks/"}  # where each front end opens a notebook
+
+
 @pytest.fixture
-def lab(tmp_path, flavour):
-    """JupyterLab on a copy of notebook 01, with the extension; (url, token, root)."""
+def server(tmp_path, frontend, flavour):
+    """``jupyter lab`` or ``jupyter notebook`` (7) on a copy of notebook 01, with the extension; (url, token, root)."""
     root = tmp_path / "lab"
     root.mkdir()
     copy_lesson(root, flavour)
@@ -122,7 +131,7 @@ def lab(tmp_path, flavour):
                 "JUPYTER_PATH": str(tmp_path / "jupyter-path"),  # searched before the environment's specs
                 "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"),
                 "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "lab-workspaces")})
-    argv = [str(Path(sys.executable).with_name("jupyter")), "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+    argv = [str(Path(sys.executable).with_name("jupyter")), frontend, "--no-browser", "--ServerApp.ip=127.0.0.1",
             f"--ServerApp.port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
             "--ServerApp.port_retries=0"]
     if os.getuid() == 0:
@@ -137,7 +146,7 @@ def lab(tmp_path, flavour):
                 if httpx.get(f"{url}/api/status", headers={"Authorization": f"token {token}"}, timeout=2).status_code == 200:
                     break
             if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("JupyterLab did not start:\n" + (tmp_path / "jupyterlab.log").read_text()[-3000:])
+                raise AssertionError(f"jupyter {frontend} did not start:\n" + (tmp_path / "jupyterlab.log").read_text()[-3000:])
             time.sleep(0.2)
         extensions = httpx.get(f"{url}/besser-agent/config", headers={"Authorization": f"token {token}"}, timeout=10)
         assert extensions.status_code == 200, "the besser-agent server extension is not loaded"
@@ -161,22 +170,33 @@ def shoot(page, folder: Path, name: str, locator=None) -> Path:
     return path
 
 
-@pytest.mark.parametrize("flavour", FLAVOURS)
-def test_notebook_01_in_a_real_browser(browser, lab, flavour):
-    url, token, root = lab
-    shots = ARTIFACTS / flavour
+@pytest.mark.parametrize(("frontend", "flavour"), SETUPS)
+def test_notebook_01_in_a_real_browser(browser, server, frontend, flavour):
+    url, token, root = server
+    shots = ARTIFACTS / f"{frontend}-{flavour}"
     page = browser.new_page()
     page.set_default_timeout(60_000)
-    page.goto(f"{url}/lab/tree/{NOTEBOOK}?token={token}")
+    page.goto(f"{url}/{NOTEBOOK_URL[frontend]}{NOTEBOOK}?token={token}")
     try:
-        run_the_lesson(page, root, shots, MAJOR[flavour])
+        run_the_lesson(page, url, token, root, shots, MAJOR[flavour])
     finally:
         shoot(page, shots, "last-state")  # whatever the page showed at the end (a failure's evidence)
 
 
-def run_the_lesson(page, root: Path, shots: Path, major: str) -> None:
+def kernel_ready(url: str, token: str, timeout: float = 120) -> None:
+    """Until the page's kernel reports idle (asked of the server: the same for every front end)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        sessions = httpx.get(f"{url}/api/sessions", headers={"Authorization": f"token {token}"}, timeout=5).json()
+        if sessions and all(s["kernel"]["execution_state"] == "idle" for s in sessions):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no idle kernel within {timeout} s")
+
+
+def run_the_lesson(page, url: str, token: str, root: Path, shots: Path, major: str) -> None:
     page.locator(".jp-RenderedMarkdown h1", has_text="Prototyping a Library backend").first.wait_for()
-    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=120_000)
+    kernel_ready(url, token)
 
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
