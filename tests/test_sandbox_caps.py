@@ -96,3 +96,28 @@ def test_files_are_capped_with_or_without_a_task_cap(tmp_path, policy, monkeypat
     _, record = run_once(tmp_path, policy, ["bash", "-c", "ulimit -f; ulimit -c; ulimit -Hf"])
     kib = str(resource_caps.FILE_SIZE_LIMIT // 1024)  # bash counts KiB
     assert record.exit_code == 0 and record.stdout.text.split() == [kib, "0", kib], record.stdout.text
+
+
+def test_a_cap_that_cannot_be_set_up_stops_the_start_by_name(tmp_path, monkeypatch):
+    """No sandbox runs uncapped because its cgroup could not be made: the start fails, named."""
+    from kernel_ext.errors import ToolFailure
+    from kernel_ext.sandbox.oneoff import run_confined
+    from kernel_ext.sandbox.service import ShellService
+
+    def no_room(limit=None):
+        raise OSError(28, "the sandbox's task cap could not be set up: No space left on device")
+
+    monkeypatch.setattr(resource_caps, "new_group", no_room)
+    run = make_run(tmp_path)
+    policy = "bwrap" if tiers.self_test(tiers.Tier.BWRAP) is None else "landlock"
+    with pytest.raises(ToolFailure) as oneoff:
+        run_confined(["touch", "ran.txt"], run.ws, 30, policy=policy)
+    assert oneoff.value.code == "execution_failed" and "task cap" in str(oneoff.value)
+    shell = ShellService(run.ws, run_id="caps", enabled=True, home=run.home)
+    try:
+        with pytest.raises(ToolFailure) as session:
+            shell.run("touch ran.txt", timeout=30)
+        assert session.value.code == "execution_failed"
+    finally:
+        shell.close()
+    assert not (run.ws / "ran.txt").exists()

@@ -82,7 +82,10 @@ def run_confined(
     if home is None and spares.valid_env_names(extra_env):
         writable_paths = tuple(Path(os.path.realpath(p)) for p in writable)
         hidden_paths = tuple(Path(os.path.realpath(p)) for p in hidden)
-        prepared = spares.pool().take(choice.tier, workspace, network, writable_paths, hidden_paths)
+        try:
+            prepared = spares.pool().take(choice.tier, workspace, network, writable_paths, hidden_paths)
+        except OSError as exc:
+            raise ToolFailure(ErrorCode.EXECUTION_FAILED, f"could not start the sandbox: {exc.strerror or exc}") from None
         try:
             if prepared.hand_over(where, list(argv), extra_env, stdin):
                 outcome = Job(prepared.process).run(timeout)
@@ -114,11 +117,11 @@ def execute(
 ) -> CommandRecord:
     """Build a sandbox for ``conf`` now and run ``argv`` once in it (the session's fallback, odd cases)."""
     assert choice.tier is not None
-    ready = launch(choice.tier, conf, argv)
-    if not ready.private_tmp:
-        (conf.home / ".tmp").mkdir(parents=True, exist_ok=True)
-    scrubbed = scrub_environment(home=str(conf.home), tmpdir=conf.tmpdir(ready.private_tmp), extra=env)
     try:
+        ready = launch(choice.tier, conf, argv)
+        if not ready.private_tmp:
+            (conf.home / ".tmp").mkdir(parents=True, exist_ok=True)
+        scrubbed = scrub_environment(home=str(conf.home), tmpdir=conf.tmpdir(ready.private_tmp), extra=env)
         job = Job.start(ready.argv, env=scrubbed.env, cwd=conf.working_dir(), stdin=stdin)
     except OSError as exc:
         raise ToolFailure(ErrorCode.EXECUTION_FAILED, f"could not start the sandbox: {exc.strerror}") from None

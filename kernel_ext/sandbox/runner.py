@@ -136,11 +136,11 @@ def secret_paths(root: Path) -> list[Path]:
 def start(choice: TierChoice, conf: Confinement, argv: list[str], stdout: StreamCapture, stderr: StreamCapture, *, stable: bool) -> tuple[Job, int]:
     """Spawn ``argv`` confined by ``conf`` with piped output into the captures; returns the job and secrets removed."""
     assert choice.tier is not None
-    ready = launch(choice.tier, conf, argv)
-    if not ready.private_tmp:
-        (conf.home / ".tmp").mkdir(parents=True, exist_ok=True)
-    scrubbed = scrub_environment(home=str(conf.home), tmpdir=conf.tmpdir(ready.private_tmp))
     try:
+        ready = launch(choice.tier, conf, argv)
+        if not ready.private_tmp:
+            (conf.home / ".tmp").mkdir(parents=True, exist_ok=True)
+        scrubbed = scrub_environment(home=str(conf.home), tmpdir=conf.tmpdir(ready.private_tmp))
         process = spawn(
             ready.argv, stable=stable, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=scrubbed.env, cwd=str(conf.working_dir()),

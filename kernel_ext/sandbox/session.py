@@ -144,12 +144,12 @@ class ShellSession:
     def _start(self) -> bool:
         if self.registry is not None and not self.registry.admit(self):
             return False
-        ready = launch(self.choice.tier, self.conf, [shutil.which("bash") or "/bin/bash", "--noprofile", "--norc"])
-        if not ready.private_tmp:
-            (self.conf.home / ".tmp").mkdir(parents=True, exist_ok=True)
-        scrubbed = scrub_environment(home=str(self.conf.home), tmpdir=self.conf.tmpdir(ready.private_tmp))
-        self._secrets_removed = scrubbed.secrets_removed
         try:
+            ready = launch(self.choice.tier, self.conf, [shutil.which("bash") or "/bin/bash", "--noprofile", "--norc"])
+            if not ready.private_tmp:
+                (self.conf.home / ".tmp").mkdir(parents=True, exist_ok=True)
+            scrubbed = scrub_environment(home=str(self.conf.home), tmpdir=self.conf.tmpdir(ready.private_tmp))
+            self._secrets_removed = scrubbed.secrets_removed
             with open(self.ctl / "shell.err", "wb") as errors:
                 self._proc = spawn(
                     ready.argv, stable=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,

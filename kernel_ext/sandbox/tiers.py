@@ -78,7 +78,11 @@ class Launch:
 
 
 def launch(tier: Tier, conf: Confinement, argv: Sequence[str]) -> Launch:
-    """The command line that runs ``argv`` confined by ``conf`` under ``tier``, with its resource caps."""
+    """The command line that runs ``argv`` confined by ``conf`` under ``tier``, with its resource caps.
+
+    Raises ``OSError`` when the sandbox's task cap cannot be set up (callers treat it as a
+    failed start, like a failed spawn: the command does not run uncapped).
+    """
     group = None if tier is Tier.OFF else resource_caps.new_group()
     if tier is Tier.BWRAP:
         return Launch(resource_caps.bwrap_prefix(group) + bwrap_argv(conf, argv), tier, True)
@@ -144,8 +148,8 @@ def self_test(tier: Tier) -> str | None:
             folder.mkdir()
         conf = Confinement.for_run(ws, home)
         script = '"$1" -S -c pass && echo ok > "$2/probe" && ! (echo x > "$3/escaped") 2>/dev/null'
-        ready = launch(tier, conf, ["/bin/sh", "-c", script, "sh", os.path.realpath(_python()), str(conf.workspace), str(outside)])
         try:
+            ready = launch(tier, conf, ["/bin/sh", "-c", script, "sh", os.path.realpath(_python()), str(conf.workspace), str(outside)])
             done = subprocess.run(ready.argv, cwd=conf.workspace, env=_probe_env(), capture_output=True, timeout=30, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"self-test could not run: {exc}"

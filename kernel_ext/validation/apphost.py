@@ -117,13 +117,15 @@ class AppHost:
                                    readable=[self.scratch / "src"])
         package = str(Path(__file__).resolve().parents[1])
         argv = [sys.executable, "-I", "-B", "-c", _BOOT, package, *([] if self.standby else ["--no-standby"])]
-        ready = launch(choice.tier, conf, argv)
-        env = scrub_environment(home=str(conf.home), tmpdir=conf.tmpdir(ready.private_tmp)).env
         self._log = open(self.scratch / "host.log", "ab")
         try:
+            ready = launch(choice.tier, conf, argv)
+            env = scrub_environment(home=str(conf.home), tmpdir=conf.tmpdir(ready.private_tmp)).env
             self._proc = spawn(ready.argv, stable=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=self._log, env=env, cwd=str(conf.working_dir()))
         except OSError as exc:
+            self._log.close()
+            self._log = None
             raise ToolFailure(ErrorCode.SANDBOX_UNAVAILABLE, f"could not start the app host: {exc.strerror}") from None
         self.tier = str(choice.tier)
         self.network = choice.tier is Tier.OFF
