@@ -10,6 +10,8 @@
 4. A 200 MB stdout flood in a session against the same flood sent to ``> /dev/null``: wall
    time and peak memory of a fresh interpreter per repetition (``ru_maxrss``), plus checks
    that the tail was kept and the spill file written.
+5. ``sh_plan``'s classifier on hostile commands at the length cap (65,536 characters) against
+   the same shape a quarter as long: linear work reads about 4x (it was quadratic on ``[``).
 
 Every figure is a median over rounds [min-max of the round medians]; ratios are computed per
 round against the baseline measured in that same round, iterations interleaved.
@@ -208,6 +210,29 @@ def bench_flood(workspace: Path, home: Path) -> list:
     ]
 
 
+PLAN_SHAPES = {"'[' word": "[", "brace word": "{a,b}", "substitutions": "$(x) ", "plain words": "a b "}
+
+
+def bench_plan() -> list:
+    from kernel_ext.sandbox.options import MAX_COMMAND_CHARS
+    from kernel_ext.sandbox.plan import classify
+
+    print(f"5. sh_plan on hostile commands: {MAX_COMMAND_CHARS} characters against a quarter of that (linear: ~4x)")
+    figures = []
+    for label, piece in PLAN_SHAPES.items():
+        full, quarter = [], []
+        for _ in range(ROUNDS):
+            big = (piece * MAX_COMMAND_CHARS)[:MAX_COMMAND_CHARS]
+            small = big[: MAX_COMMAND_CHARS // 4]
+            quarter.append(_med([_timed(lambda: classify(small)) for _ in range(3)]))
+            full.append(_med([_timed(lambda: classify(big)) for _ in range(3)]))
+        _row(f"plan of {MAX_COMMAND_CHARS} chars, {label}", full, quarter)
+        figures.append(figure(f"sh_plan, {MAX_COMMAND_CHARS}-char command of {label}", full, "ms",
+                              baseline=(f"same shape, {MAX_COMMAND_CHARS // 4} chars", quarter),
+                              target=Target("<=", 6.0, on_ratio=True), group="shell"))
+    return figures
+
+
 def main() -> None:
     from kernel_ext.sandbox.tiers import choose_tier
 
@@ -222,7 +247,7 @@ def main() -> None:
     try:
         print(f"sandboxed shell bench: {ROUNDS} rounds, medians [min-max of round medians]; python {sys.version.split()[0]}")
         figures = [*bench_round_trip(workspace, home), *bench_first_command(workspace, home),
-                   *bench_one_off(workspace, home), *bench_flood(workspace, home)]
+                   *bench_one_off(workspace, home), *bench_flood(workspace, home), *bench_plan()]
         emit(figures)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

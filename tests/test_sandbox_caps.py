@@ -6,7 +6,6 @@ this process make them and are skipped elsewhere with the reason.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -70,13 +69,15 @@ def test_a_sandbox_that_cannot_join_its_cap_does_not_run(tmp_path, policy, monke
 
 
 @needs_task_cap
-def test_groups_go_when_their_sandboxes_end_and_dead_servers_are_swept(tmp_path):
+def test_groups_go_when_their_sandboxes_end_and_dead_servers_are_swept(tmp_path, monkeypatch):
     base = resource_caps.pids_hierarchy().base
-    ours = base / f"{resource_caps.GROUP_PREFIX}{os.getpid()}"
+    given, make = [], resource_caps.new_group
+    monkeypatch.setattr(resource_caps, "new_group", lambda limit=None: given.append(make(limit)) or given[-1])
     _, record = run_once(tmp_path, "bwrap" if tiers.self_test(tiers.Tier.BWRAP) is None else "landlock", ["true"])
-    assert record.exit_code == 0
+    assert record.exit_code == 0 and len(given) == 1 and given[0].is_dir()
+    assert (given[0] / "pids.max").read_text().strip() == str(resource_caps.operator_max_tasks())
     resource_caps.sweep(0.0)
-    assert not [g for g in ours.iterdir() if g.is_dir() and (g / "pids.current").read_text().strip() == "0"]
+    assert not given[0].exists()  # the sandbox ended, its group went
     dead = base / f"{resource_caps.GROUP_PREFIX}{2**22 + 12345}"  # above pid_max's default: no such process
     (dead / "sandbox-left-behind").mkdir(parents=True)
     resource_caps._sweep_dead_servers(base)
