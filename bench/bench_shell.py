@@ -224,8 +224,8 @@ def bench_plan() -> list:
         for _ in range(ROUNDS):
             big = (piece * MAX_COMMAND_CHARS)[:MAX_COMMAND_CHARS]
             small = big[: MAX_COMMAND_CHARS // 4]
-            quarter.append(_med([_timed(lambda: classify(small)) for _ in range(3)]))
-            full.append(_med([_timed(lambda: classify(big)) for _ in range(3)]))
+            quarter.append(_med([_timed(lambda text=small: classify(text)) for _ in range(3)]))
+            full.append(_med([_timed(lambda text=big: classify(text)) for _ in range(3)]))
         _row(f"plan of {MAX_COMMAND_CHARS} chars, {label}", full, quarter)
         figures.append(figure(f"sh_plan, {MAX_COMMAND_CHARS}-char command of {label}", full, "ms",
                               baseline=(f"same shape, {MAX_COMMAND_CHARS // 4} chars", quarter),

@@ -76,7 +76,6 @@ def logs(shell: Shell, record_id: str, stream: str, stdout_cursor: int, stderr_c
     result: dict[str, Any] = {"id": record_id}
     chunks: dict[str, tuple[bytes, int, int, bool]] = {}
     if job is not None:
-        state = shell._job_state(job)
         running = not job.done.is_set()
         for name in names:
             tap = job.out if name == "stdout" else job.err
@@ -84,6 +83,7 @@ def logs(shell: Shell, record_id: str, stream: str, stdout_cursor: int, stderr_c
             if running and offset + len(data) == tap.total:
                 data = _complete_utf8(data)
             chunks[name] = (data, offset, tap.total, gap)
+        state = shell._job_state(job)  # after the reads: its line counts cover what they returned
     else:
         meta = shell.records.meta(record_id)
         state = {k: meta[k] for k in ("status", "exit", "signal", "running_ms", "stdout_lines", "stderr_lines") if k in meta}
