@@ -1,18 +1,21 @@
 """The magics in an IPython shell (no kernel, no server): in-process runs, attach by replay,
-listings, config, model resolution, short errors, the fallback when the server is gone."""
+listings, config, model resolution, short errors, the fallback when the server is gone; and a
+whole scenario in a plain terminal IPython (9, and 8 beside ipykernel 6)."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from kernel_flavours import FLAVOURS, flavour_env
 
 from kernel_ext.magics import apitest
 from kernel_ext.magics.commands import BesserMagics
 from widgets.runview import RunView
-
 
 
 @pytest.fixture
@@ -148,3 +151,33 @@ async def test_a_run_cancelled_before_its_first_step_still_ends(ip):
     view.cancel_run()  # same cell: the run's task has not started yet
     state = await view.wait(timeout=10)
     assert state.status == "cancelled" and state.errors[-1]["code"] == "CANCELLED"
+
+
+IPYTHON_MAJOR = {"ipykernel7": 9, "ipykernel6": 8}  # the IPython each kernel flavour comes with
+PLAIN_SCRIPT = """\
+import IPython
+print("ipython", IPython.version_info[0])
+%load_ext kernel_ext
+view = %besser scenario side-effects
+for _ in range(2):
+    card = await view.wait_for_approval(timeout=60)
+    card.approve()
+state = await view.wait(timeout=60)
+print("status:", state.status, [c.card.outcome for c in view.cards])
+"""
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_plain_terminal_ipython_runs_a_scenario_in_process(tmp_path, flavour):
+    """``ipython script.ipy`` (no kernel, no server, no loop between cells), on IPython 9 and 8."""
+    script = tmp_path / "run.ipy"
+    script.write_text(PLAIN_SCRIPT)
+    env = flavour_env(flavour)
+    for name in ("BESSER_AGENT_URL", "BESSER_AGENT_TOKEN"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, "-m", "IPython", "--no-banner", "--colors=NoColor", str(script)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"ipython {IPYTHON_MAJOR[flavour]}" in done.stdout
+    assert "status: completed ['executed', 'executed']" in done.stdout, done.stdout[-2000:]
+    assert len(run_dirs(tmp_path)) == 1 and "Traceback" not in done.stdout + done.stderr
