@@ -2,7 +2,7 @@
 
 ``ipykernel7`` is the kernel installed in the environment. ``ipykernel6`` is the same Python
 with ipykernel 6 (and the IPython 8 it shipped with) put first on ``PYTHONPATH``: a real
-ipykernel 6 process, installed once from PyPI into ``<venv>/kernels/ipykernel6`` the first
+ipykernel 6 process, installed once from PyPI into ``<venv>/kernels/<flavour>`` the first
 time a test asks for it. Every test that starts a kernel through ``flavour_env`` also checks
 the kernel's own ``ipykernel.__version__``, so a flavour cannot silently fall back.
 """
@@ -16,33 +16,39 @@ from pathlib import Path
 
 import pytest
 
-FLAVOURS = ("ipykernel7", "ipykernel6")
-IPYKERNEL6_PINS = ("ipykernel==6.29.5", "ipython==8.37.0", "decorator==5.2.1", "nest_asyncio==1.6.0")
-OVERLAY = Path(sys.prefix) / "kernels" / "ipykernel6"
-MAJOR = {"ipykernel7": "7", "ipykernel6": "6"}
+FLAVOURS = ("ipykernel7", "ipykernel6")  # what every kernel test runs on
+# Overlays: the installed Python with another kernel first on PYTHONPATH. ``ipykernel6`` is the
+# long-lived 6.29.5 with the IPython 8 it shipped beside; ``ipykernel6-last`` the last 6.x
+# release, for the tests of the click relay, which reaches into ipykernel 6's internals.
+OVERLAY_PINS = {
+    "ipykernel6": ("ipykernel==6.29.5", "ipython==8.37.0", "decorator==5.2.1", "nest_asyncio==1.6.0"),
+    "ipykernel6-last": ("ipykernel==6.31.0", "ipython==8.37.0", "decorator==5.2.1", "nest_asyncio==1.6.0"),
+}
+MAJOR = {"ipykernel7": "7", "ipykernel6": "6", "ipykernel6-last": "6"}
 
 
-def ipykernel6_overlay() -> Path:
-    """The folder holding ipykernel 6 (installed on first use; pip's errors fail the test)."""
-    stamp = OVERLAY / ".pins"
-    if stamp.is_file() and stamp.read_text() == "\n".join(IPYKERNEL6_PINS):
-        return OVERLAY
+def overlay(flavour: str) -> Path:
+    """The folder holding ``flavour``'s kernel (installed on first use; pip's errors fail the test)."""
+    pins, folder = OVERLAY_PINS[flavour], Path(sys.prefix) / "kernels" / flavour
+    stamp = folder / ".pins"
+    if stamp.is_file() and stamp.read_text() == "\n".join(pins):
+        return folder
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--upgrade", "--target", str(OVERLAY), *IPYKERNEL6_PINS],
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--upgrade", "--target", str(folder), *pins],
         capture_output=True, text=True, check=False,
     )
     if done.returncode != 0:
-        pytest.fail(f"could not install {' '.join(IPYKERNEL6_PINS)} into {OVERLAY}:\n{done.stderr[-2000:]}")
-    stamp.write_text("\n".join(IPYKERNEL6_PINS))
-    return OVERLAY
+        pytest.fail(f"could not install {' '.join(pins)} into {folder}:\n{done.stderr[-2000:]}")
+    stamp.write_text("\n".join(pins))
+    return folder
 
 
 def flavour_env(flavour: str, env: dict[str, str] | None = None) -> dict[str, str]:
     """``env`` (default: this process's) set up so a kernel started with it is ``flavour``."""
     env = dict(os.environ if env is None else env)
     env.pop("PYTHONPATH", None)
-    if flavour == "ipykernel6":
-        env["PYTHONPATH"] = str(ipykernel6_overlay())
+    if flavour in OVERLAY_PINS:
+        env["PYTHONPATH"] = str(overlay(flavour))
     elif flavour != "ipykernel7":
         raise ValueError(f"unknown kernel flavour {flavour!r}")
     return env

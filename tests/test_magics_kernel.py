@@ -19,7 +19,7 @@ from jupyter_fixtures import (  # noqa: F401
     runs_dir,
 )
 from kernel_driver import KernelDriver, kernel_env
-from kernel_flavours import FLAVOURS, flavour_env, version_check
+from kernel_flavours import FLAVOURS, MAJOR, flavour_env, version_check
 from nbclient import NotebookClient
 
 from kernel_ext.scenarios import library_jwt
@@ -92,6 +92,7 @@ async def test_kernel_follows_a_server_run_and_approves_through_it(jp_serverapp,
 
 
 @pytest.mark.parametrize("backend", ["in-process", "server"])
+@pytest.mark.parametrize("flavour", [*FLAVOURS, "ipykernel6-last"])
 async def test_a_click_reaches_a_cell_that_awaits_the_run(jp_serverapp, http_server, runs_dir, tmp_path, flavour, backend):
     """As a person running all cells: the cell awaiting the run is busy, the next cell is queued
     behind it, and the Approve clicks must still reach the cards; the waiting cell's print stays
@@ -99,7 +100,7 @@ async def test_a_click_reaches_a_cell_that_awaits_the_run(jp_serverapp, http_ser
     kernel = await start_kernel(tmp_path, flavour, with_server=backend == "server")
     try:
         relay = await kernel.execute("from widgets.kernel_comms import queueing_kernel", relay="queueing_kernel() is not None")
-        assert relay["relay"] == str(flavour == "ipykernel6")  # only ipykernel 6 needs the view to pass clicks on
+        assert relay["relay"] == str(MAJOR[flavour] == "6")  # only ipykernel 6 needs the view to pass clicks on
         await kernel.execute("from widgets.lesson import answer_cards\nview = %besser scenario side-effects\ndisplay(view)")
         waiting = kernel.send("state = await answer_cards(view, 'person', timeout=120)\nprint('the wait ended:', state.status)\nordered = ['waiting cell']")
         queued = kernel.send("ordered.append('queued cell')", ordered="ordered")
