@@ -6,6 +6,7 @@ this process make them and are skipped elsewhere with the reason.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,59 @@ def test_a_cap_that_cannot_be_set_up_stops_the_start_by_name(tmp_path, monkeypat
     finally:
         shell.close()
     assert not (run.ws / "ran.txt").exists()
+
+
+@pytest.mark.parametrize("policy", TIERS)
+def test_without_pids_cgroups_a_non_root_server_sets_rlimit_nproc(tmp_path, policy, monkeypatch):
+    """The fallback's plumbing: the value reaches the sandbox as its soft and hard limit.
+
+    (The kernel enforces RLIMIT_NPROC only for non-root users; this suite runs as root here,
+    so what is checked is that the limit is in place inside the sandbox.)"""
+    monkeypatch.setattr(resource_caps, "new_group", lambda limit=None: None)
+    monkeypatch.setattr(resource_caps, "rlimit_fallback", lambda: True)
+    monkeypatch.setattr(resource_caps, "process_limit", lambda: 4321)
+    _, record = run_once(tmp_path, policy, ["bash", "-c", "ulimit -u; ulimit -Hu"])
+    assert record.exit_code == 0 and record.stdout.text.split() == ["4321", "4321"], record.stdout.text + record.stderr.text
+    assert any("RLIMIT_NPROC" in line for line in tiers.TierChoice(policy, tiers.Tier(policy)).limits(network=False)) \
+        or not resource_caps.task_cap_cause()
+
+
+def test_the_process_limit_is_the_cap_plus_the_users_processes(monkeypatch):
+    monkeypatch.setattr(resource_caps, "operator_max_tasks", lambda: 500)
+    mine = sum(1 for p in Path("/proc").iterdir() if p.name.isdigit() and p.stat().st_uid == os.getuid())
+    limit = resource_caps.process_limit()
+    assert 500 < limit and abs(limit - (500 + mine)) <= 10  # processes come and go while it counts
+
+
+def _nobody_cause() -> str:
+    if os.geteuid() != 0:
+        return "needs root to start a process as another user"
+    if not (Path("/usr/bin/setpriv").exists() and Path("/usr/bin/python3").exists()):
+        return "needs util-linux's setpriv and a system /usr/bin/python3"
+    return ""
+
+
+@pytest.mark.skipif(bool(_nobody_cause()), reason=_nobody_cause())
+@pytest.mark.parametrize("limit", [50, None])
+def test_rlimit_nproc_set_before_bubblewrap_holds_a_non_root_sandbox(limit):
+    """The fallback as the kernel enforces it: ``bwrap_prefix`` with a process limit, run as
+    ``nobody`` in front of an unprivileged bubblewrap (a minimal one: the project's own mounts
+    name this interpreter's folders, which ``nobody`` cannot read here). Without the limit the
+    same sandbox starts every process it asks for."""
+    import subprocess
+
+    if tiers.self_test(tiers.Tier.BWRAP) is not None:
+        pytest.skip("bubblewrap cannot start here")
+    spawn = SPAWN.replace('"30"', '"5"')
+    sandbox = ["bwrap", "--ro-bind", "/", "/", "--unshare-user", "--unshare-pid", "--proc", "/proc", "--dev", "/dev",
+               "--die-with-parent", "--", "/usr/bin/python3", "-c", spawn]
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    caps = resource_caps.SandboxCaps(None, limit)
+    done = subprocess.run(as_nobody + resource_caps.bwrap_prefix(caps) + sandbox, capture_output=True, text=True,
+                          cwd="/tmp", timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-1000:]
+    started = int(done.stdout.split()[-1])
+    if limit is None:
+        assert started == 200, done.stdout
+    else:
+        assert started < limit and "refused: Resource temporarily unavailable" in done.stdout, done.stdout

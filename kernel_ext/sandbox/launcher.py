@@ -49,7 +49,7 @@ def main(args: list[str]) -> int:
     if os.getppid() != parent:  # the server died before the request took effect
         return 125
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    _limits(spec.get("file_size_limit"))
+    _limits(spec.get("file_size_limit"), spec.get("process_limit"))
     try:
         if spec.get("tasks_cgroup"):  # before Landlock, which would refuse the write
             with open(spec["tasks_cgroup"], "w") as procs:
@@ -131,13 +131,14 @@ def _release_streams() -> None:
     os.close(null)
 
 
-def _limits(file_size: int | None) -> None:
-    """No core files; files capped at ``file_size`` bytes (``resource_caps.FILE_SIZE_LIMIT``)."""
+def _limits(file_size: int | None, processes: int | None) -> None:
+    """No core files; files capped at ``file_size`` bytes, processes at ``processes`` (``resource_caps``)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if file_size:
-        _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-        cap = file_size if hard == resource.RLIM_INFINITY else min(hard, file_size)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+    for which, value in ((resource.RLIMIT_FSIZE, file_size), (resource.RLIMIT_NPROC, processes)):
+        if value:
+            _, hard = resource.getrlimit(which)
+            cap = value if hard == resource.RLIM_INFINITY else min(hard, value)
+            resource.setrlimit(which, (cap, cap))
 
 
 def _drop_bounding_set(libc: ctypes.CDLL) -> None:

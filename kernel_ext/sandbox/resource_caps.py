@@ -5,12 +5,13 @@ A file a command writes is capped at 4 GiB (``RLIMIT_FSIZE``) and no core file i
 in front of bubblewrap sets them (and joins the task cap), then becomes bubblewrap.
 
 The number of tasks (processes and threads) one sandbox may hold at once is capped by a
-``pids`` cgroup of its own, joined before anything of the command runs. ``RLIMIT_NPROC`` is
-no such cap: the kernel exempts root from it, and elsewhere it counts all of a user's
-processes. The cgroup exists where this process may create cgroups below its own ``pids``
-cgroup (root on cgroup v1; on v2, a subtree with ``pids`` delegated). Where it cannot, the
-tier's limits say so, and a runaway command is bounded by its timeout and the process-tree
-kill alone.
+``pids`` cgroup of its own, joined before anything of the command runs. The cgroup exists
+where this process may create cgroups below its own ``pids`` cgroup (root on cgroup v1; on
+v2, a subtree with ``pids`` delegated). Where it cannot and the server is not root (a Binder
+or hub pod), ``RLIMIT_NPROC`` is the fallback: it counts all of the user's processes, so it
+is set to the cap plus what the user runs when the sandbox starts. Root is exempt from
+``RLIMIT_NPROC``; a root server without pids cgroups has no task cap, the tier's limits say
+so, and a runaway command is bounded by its timeout and the process-tree kill alone.
 
 Groups live in ``<own pids cgroup>/besser-agent-<server pid>/``; two are kept ready ahead (a
 brand-new group slows the first sandbox that enters it). An empty group is removed on a later
@@ -25,6 +26,7 @@ import errno
 import functools
 import logging
 import os
+import resource
 import subprocess
 import threading
 import time
@@ -45,6 +47,9 @@ GRACE_S = 60.0
 JOIN_LINE = 'echo $$ > "$0" || { echo "sandbox: cannot join its task cap" >&2; exit 125; }\n'
 LIMITS_LINE = (f"ulimit -c 0 && ulimit -f {FILE_SIZE_LIMIT // 512} "
                '|| { echo "sandbox: cannot set its resource limits" >&2; exit 125; }\n')
+# RLIMIT_NPROC is ``ulimit -p`` in dash and busybox, ``-u`` in bash (whose -p is read-only).
+PROCESSES_LINE = ('{{ ulimit -p {n} 2>/dev/null || ulimit -u {n}; }} '
+                  '|| {{ echo "sandbox: cannot set its process limit" >&2; exit 125; }}\n')
 
 POOL_SIZE = 2  # groups made ahead, so a sandbox's start never waits for a new one
 
@@ -106,8 +111,44 @@ def pids_hierarchy() -> PidsHierarchy:
 
 
 def task_cap_cause() -> str:
-    """Empty when every sandbox gets a task cap here, else what is missing."""
+    """Empty when every sandbox gets a task cap of its own here, else what is missing."""
     return pids_hierarchy().cause
+
+
+def rlimit_fallback() -> bool:
+    """Whether sandboxes here get ``RLIMIT_NPROC`` instead (no pids cgroups, and not root)."""
+    return bool(task_cap_cause()) and os.geteuid() != 0
+
+
+@dataclass(frozen=True)
+class SandboxCaps:
+    """What one sandbox is given: its pids cgroup, or else an ``RLIMIT_NPROC`` value, or neither."""
+
+    group: Path | None = None
+    process_limit: int | None = None
+
+
+def sandbox_caps() -> SandboxCaps:
+    """The task cap for one new sandbox (raises ``OSError`` when a group cannot be set up)."""
+    group = new_group()
+    if group is not None or not rlimit_fallback():
+        return SandboxCaps(group)
+    return SandboxCaps(None, process_limit())
+
+
+def process_limit() -> int:
+    """The cap plus the processes this user runs now, within the hard limit this process has."""
+    uid = os.getuid()
+    running = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                running += entry.stat(follow_symlinks=False).st_uid == uid
+            except OSError:  # the process ended while we looked
+                continue
+    _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    wanted = running + operator_max_tasks()
+    return wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
 
 
 def new_group(limit: int | None = None) -> Path | None:
@@ -182,10 +223,13 @@ def procs_file(group: Path | None) -> str | None:
     return None if group is None else str(group / "cgroup.procs")
 
 
-def bwrap_prefix(group: Path | None) -> list[str]:
-    """What goes in front of ``bwrap``: a shell that joins ``group`` (if any), sets the caps, then execs."""
-    script = (JOIN_LINE if group is not None else "") + LIMITS_LINE + 'exec "$@"'
-    return ["/bin/sh", "-c", script, procs_file(group) or "sandbox-caps"]
+def bwrap_prefix(caps: SandboxCaps) -> list[str]:
+    """What goes in front of ``bwrap``: a shell that joins the group (if any), sets the caps, then execs."""
+    script = JOIN_LINE if caps.group is not None else ""
+    script += LIMITS_LINE
+    if caps.process_limit is not None:
+        script += PROCESSES_LINE.format(n=caps.process_limit)
+    return ["/bin/sh", "-c", script + 'exec "$@"', procs_file(caps.group) or "sandbox-caps"]
 
 
 def sweep(grace_s: float = GRACE_S) -> int:

@@ -63,8 +63,12 @@ class TierChoice:
         missing = []
         if self.tier is Tier.LANDLOCK:
             missing += landlock.Ruleset(deny_tcp=not network).limits(landlock.abi_version())
-        if resource_caps.task_cap_cause():
-            missing.append(f"no cap on the number of processes: {resource_caps.task_cap_cause()}")
+        cause = resource_caps.task_cap_cause()
+        if cause and resource_caps.rlimit_fallback():
+            missing.append(f"processes are capped per user, not per sandbox (RLIMIT_NPROC: the cap plus what the "
+                           f"user runs at the start): {cause}")
+        elif cause:
+            missing.append(f"no cap on the number of processes: {cause}")
         return tuple(missing)
 
 
@@ -83,11 +87,12 @@ def launch(tier: Tier, conf: Confinement, argv: Sequence[str]) -> Launch:
     Raises ``OSError`` when the sandbox's task cap cannot be set up (callers treat it as a
     failed start, like a failed spawn: the command does not run uncapped).
     """
-    group = None if tier is Tier.OFF else resource_caps.new_group()
+    caps = resource_caps.SandboxCaps() if tier is Tier.OFF else resource_caps.sandbox_caps()
     if tier is Tier.BWRAP:
-        return Launch(resource_caps.bwrap_prefix(group) + bwrap_argv(conf, argv), tier, True)
+        return Launch(resource_caps.bwrap_prefix(caps) + bwrap_argv(conf, argv), tier, True)
     spec: dict = {"cwd": str(conf.working_dir()), "landlock": None, "drop_caps": False,
-                  "tasks_cgroup": resource_caps.procs_file(group), "file_size_limit": resource_caps.FILE_SIZE_LIMIT}
+                  "tasks_cgroup": resource_caps.procs_file(caps.group), "process_limit": caps.process_limit,
+                  "file_size_limit": resource_caps.FILE_SIZE_LIMIT}
     if tier is Tier.LANDLOCK:
         spec["landlock"] = landlock_rules(conf)
         spec["drop_caps"] = True
