@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from kernel_ext.boundary import ApprovalPolicy, ExecutionPolicy, Executor, ToolCall, always_approve
+from kernel_ext.boundary import (
+    ApprovalPolicy,
+    ExecutionPolicy,
+    Executor,
+    ToolCall,
+    always_approve,
+)
 from kernel_ext.sandbox import tiers
 from kernel_ext.tools.base import RunState, ToolContext
 from kernel_ext.tools.registry import default_catalog
@@ -43,6 +49,16 @@ def _generated_library() -> Path:
     result = run_phase1(build_library_model(), root, check=False)
     assert result.subdir == "backend" and (root / "backend" / "main_api.py").exists()
     return root
+
+
+@pytest.fixture(scope="module")
+def host():
+    """One warm sandboxed app host per test module, closed at its end."""
+    from kernel_ext.validation.apphost import AppHost
+
+    h = AppHost()
+    yield h
+    h.close()
 
 
 def library_workspace(target: Path) -> Path:

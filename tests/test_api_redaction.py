@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the host fixture imported from api_fixtures is requested by name
 """Credentials never shown: report, ``get``, trace and events, also when the app echoes them.
 
 The echo app (``tests/apps/echo_app``) issues a deterministic token and session cookie, so the
@@ -11,13 +12,12 @@ import hashlib
 import json
 
 import pytest
-from api_fixtures import app_workspace, call, executor_for, requires_sandbox
+from api_fixtures import app_workspace, call, executor_for, host, requires_sandbox  # noqa: F401 - host is a fixture
 
 from kernel_ext.boundary import ToolCall
 from kernel_ext.pipeline.bus import EventLog
 from kernel_ext.pipeline.reporting import report_call, report_result
 from kernel_ext.tools.base import RunState
-from kernel_ext.validation.apphost import AppHost
 
 pytestmark = requires_sandbox
 
@@ -38,13 +38,6 @@ SCENARIO = [
     {"method": "GET", "path": "/me", "headers": {"Authorization": f"Bearer {WRONG}"}, "expected_status": 401},
     {"method": "GET", "path": "/crash", "headers": {"Authorization": "Bearer {{1.access_token}}"}, "expected_status": 500},
 ]
-
-
-@pytest.fixture(scope="module")
-def host():
-    h = AppHost()
-    yield h
-    h.close()
 
 
 @pytest.fixture(scope="module")

@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the host fixture imported from api_fixtures is requested by name
 """The app runs confined: no network inside, start-up failures reported, time bounded.
 
 A real HTTP server listens on the test process's 127.0.0.1; the same app, imported directly
@@ -16,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
-from api_fixtures import APPS, app_workspace, call, executor_for, requires_sandbox
+from api_fixtures import APPS, app_workspace, call, executor_for, host, requires_sandbox  # noqa: F401 - host is a fixture
 from sandbox_fixtures import tier_param
 
 from kernel_ext.validation import staging
@@ -24,13 +25,6 @@ from kernel_ext.validation.apphost import AppHost
 from kernel_ext.workspace import Workspace
 
 pytestmark = requires_sandbox
-
-
-@pytest.fixture(scope="module")
-def host():
-    h = AppHost()
-    yield h
-    h.close()
 
 
 @pytest.fixture

@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the host fixture imported from api_fixtures is requested by name
 """test_api on BESSER's generated Library backend: scenarios, refusals, retention and replay.
 
 Real parts: the backend comes from BESSER's FastAPI generator (F5's ``run_phase1``), every
@@ -8,23 +9,22 @@ unshared), shared by the whole module; tools are called through the Executor.
 from __future__ import annotations
 
 import pytest
-from api_fixtures import call, executor_for, library_workspace, requires_sandbox, tree_state
+from api_fixtures import (  # noqa: F401 - host is a fixture
+    call,
+    executor_for,
+    host,
+    library_workspace,
+    requires_sandbox,
+    tree_state,
+)
 
 from kernel_ext.tools.api_test import failing_scenarios, replay_all, validate_run
 from kernel_ext.tools.base import RunState
-from kernel_ext.validation.apphost import AppHost
 from kernel_ext.validation.library_scenario import library_requests
 from kernel_ext.validation.retained import MAX_RETAINED, ScenarioStore
 from kernel_ext.validation.scenario import RequestSpec
 
 pytestmark = requires_sandbox
-
-
-@pytest.fixture(scope="module")
-def host():
-    h = AppHost()
-    yield h
-    h.close()
 
 
 @pytest.fixture(scope="module")

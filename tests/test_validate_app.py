@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the host fixture imported from api_fixtures is requested by name
 """validate_app on BESSER's generated Library backend, clean and with the faults it must find.
 
 Each fault is a small edit of the generated source (what an LLM edit could do): a name that
@@ -12,21 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from api_fixtures import call, executor_for, library_workspace, requires_sandbox
+from api_fixtures import call, executor_for, host, library_workspace, requires_sandbox  # noqa: F401 - host is a fixture
 
 from kernel_ext.model.examples import build_library_model
 from kernel_ext.tools.base import RunState
-from kernel_ext.validation.apphost import AppHost
 from kernel_ext.validation.validate import validate_app
 
 pytestmark = requires_sandbox
-
-
-@pytest.fixture(scope="module")
-def host():
-    h = AppHost()
-    yield h
-    h.close()
 
 
 @pytest.fixture(scope="module")
