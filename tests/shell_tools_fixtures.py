@@ -66,6 +66,14 @@ def tree_of(root: Path) -> dict[str, bytes | str]:
     return found
 
 
+@pytest.fixture
+def h(tmp_path):
+    """The default harness (bwrap, shell tools on, network on, a host that approves); closed after."""
+    found = harness(tmp_path)
+    yield found
+    found.service.close()
+
+
 def harness(tmp_path: Path, *, enabled: bool = True, network: bool = True, approve: bool = True, programs=None,
             max_background: int | None = None) -> Harness:
     cause = tiers.self_test(tiers.Tier.BWRAP)

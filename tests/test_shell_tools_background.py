@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the h fixture imported from shell_tools_fixtures is requested by name
 """Background commands: a real server polled by byte cursor and killed with its children, caps, reaping."""
 
 from __future__ import annotations
@@ -10,18 +11,11 @@ from pathlib import Path
 
 import pytest
 from sandbox_fixtures import free_port, port_answers, processes_with, token, wait_until
-from shell_tools_fixtures import harness, needs_bwrap
+from shell_tools_fixtures import h, harness, needs_bwrap  # noqa: F401 - h is a fixture
 
 from kernel_ext.sandbox import jobs, shell
 
 pytestmark = needs_bwrap
-
-
-@pytest.fixture
-def h(tmp_path):
-    found = harness(tmp_path)
-    yield found
-    found.service.close()
 
 
 def poll_until(h, record, predicate, **cursors):

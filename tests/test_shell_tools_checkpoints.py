@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the h fixture imported from shell_tools_fixtures is requested by name
 """Checkpoints: byte-for-byte restore, origin-only restores, labels, project namespaces, links never followed."""
 
 from __future__ import annotations
@@ -6,19 +7,12 @@ import os
 import stat
 
 import pytest
-from shell_tools_fixtures import harness, needs_bwrap, tree_of
+from shell_tools_fixtures import h, needs_bwrap, tree_of  # noqa: F401 - h is a fixture
 
 from kernel_ext.errors import ToolFailure
 from kernel_ext.sandbox.checkpoints import CheckpointStore
 
 pytestmark = needs_bwrap
-
-
-@pytest.fixture
-def h(tmp_path):
-    found = harness(tmp_path)
-    yield found
-    found.service.close()
 
 
 def modes(root):

@@ -1,21 +1,15 @@
+# ruff: noqa: F811 - the h fixture imported from shell_tools_fixtures is requested by name
 """sh_detail and stored records: selectors, matches with line numbers, paging, restarts, no_store, bad ids."""
 
 from __future__ import annotations
 
 import pytest
-from shell_tools_fixtures import files_under, harness, needs_bwrap
+from shell_tools_fixtures import files_under, h, needs_bwrap  # noqa: F401 - h is a fixture
 
 from kernel_ext.errors import ToolFailure
 from kernel_ext.sandbox.shell import Shell
 
 pytestmark = needs_bwrap
-
-
-@pytest.fixture
-def h(tmp_path):
-    found = harness(tmp_path)
-    yield found
-    found.service.close()
 
 
 def test_detail_returns_streams_matches_and_meta_without_rerunning(h):

@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the h fixture imported from shell_tools_fixtures is requested by name
 """sh_run through the real Executor and bubblewrap: the quiet result, expect, retries, timeouts, sandbox options."""
 
 from __future__ import annotations
@@ -8,20 +9,13 @@ import time
 
 import pytest
 from sandbox_fixtures import processes_with, tier_param, token, wait_until
-from shell_tools_fixtures import harness, needs_bwrap
+from shell_tools_fixtures import h, harness, needs_bwrap  # noqa: F401 - h is a fixture
 
 from kernel_ext.errors import ToolFailure
 from kernel_ext.sandbox import trace
 from kernel_ext.sandbox.config import ShellSettings
 from kernel_ext.sandbox.service import ShellService
 from kernel_ext.sandbox.shell import Shell
-
-
-@pytest.fixture
-def h(tmp_path):
-    found = harness(tmp_path)
-    yield found
-    found.service.close()
 
 
 def test_quiet_result_has_only_what_matters(h):
