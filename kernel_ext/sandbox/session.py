@@ -46,7 +46,7 @@ from kernel_ext.sandbox.shell_protocol import (
 )
 from kernel_ext.sandbox.spec import Confinement, is_within
 from kernel_ext.sandbox.spill import attach_spill
-from kernel_ext.sandbox.supervisor import Pump, spawn
+from kernel_ext.sandbox.supervisor import Pump, release, spawn
 from kernel_ext.sandbox.tiers import OFF_WARNING, Tier, TierChoice, launch
 from kernel_ext.workspace.fence import check_path_text
 
@@ -362,18 +362,7 @@ class ShellSession:
                 code = proc.wait(timeout=wait_s)
             except subprocess.TimeoutExpired:
                 code = None
-        if code is None:
-            proctree.kill_tree(proc.pid)
-        for stream in (proc.stdin, proc.stdout):
-            try:
-                if stream is not None:
-                    stream.close()
-            except OSError:
-                pass
-        try:
-            code = proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            code = None
+        code = release(proc, kill=code is None)
         if self.registry is not None:
             self.registry.release(self)
         return code

@@ -29,10 +29,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernel_ext.sandbox import proctree
 from kernel_ext.sandbox.env import scrub_environment
 from kernel_ext.sandbox.spec import Confinement
-from kernel_ext.sandbox.supervisor import spawn, spawn_later
+from kernel_ext.sandbox.supervisor import release, spawn, spawn_later
 from kernel_ext.sandbox.tiers import Tier, launch
 
 log = logging.getLogger(__name__)
@@ -87,18 +86,7 @@ class Prepared:
         return True
 
     def discard(self) -> None:
-        if self.process.poll() is None:
-            proctree.kill_tree(self.process.pid)
-        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
-            try:
-                if stream is not None:
-                    stream.close()
-            except OSError:
-                pass
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+        release(self.process, kill=self.process.poll() is None)
         remove_home(self)
 
 

@@ -323,6 +323,22 @@ class Drainer:
                     os.close(fd)
 
 
+def release(process: subprocess.Popen, *, kill: bool) -> int | None:
+    """Kill ``process``'s tree (when ``kill``), close our ends of its pipes, reap it (5 s at most)."""
+    if kill:
+        proctree.kill_tree(process.pid)
+    for stream in (process.stdin, process.stdout, process.stderr):
+        try:
+            if stream is not None:
+                stream.close()
+        except OSError:
+            pass
+    try:
+        return process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 _drainer: Drainer | None = None
 _drainer_lock = threading.Lock()
 
