@@ -4,17 +4,19 @@ Findings found here are handed to Phase 2 as context instead of being discovered
 Messages use the prefixes Phase 3 ranks by (``syntax error in``, ``missing module:``,
 ``application startup:``) so one vocabulary runs through the pipeline.
 
-The app-import check runs the entry module in a fresh interpreter, in a temporary copy of
-the generated files (nothing can be written into the workspace), with a stripped
-environment, a throwaway SQLite database and a timeout.
+The app-import check executes model-derived code (a model's method bodies land in the ORM's
+class bodies), so it runs only in a one-off sandbox (``run_confined``): the operator's tier,
+network off, the scrubbed environment, the host's ``/proc`` and files out of sight, writes
+only to a temporary copy of the generated files and a throwaway SQLite database, a timeout.
+Where no tier can start, the check is not run (``app_import`` says so, with a
+``sandbox_unavailable`` finding); under the operator's explicit ``off`` tier it runs
+unconfined and a ``sandbox_off`` finding says that it did.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +34,7 @@ class CheckReport:
     findings: list[Finding] = field(default_factory=list)
     python_files: int = 0
     app_import: str = "skipped: no entry module"
+    app_import_tier: str = ""  # the sandbox tier the app import ran under ("" when it did not run)
     seconds: float = 0.0
 
     @property
@@ -78,11 +81,7 @@ def check_files(files: dict[str, bytes], app_root: str = "", entrypoint: str | N
         report.app_import = f"skipped: {', '.join(sorted(missing))} not installed in this interpreter"
         report.findings.append(Finding("info", "phase1.app_import", f"app import not checked: {report.app_import[9:]}"))
     else:
-        ok, detail = _import_entry(files, root, entrypoint, timeout)
-        report.app_import = "ok" if ok else "failed"
-        if not ok:
-            report.findings.append(Finding("blocker", "phase1.app_import", f"application startup: importing {entrypoint} failed: {detail}",
-                                           str(root / f"{entrypoint}.py")))
+        _check_app_import(report, files, root, entrypoint, timeout)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -146,9 +145,35 @@ def _imports(tree: ast.Module) -> list[tuple[str, int]]:
     return found
 
 
-def _import_entry(files: dict[str, bytes], root: PurePosixPath, entrypoint: str, timeout: float) -> tuple[bool, str]:
+def _check_app_import(report: CheckReport, files: dict[str, bytes], root: PurePosixPath, entrypoint: str,
+                      timeout: float) -> None:
+    from kernel_ext.errors import ToolFailure
+    from kernel_ext.sandbox.tiers import OFF_WARNING, Tier
+
+    try:
+        ok, detail, tier = _import_entry(files, root, entrypoint, timeout)
+    except ToolFailure as exc:  # no sandbox: the generated code is not run at all (fail closed)
+        report.app_import = f"skipped: {exc.message}"
+        report.findings.append(Finding("warning", "phase1.app_import", f"app import not checked: {exc.message}; "
+                                       "generated code never runs outside the sandbox", code=exc.code))
+        return
+    report.app_import = "ok" if ok else "failed"
+    report.app_import_tier = tier
+    if tier == Tier.OFF:
+        report.findings.append(Finding("warning", "phase1.app_import", f"the app import check ran unconfined: {OFF_WARNING}",
+                                       code="sandbox_off"))
+    if not ok:
+        report.findings.append(Finding("blocker", "phase1.app_import", f"application startup: importing {entrypoint} failed: {detail}",
+                                       str(root / f"{entrypoint}.py")))
+
+
+def _import_entry(files: dict[str, bytes], root: PurePosixPath, entrypoint: str, timeout: float) -> tuple[bool, str, str]:
+    """(imported, why not, tier): import the entry module in a one-off sandbox over a temporary copy."""
+    from kernel_ext.sandbox.oneoff import run_confined
+
     with tempfile.TemporaryDirectory(prefix="besser-phase1-check-") as tmp:
-        base = Path(tmp) / "app"
+        base, home = Path(tmp) / "app", Path(tmp) / "home"
+        home.mkdir()
         for path, data in files.items():
             try:
                 rel = PurePosixPath(path).relative_to(root)
@@ -157,23 +182,17 @@ def _import_entry(files: dict[str, bytes], root: PurePosixPath, entrypoint: str,
             target = base.joinpath(*rel.parts)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": tmp,
-            "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONNOUSERSITE": "1",
-            "DATABASE_URL": f"sqlite:///{Path(tmp) / 'phase1-check.db'}",
-        }
+        base.mkdir(exist_ok=True)
+        env = {"PYTHONDONTWRITEBYTECODE": "1", "DATABASE_URL": f"sqlite:///{Path(tmp) / 'phase1-check.db'}"}
         code = f"import sys; sys.path.insert(0, '.'); import importlib; importlib.import_module({entrypoint!r})"
-        try:
-            done = subprocess.run([sys.executable, "-c", code], cwd=base, env=env, capture_output=True,
-                                  timeout=timeout, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            return False, f"did not finish within {timeout:.0f} s"
-    if done.returncode == 0:
-        return True, ""
-    lines = [ln for ln in done.stderr.decode("utf-8", "replace").strip().splitlines() if ln.strip()]
+        done = run_confined([sys.executable, "-B", "-c", code], tmp, timeout, network=False, cwd=base, env=env,
+                            home=home, spill_output=False, label=f"phase 1: import {entrypoint}")
+        base_text = str(Path(tmp).resolve() / "app")
+    if done.timed_out:
+        return False, f"did not finish within {timeout:.0f} s", done.tier
+    if done.exit_code == 0:
+        return True, "", done.tier
+    lines = [ln for ln in done.stderr.text.strip().splitlines() if ln.strip()]
     where = next((ln.strip() for ln in reversed(lines) if ln.strip().startswith("File ") and "/app/" in ln), "")
-    last = lines[-1].strip() if lines else f"exit code {done.returncode}"
-    return False, (f"{last} ({where.replace(str(base), '')})" if where else last)[:600]
+    last = lines[-1].strip() if lines else f"exit code {done.exit_code}"
+    return False, (f"{last} ({where.replace(base_text, '')})" if where else last)[:600], done.tier

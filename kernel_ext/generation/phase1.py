@@ -61,6 +61,7 @@ class Phase1Result:
             "unchanged": len(self.published.unchanged),
             "findings": [f.as_event() for f in self.findings],
             "app_import": self.checks.app_import,
+            "app_import_tier": self.checks.app_import_tier,
             "model": {"name": self.model_name, "digest": self.model_digest},
             "besser_version": self.besser_version,
             "seconds": {"generator": round(self.generator_seconds, 4), "checks": round(self.checks.seconds, 4),

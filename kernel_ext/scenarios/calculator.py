@@ -8,8 +8,6 @@ experiment shows the boundary's mechanics and nothing else.
 from __future__ import annotations
 
 import difflib
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -103,23 +101,17 @@ def _prepare_test(args: TestArgs, ctx: ToolContext) -> Preparation:
 
 
 def _test(args: TestArgs, ctx: ToolContext) -> ToolOutcome:
-    # A fixed argument vector, a working directory and a timeout. Not OS isolation: that is
-    # the sandbox's job (kernel_ext.sandbox), which this teaching fixture deliberately skips.
-    env = {"PATH": os.defpath, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
-    try:
-        proc = subprocess.run(
-            [sys.executable, DRIVER],
-            cwd=ctx.workspace.root,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except subprocess.TimeoutExpired:
-        raise ToolFailure(ErrorCode.TIMEOUT, f"{DRIVER} did not finish within 30 s") from None
-    output = (proc.stdout + proc.stderr).strip()
-    if proc.returncode != 0:
-        raise ToolFailure("tests_failed", f"exit {proc.returncode}: {output}", {"exit_code": proc.returncode})
+    # A fixed argument vector, a working directory and a timeout, in a one-off sandbox: the
+    # driver imports calculator.py, which the model edits, so it runs confined like any check.
+    from kernel_ext.sandbox.oneoff import run_confined
+
+    record = run_confined([sys.executable, "-B", DRIVER], ctx.workspace.root, 30, network=False,
+                          env={"PYTHONDONTWRITEBYTECODE": "1"}, spill_output=False, label=f"python {DRIVER}")
+    if record.timed_out:
+        raise ToolFailure(ErrorCode.TIMEOUT, f"{DRIVER} did not finish within 30 s")
+    output = (record.stdout.text + record.stderr.text).strip()
+    if record.exit_code != 0:
+        raise ToolFailure("tests_failed", f"exit {record.exit_code}: {output}", {"exit_code": record.exit_code})
     return ToolOutcome(f"exit 0: {output}", {"exit_code": 0})
 
 

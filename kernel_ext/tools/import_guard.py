@@ -6,11 +6,14 @@ source in a separate, time-limited process (``import_worker``): a warm worker th
 already imported SQLAlchemy and pydantic forks once per check, so a check costs the module's
 own execution (tens of milliseconds) instead of the library imports (about a second).
 
-``ImportChecker`` is the whole interface: ``check(source, filename) -> ImportVerdict``. The
-worker's command line can be wrapped (``wrap``), which is how a sandbox confines it later.
-The worker gets an allowlisted environment (no keys or tokens); the checked module runs with
-its own directory on ``sys.path``. A refusal happens only on a regression: if the old version
-did not import either, the edit is allowed (a broken module must be fixable step by step).
+``ImportChecker`` is the whole interface: ``check(source, filename) -> ImportVerdict``. A check
+executes model-written code, so the worker is always a confined sandbox worker
+(``kernel_ext.sandbox.workers``): the operator's tier, network off, the project folder
+readable, only a scratch folder of its own writable, the scrubbed environment (no keys or
+tokens). Where no tier can start, the checker is unavailable and guarded edits are refused
+(fail closed). The checked module runs with its own directory on ``sys.path``. A refusal
+happens only on a regression: if the old version did not import either, the edit is allowed
+(a broken module must be fixable step by step).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +39,6 @@ from kernel_ext.errors import ErrorCode, ToolFailure
 GUARDED_NAMES = frozenset({"sql_alchemy.py", "pydantic_classes.py"})
 DEFAULT_PRELOAD = ("sqlalchemy", "sqlalchemy.orm", "pydantic", "enum", "datetime", "decimal", "typing", "uuid")
 WORKER = Path(__file__).with_name("import_worker.py")
-_ENV_ALLOWED = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 _HEADER = struct.Struct(">I")
 START_SECONDS = 60.0
 GRACE_SECONDS = 5.0
@@ -55,33 +57,43 @@ def is_guarded(path: str) -> bool:
 
 
 class ImportChecker:
-    """One warm worker process, started on first use, restarted after any protocol failure."""
+    """One warm confined worker, started on first use, restarted after any protocol failure.
+
+    ``root`` is the project folder the checked modules may import siblings from (read-only
+    inside the sandbox); ``policy`` overrides the operator's tier (tests).
+    """
 
     def __init__(
         self,
+        root: str | None = None,
         *,
         python: str = sys.executable,
         preload: Sequence[str] = DEFAULT_PRELOAD,
-        wrap: Callable[[list[str]], list[str]] | None = None,
         timeout: float = 10.0,
+        policy: str | None = None,
     ):
+        self.root = root
         self.python = python
         self.preload = tuple(preload)
-        self.wrap = wrap
         self.timeout = timeout
+        self.policy = policy
+        self.tier = ""
         self._proc: subprocess.Popen[bytes] | None = None
+        self._scratch: Path | None = None
         self._ready = False
         self._lock = threading.Lock()
 
     def command(self) -> list[str]:
-        argv = [self.python, "-I", str(WORKER), *self.preload]
-        return self.wrap(argv) if self.wrap is not None else argv
+        return [self.python, "-I", "-B", str(WORKER), *self.preload]
 
     def warm(self) -> None:
         """Start the worker without waiting for it (it imports while the model is still thinking)."""
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
-                self._spawn()
+                try:
+                    self._spawn()
+                except (OSError, ToolFailure):
+                    self._proc = None  # the next check reports it (fail closed)
 
     def check(self, source: str, filename: str, timeout: float | None = None) -> ImportVerdict:
         """Execute ``source`` as the module at ``filename`` in a forked child; report how it went."""
@@ -101,27 +113,32 @@ class ImportChecker:
             except (OSError, ValueError, TimeoutError, AssertionError) as exc:
                 self._stop()
                 return ImportVerdict(False, f"the import checker failed: {exc}", unavailable=True)
+            except ToolFailure as exc:
+                self._stop()
+                return ImportVerdict(False, f"the import checker cannot run: {exc.message}", unavailable=True)
         return ImportVerdict(bool(reply.get("ok")), str(reply.get("error", "")), bool(reply.get("timed_out")))
 
     def close(self) -> None:
         with self._lock:
             self._stop()
+            if self._scratch is not None:
+                shutil.rmtree(self._scratch, ignore_errors=True)
+                self._scratch = None
 
     # -- process plumbing ---------------------------------------------------------------------
 
     def _spawn(self) -> None:
-        env = {name: os.environ[name] for name in _ENV_ALLOWED if name in os.environ}
-        env.setdefault("LANG", "C.UTF-8")
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        self._proc = subprocess.Popen(
-            self.command(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            cwd="/",
-            start_new_session=True,
-        )
+        from kernel_ext.sandbox.spec import Confinement
+        from kernel_ext.sandbox.workers import start_worker
+
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="besser-import-check-"))
+        for name in ("rw", "home"):
+            (self._scratch / name).mkdir(exist_ok=True)
+        conf = Confinement.for_run(self._scratch / "rw", self._scratch / "home", network=False,
+                                   readable=[self.root] if self.root else [])
+        worker = start_worker(self.command(), conf, policy=self.policy, env={"PYTHONDONTWRITEBYTECODE": "1"})
+        self._proc, self.tier = worker.process, str(worker.tier)
         self._ready = False
 
     def _read(self, deadline: float) -> dict:
@@ -132,14 +149,10 @@ class ImportChecker:
 
     def _stop(self) -> None:
         proc, self._proc, self._ready = self._proc, None, False
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                stream.close()
+        if proc is not None:
+            from kernel_ext.sandbox.workers import stop_worker
+
+            stop_worker(proc)
 
 
 def _read_exact(fd: int, size: int, deadline: float) -> bytes:
@@ -158,7 +171,7 @@ def _read_exact(fd: int, size: int, deadline: float) -> bytes:
     return data
 
 
-_CHECKERS: OrderedDict[str, tuple[ImportChecker, Path]] = OrderedDict()
+_CHECKERS: OrderedDict[str, ImportChecker] = OrderedDict()
 _CHECKERS_LOCK = threading.Lock()
 MAX_CHECKERS = 8
 
@@ -166,21 +179,16 @@ MAX_CHECKERS = 8
 def checker_for_root(root: str) -> ImportChecker:
     """The warm checker for one workspace root, used when a run installs none.
 
-    Its worker runs in a sandbox of the operator's tier (F3) with the network off, the project
-    readable and only a scratch folder writable: a check executes generated code, so it gets
-    the same confinement as any probe. The least recently used checker is closed when a ninth
-    root needs one.
+    The project is readable to its worker (see ``ImportChecker``). The least recently used
+    checker is closed when a ninth root needs one.
     """
     with _CHECKERS_LOCK:
-        entry = _CHECKERS.pop(root, None)
-        if entry is None:
-            scratch = Path(tempfile.mkdtemp(prefix="besser-import-check-"))
-            entry = (ImportChecker(wrap=_confined(root, scratch)), scratch)
+        entry = _CHECKERS.pop(root, None) or ImportChecker(root)
         _CHECKERS[root] = entry
         evicted = _CHECKERS.popitem(last=False)[1] if len(_CHECKERS) > MAX_CHECKERS else None
     if evicted is not None:
-        _close(*evicted)
-    return entry[0]
+        evicted.close()
+    return entry
 
 
 def close_checkers() -> None:
@@ -188,32 +196,10 @@ def close_checkers() -> None:
         entries = list(_CHECKERS.values())
         _CHECKERS.clear()
     for entry in entries:
-        _close(*entry)
+        entry.close()
 
 
 atexit.register(close_checkers)
-
-
-def _close(checker: ImportChecker, scratch: Path) -> None:
-    checker.close()
-    shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _confined(root: str, scratch: Path) -> Callable[[list[str]], list[str]]:
-    """Wrap the worker's command line in the operator's sandbox tier (resolved at spawn time)."""
-
-    def wrap(argv: list[str]) -> list[str]:
-        from kernel_ext.sandbox.oneoff import require_tier
-        from kernel_ext.sandbox.spec import Confinement
-        from kernel_ext.sandbox.tiers import launch
-
-        choice = require_tier()
-        for name in ("rw", "home"):
-            (scratch / name).mkdir(exist_ok=True)
-        conf = Confinement.for_run(scratch / "rw", scratch / "home", network=False, readable=[root])
-        return list(launch(choice.tier, conf, argv).argv)
-
-    return wrap
 
 
 def guard_import(checker: ImportChecker, display: str, filename: str, new_text: str, old_text: str | None) -> str:

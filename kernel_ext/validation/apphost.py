@@ -106,30 +106,26 @@ class AppHost:
         return thread
 
     def _spawn(self) -> None:
-        from kernel_ext.sandbox.env import scrub_environment
-        from kernel_ext.sandbox.oneoff import require_tier
         from kernel_ext.sandbox.spec import Confinement
-        from kernel_ext.sandbox.supervisor import spawn
-        from kernel_ext.sandbox.tiers import OFF_WARNING, Tier, launch
+        from kernel_ext.sandbox.workers import start_worker
 
-        choice = require_tier(self.policy)
         conf = Confinement.for_run(self.scratch / "rw", self.scratch / "home", network=False,
                                    readable=[self.scratch / "src"])
         package = str(Path(__file__).resolve().parents[1])
         argv = [sys.executable, "-I", "-B", "-c", _BOOT, package, *([] if self.standby else ["--no-standby"])]
         self._log = open(self.scratch / "host.log", "ab")
         try:
-            ready = launch(choice.tier, conf, argv)
-            env = scrub_environment(home=str(conf.home), tmpdir=conf.tmpdir(ready.private_tmp)).env
-            self._proc = spawn(ready.argv, stable=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=self._log, env=env, cwd=str(conf.working_dir()))
-        except OSError as exc:
+            worker = start_worker(argv, conf, policy=self.policy, stderr=self._log)
+        except (OSError, ToolFailure) as exc:
             self._log.close()
             self._log = None
+            if isinstance(exc, ToolFailure):
+                raise
             raise ToolFailure(ErrorCode.SANDBOX_UNAVAILABLE, f"could not start the app host: {exc.strerror}") from None
-        self.tier = str(choice.tier)
-        self.network = choice.tier is Tier.OFF
-        self.notes = (OFF_WARNING,) if choice.tier is Tier.OFF else ()
+        self._proc = worker.process
+        self.tier = str(worker.tier)
+        self.network = worker.network
+        self.notes = worker.notes
         self.starts += 1
         waiter: Future = Future()
         threading.Thread(target=self._reader, args=(self._proc, waiter), name="besser-apphost-reader", daemon=True).start()
