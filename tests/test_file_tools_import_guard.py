@@ -42,8 +42,8 @@ def generated(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def checker():
-    instance = ImportChecker(timeout=5.0)
+def checker(tmp_path_factory):
+    instance = ImportChecker(str(tmp_path_factory.getbasetemp()), timeout=5.0)  # every test's project lies below
     yield instance
     instance.close()
 
@@ -99,7 +99,7 @@ def test_a_module_that_already_failed_may_be_edited(project, checker):
 
 
 def test_a_hanging_import_is_stopped_and_refused(project):
-    quick = ImportChecker(timeout=1.0)
+    quick = ImportChecker(str(project), timeout=1.0)
     try:
         h = harness(project, quick)
         h.read("sql_alchemy.py")
@@ -111,7 +111,7 @@ def test_a_hanging_import_is_stopped_and_refused(project):
 
 
 def test_an_unavailable_checker_fails_closed(project):
-    broken = ImportChecker(python=str(project / "no-such-python"))
+    broken = ImportChecker(str(project), python=str(project / "no-such-python"))
     h = harness(project, broken)
     h.refused(ErrorCode.CHECKER_UNAVAILABLE, "modify_file", path="sql_alchemy.py",
               old_text="class Base(DeclarativeBase):", new_text="class Base(DeclarativeBase):  # base")
@@ -119,7 +119,7 @@ def test_an_unavailable_checker_fails_closed(project):
 
 def test_checked_modules_see_no_secrets_and_write_nothing(tmp_path, checker, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-000000")
-    fresh = ImportChecker()  # started after the variable was set
+    fresh = ImportChecker(str(tmp_path))  # started after the variable was set
     try:
         probe = "import os\nassert 'OPENAI_API_KEY' not in os.environ, 'leaked'\nimport json\n"
         verdict = fresh.check(probe, str(tmp_path / "sql_alchemy.py"))

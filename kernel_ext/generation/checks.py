@@ -43,8 +43,11 @@ class CheckReport:
 
 
 def check_files(files: dict[str, bytes], app_root: str = "", entrypoint: str | None = None,
-                *, import_app: bool = True, timeout: float = IMPORT_TIMEOUT_S) -> CheckReport:
-    """Check generated ``files`` (workspace path -> bytes) whose app lives under ``app_root``."""
+                *, import_app: bool = True, timeout: float = IMPORT_TIMEOUT_S, policy: str | None = None) -> CheckReport:
+    """Check generated ``files`` (workspace path -> bytes) whose app lives under ``app_root``.
+
+    ``policy`` is the operator's sandbox policy for the app import (default: the server's).
+    """
     started = time.perf_counter()
     report = CheckReport()
     root = PurePosixPath(app_root.strip("/")) if app_root.strip("/") else PurePosixPath()
@@ -81,7 +84,7 @@ def check_files(files: dict[str, bytes], app_root: str = "", entrypoint: str | N
         report.app_import = f"skipped: {', '.join(sorted(missing))} not installed in this interpreter"
         report.findings.append(Finding("info", "phase1.app_import", f"app import not checked: {report.app_import[9:]}"))
     else:
-        _check_app_import(report, files, root, entrypoint, timeout)
+        _check_app_import(report, files, root, entrypoint, timeout, policy)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -146,12 +149,12 @@ def _imports(tree: ast.Module) -> list[tuple[str, int]]:
 
 
 def _check_app_import(report: CheckReport, files: dict[str, bytes], root: PurePosixPath, entrypoint: str,
-                      timeout: float) -> None:
+                      timeout: float, policy: str | None) -> None:
     from kernel_ext.errors import ToolFailure
     from kernel_ext.sandbox.tiers import OFF_WARNING, Tier
 
     try:
-        ok, detail, tier = _import_entry(files, root, entrypoint, timeout)
+        ok, detail, tier = _import_entry(files, root, entrypoint, timeout, policy)
     except ToolFailure as exc:  # no sandbox: the generated code is not run at all (fail closed)
         report.app_import = f"skipped: {exc.message}"
         report.findings.append(Finding("warning", "phase1.app_import", f"app import not checked: {exc.message}; "
@@ -167,7 +170,8 @@ def _check_app_import(report: CheckReport, files: dict[str, bytes], root: PurePo
                                        str(root / f"{entrypoint}.py")))
 
 
-def _import_entry(files: dict[str, bytes], root: PurePosixPath, entrypoint: str, timeout: float) -> tuple[bool, str, str]:
+def _import_entry(files: dict[str, bytes], root: PurePosixPath, entrypoint: str, timeout: float,
+                  policy: str | None) -> tuple[bool, str, str]:
     """(imported, why not, tier): import the entry module in a one-off sandbox over a temporary copy."""
     from kernel_ext.sandbox.oneoff import run_confined
 
@@ -186,7 +190,7 @@ def _import_entry(files: dict[str, bytes], root: PurePosixPath, entrypoint: str,
         env = {"PYTHONDONTWRITEBYTECODE": "1", "DATABASE_URL": f"sqlite:///{Path(tmp) / 'phase1-check.db'}"}
         code = f"import sys; sys.path.insert(0, '.'); import importlib; importlib.import_module({entrypoint!r})"
         done = run_confined([sys.executable, "-B", "-c", code], tmp, timeout, network=False, cwd=base, env=env,
-                            home=home, spill_output=False, label=f"phase 1: import {entrypoint}")
+                            home=home, policy=policy, spill_output=False, label=f"phase 1: import {entrypoint}")
         base_text = str(Path(tmp).resolve() / "app")
     if done.timed_out:
         return False, f"did not finish within {timeout:.0f} s", done.tier

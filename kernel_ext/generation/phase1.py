@@ -80,8 +80,12 @@ def run_phase1(
     check: bool = True,
     import_app: bool = True,
     ledger: GenerationLedger | None = None,
+    sandbox_policy: str | None = None,
 ) -> Phase1Result:
-    """Generate ``generator``'s output for ``model`` into ``out_dir`` (a path or a Workspace)."""
+    """Generate ``generator``'s output for ``model`` into ``out_dir`` (a path or a Workspace).
+
+    The app-import check runs sandboxed under ``sandbox_policy`` (default: the server's policy).
+    """
     from kernel_ext.model.jsonform import model_digest
     from kernel_ext.model.loading import load
     from kernel_ext.workspace import Workspace
@@ -102,7 +106,7 @@ def run_phase1(
     if ledger is not None:
         ledger.record(spec.name, manifest, output.options.model_dump())
     if check and spec.kind == "besser":
-        checks = check_files(output.files, spec.check_root, spec.entrypoint, import_app=import_app)
+        checks = check_files(output.files, spec.check_root, spec.entrypoint, import_app=import_app, policy=sandbox_policy)
     else:
         checks = CheckReport(app_import="skipped: not requested" if not check else "skipped: build files only")
     return Phase1Result(

@@ -144,7 +144,8 @@ class Orchestrator:
                                     {"base_run_id": self.base.run_id, "files": copied})
             self.model_change = model_change((self.base.recipe.get("model") or {}).get("form") or {}, model_to_dict(self.model))
         self.phase1 = await asyncio.to_thread(
-            run_phase1, self.model, self.tool_context.workspace, self.choice.generator, ledger=ledger
+            run_phase1, self.model, self.tool_context.workspace, self.choice.generator, ledger=ledger,
+            sandbox_policy=self.operator.sandbox_policy,
         )
         self.generated_paths = [f.path for f in self.phase1.files]
         self._prestart_app_host()

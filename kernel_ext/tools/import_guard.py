@@ -65,7 +65,7 @@ class ImportChecker:
 
     def __init__(
         self,
-        root: str | None = None,
+        root: str,
         *,
         python: str = sys.executable,
         preload: Sequence[str] = DEFAULT_PRELOAD,
@@ -136,7 +136,7 @@ class ImportChecker:
         for name in ("rw", "home"):
             (self._scratch / name).mkdir(exist_ok=True)
         conf = Confinement.for_run(self._scratch / "rw", self._scratch / "home", network=False,
-                                   readable=[self.root] if self.root else [])
+                                   readable=[self.root])
         worker = start_worker(self.command(), conf, policy=self.policy, env={"PYTHONDONTWRITEBYTECODE": "1"})
         self._proc, self.tier = worker.process, str(worker.tier)
         self._ready = False
