@@ -4,6 +4,9 @@ Imports are lazy (``%load_ext`` stays fast). The names most callers need:
 
 - ``run_confined(argv, workspace_root, timeout, network=False, ...) -> CommandRecord``:
   a fresh one-off sandbox for checks and probes (``oneoff``); ``release_workspace`` at run end.
+- ``start_worker(argv, conf) -> Worker``: a long-lived confined worker over pipes (``workers``:
+  the app host, the import guard). Outside this package, no other way starts a process that
+  runs project code.
 - ``SessionRegistry``: the server's sessions (``registry``); ``ShellSession`` (``session``).
 - ``ShellService`` / ``shell_service_for_run``: the per-run ``shell`` service (``service``).
 - ``shell_tools_enabled``, ``ShellSettings`` (``config``); ``choose_tier``, ``Tier`` (``tiers``).
@@ -18,6 +21,7 @@ _EXPORTS = {
     "run_confined": "oneoff",
     "require_tier": "oneoff",
     "release_workspace": "oneoff",
+    "start_worker": "workers",
     "SessionRegistry": "registry",
     "ShellSession": "session",
     "ShellService": "service",
@@ -54,6 +58,7 @@ __all__ = [
     "scrub_environment",
     "shell_service_for_run",
     "shell_tools_enabled",
+    "start_worker",
 ]
 
 
