@@ -117,6 +117,19 @@ def test_an_unavailable_checker_fails_closed(project):
               old_text="class Base(DeclarativeBase):", new_text="class Base(DeclarativeBase):  # base")
 
 
+def test_no_sandbox_means_no_check_and_a_refused_edit(project):
+    """A policy no tier satisfies (here an unknown one): the worker never starts unconfined; guarded edits are refused."""
+    unconfinable = ImportChecker(str(project), policy="no-such-tier")
+    try:
+        unconfinable.warm()  # must not raise: the next check reports it
+        h = harness(project, unconfinable)
+        result = h.refused(ErrorCode.CHECKER_UNAVAILABLE, "modify_file", path="sql_alchemy.py",
+                           old_text="class Base(DeclarativeBase):", new_text="class Base(DeclarativeBase):  # base")
+        assert "sandbox is unavailable" in result.observation and unconfinable.tier == ""
+    finally:
+        unconfinable.close()
+
+
 def test_checked_modules_see_no_secrets_and_write_nothing(tmp_path, checker, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-000000")
     fresh = ImportChecker(str(tmp_path))  # started after the variable was set

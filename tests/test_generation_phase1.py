@@ -229,3 +229,21 @@ def test_generate_cli(tmp_path):
     proc = cli("generate", str(bad), "--out", str(tmp_path / "o2"))
     assert proc.returncode == 2 and "not_a_model" in proc.stderr and not (tmp_path / "o2").exists()
     assert cli("generate", "example:library", "--out", str(tmp_path / "o3"), "--generator", "react").returncode == 2
+
+
+def test_the_app_import_runs_only_in_the_sandbox(tmp_path):
+    """Generated code is model-derived: it is imported confined, or not at all (fail closed)."""
+    planted = tmp_path / "escaped.txt"
+    hostile = {"app/main_api.py": f"open({str(planted)!r}, 'w').write('x')\n".encode()}
+    refused = check_files(hostile, "app", "main_api", policy="no-such-tier")  # no tier satisfies it
+    assert refused.app_import.startswith("skipped: ") and refused.app_import_tier == ""
+    (finding,) = refused.findings
+    assert finding.code == "sandbox_unavailable" and finding.severity == "warning" and not planted.exists()
+    from kernel_ext.sandbox.config import startup_settings
+    from kernel_ext.sandbox.tiers import choose_tier
+
+    if choose_tier(startup_settings().policy).tier in (None, "off"):
+        pytest.skip("no confining sandbox tier on this host")
+    confined = check_files(hostile, "app", "main_api")  # the operator's tier: the write fails inside
+    assert confined.app_import == "failed" and confined.app_import_tier in ("bwrap", "landlock")
+    assert not planted.exists()
