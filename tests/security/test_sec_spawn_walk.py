@@ -116,6 +116,14 @@ class _Walker(ast.NodeVisitor):
             package = package[: len(package) - (level - 1)]
         return ".".join([*package, *([name] if name else [])])
 
+    def bind_assignment(self, node: ast.Assign) -> None:
+        """``sp = subprocess`` (or ``run = subprocess.run``) makes ``sp`` another spelling of it."""
+        dotted = self.resolve(node.value)
+        if dotted:
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.aliases[target.id] = dotted
+
     # -- uses -----------------------------------------------------------------------------------
 
     def resolve(self, node: ast.AST) -> str | None:
@@ -184,6 +192,9 @@ def uses_in(source: str, module: str) -> list[Use]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             walker.visit(node)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            walker.bind_assignment(node)
     walker.uses.clear()
     walker.visit(tree)
     return walker.uses
@@ -226,6 +237,7 @@ SPELLINGS = {
     "from import alias": ("from subprocess import check_output as co\n", "subprocess.check_output"),
     "imported in a function": ("def f():\n    import subprocess\n    return subprocess.call(['x'])\n", "subprocess.call"),
     "reference, not call": ("import subprocess\nstarter = subprocess.Popen\n", "subprocess.Popen"),
+    "module assigned": ("import subprocess\nsp = subprocess\nsp.run(['x'])\n", "subprocess.run"),
     "os.system": ("import os\nos.system('x')\n", "os.system"),
     "os alias exec": ("import os as o\no.execv('/bin/x', ['x'])\n", "os.execv"),
     "from os spawn": ("from os import spawnlp\n", "os.spawnlp"),
