@@ -26,7 +26,7 @@ MB = 1024 * 1024
 def event(data: Any, name: str | None = None) -> bytes:
     """One SSE event, non-ASCII sent raw (as servers that do not escape it do)."""
     text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-    return (f"event: {name}\n" if name else "").encode() + f"data: {text}\n\n".encode("utf-8")
+    return (f"event: {name}\n" if name else "").encode() + f"data: {text}\n\n".encode()
 
 
 def reply(

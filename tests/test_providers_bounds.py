@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - fixtures imported from provider_server are requested by name
 """Bounded replies (providers/bounds.py, sse.py): limits, progress-only timeouts, budgets per chunk.
 
 Each limit is exercised against the real loopback server with a stream larger than the limit,
@@ -6,7 +7,6 @@ for both protocols where the wire differs; the SSE splitter is checked on its ow
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 
@@ -18,7 +18,11 @@ from kernel_ext.errors import ErrorCode
 from kernel_ext.providers import Conversation, ProviderError, ToolUse
 from kernel_ext.providers.anthropic import AnthropicProvider
 from kernel_ext.providers.bounds import CallBudget, ReplyLimits
-from kernel_ext.providers.messages import ECHO_ARGUMENT_CHARS, ECHO_TEXT_CHARS, summarise
+from kernel_ext.providers.messages import (
+    ECHO_ARGUMENT_CHARS,
+    ECHO_TEXT_CHARS,
+    summarise,
+)
 from kernel_ext.providers.openai_compat import OpenAICompatProvider
 from kernel_ext.providers.retry import RetryPolicy
 from kernel_ext.providers.sse import split_lines

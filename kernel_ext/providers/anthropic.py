@@ -9,6 +9,7 @@ consecutive turns of one role are merged, as the API requires.
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any, ClassVar
 
@@ -123,7 +124,7 @@ class MessageStream:
         elif kind == "content_block_start":
             block = payload.get("content_block") or {}
             index = int(payload.get("index", len(self._blocks)))
-            entry = {"type": block.get("type"), "id": block.get("id", ""), "name": block.get("name", ""), "json": []}
+            entry = {"type": block.get("type"), "id": block.get("id", ""), "name": block.get("name", ""), "json": io.StringIO()}
             if block.get("type") == "tool_use":
                 self.watch.on_call()
                 if block.get("input"):
@@ -145,12 +146,12 @@ class MessageStream:
             if delta.get("type") == "input_json_delta" and entry is not None:
                 piece = str(delta.get("partial_json", ""))
                 self.watch.on_arguments(index, len(piece))
-                entry["json"].append(piece)
+                entry["json"].write(piece)
         elif kind == "content_block_stop":
             entry = self._blocks.get(int(payload.get("index", -1)))
             if entry is not None and entry["type"] == "tool_use" and not entry.get("emitted"):
                 entry["emitted"] = True
-                arguments = "".join(entry["json"]) or entry.get("initial") or "{}"
+                arguments = entry["json"].getvalue() or entry.get("initial") or "{}"
                 return [ToolCallDone(ToolUse(str(entry["id"]), str(entry["name"]), arguments))]
         elif kind == "message_delta":
             delta = payload.get("delta") or {}

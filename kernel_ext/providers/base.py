@@ -10,6 +10,7 @@ off as a live model.
 
 from __future__ import annotations
 
+import io
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable
@@ -253,8 +254,8 @@ class Provider(ABC):
                         log.info("%s: retry %d in %.2fs (%s)", self.label, event.attempt, event.delay, event.reason)
                     elif isinstance(event, UsageUpdate):
                         event = self._price(event)
-                    if not isinstance(event, Retrying):
-                        seen.append(event)
+                    if self.recorder is not None and not isinstance(event, Retrying):
+                        seen.append(event)  # kept only for a cassette: a reply's pieces are many
                     yield event
         except ProviderError as exc:
             log.warning("%s: %s", self.label, exc)
@@ -280,12 +281,12 @@ class Provider(ABC):
     ) -> Reply:
         """The whole reply at once (the stream, collected)."""
         reply = Reply()
-        parts: list[str] = []
+        parts = io.StringIO()  # one buffer, not one object per streamed piece
         stream = self.stream(conversation, tools, max_tokens=max_tokens, cancel=cancel, budget=budget)
         async with aclosing(stream) as events:
             async for event in events:
                 if isinstance(event, TextDelta):
-                    parts.append(event.text)
+                    parts.write(event.text)
                 elif isinstance(event, ToolCallDone):
                     reply.tool_calls.append(event.call)
                 elif isinstance(event, UsageUpdate):
@@ -296,5 +297,5 @@ class Provider(ABC):
                     reply.retries += 1
                 elif isinstance(event, Stop):
                     reply.stop_reason = event.reason
-        reply.text = "".join(parts)
+        reply.text = parts.getvalue()
         return reply

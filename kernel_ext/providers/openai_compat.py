@@ -8,6 +8,7 @@ complete once the choice has a ``finish_reason``. Usage comes in a final chunk w
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
@@ -132,7 +133,7 @@ class ChatStream:
             index = next((i for i, c in self._calls.items() if part.get("id") and c["id"] == part["id"]), len(self._calls))
         if index not in self._calls:
             self.watch.on_call()
-        call = self._calls.setdefault(index, {"id": "", "name": "", "arguments": []})
+        call = self._calls.setdefault(index, {"id": "", "name": "", "arguments": io.StringIO()})
         function = part.get("function") or {}
         if part.get("id") and not call["id"]:
             call["id"] = str(part["id"])
@@ -143,7 +144,7 @@ class ChatStream:
             piece = json.dumps(piece)
         if isinstance(piece, str):
             self.watch.on_arguments(index, len(piece))
-            call["arguments"].append(piece)
+            call["arguments"].write(piece)
 
     def _complete_calls(self) -> list[Event]:
         if self._emitted:
@@ -152,7 +153,7 @@ class ChatStream:
         out: list[Event] = []
         for index in sorted(self._calls):
             call = self._calls[index]
-            arguments = "".join(call["arguments"]) or "{}"
+            arguments = call["arguments"].getvalue() or "{}"
             out.append(ToolCallDone(ToolUse(call["id"] or f"call_{index}", call["name"], arguments)))
         return out
 
