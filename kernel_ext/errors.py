@@ -76,6 +76,8 @@ class ErrorCode(StrEnum):
     COST_CAP = "cost_cap"
     NOT_CONFIGURED = "not_configured"
     REPLAY_DIVERGED = "replay_diverged"
+    REPLY_TOO_LARGE = "reply_too_large"  # a reply past a size limit (providers/bounds.py)
+    BUDGET = "budget"  # the run's wall time or token budget spent while a call was under way
     # models and generators
     NOT_A_MODEL = "not_a_model"
     INVALID_MODEL = "invalid_model"

@@ -33,6 +33,11 @@ PROVIDER_ENV = (
     "BESSER_LLM_SCRIPT",
     "BESSER_LLM_MAX_COST_USD",
     "BESSER_LLM_TIMEOUT_SECONDS",
+    "BESSER_LLM_CALL_TIMEOUT_SECONDS",
+    "BESSER_LLM_MAX_REPLY_BYTES",
+    "BESSER_LLM_MAX_REPLY_CHARS",
+    "BESSER_LLM_MAX_TOOL_CALLS",
+    "BESSER_LLM_MAX_ARGUMENT_CHARS",
 )
 
 # -- the loopback guard ------------------------------------------------------------------------

@@ -25,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--approve", default="none", choices=("none", "edits", "shell", "all"),
                         help="categories approved without asking; others are denied (no one is there to ask)")
     parser.add_argument("--max-turns", type=int, default=40)
+    parser.add_argument("--max-runtime", type=float, default=None, metavar="SECONDS",
+                        help="the run's wall-time budget, enforced while a reply streams (default 1800)")
+    parser.add_argument("--max-cost", type=float, default=None, metavar="USD", help="the run's cost budget (default 2.0)")
     parser.add_argument("--options", default="{}", help="the generator's options as a JSON object")
     parser.add_argument("--no-check", action="store_true", help="skip the syntax, import and app-import checks")
     parser.add_argument("--json", action="store_true", help="print the Phase 1 result as JSON")

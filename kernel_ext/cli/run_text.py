@@ -19,6 +19,8 @@ def run_pipeline(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
     from kernel_ext.errors import ToolFailure
     from kernel_ext.pipeline.generation import generate
 
@@ -32,14 +34,23 @@ async def _run(args: argparse.Namespace) -> int:
         run = generate(
             args.model, args.request, run_dir=out, provider=args.provider, target=args.generator,
             approve=args.approve, approver=lambda request: False, allow_shell_tools="shell" in extra or None,
-            max_turns=args.max_turns,
+            max_turns=args.max_turns, **_budgets(args),
         )
     except ToolFailure as exc:
         print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
         return 2
+    except ValidationError as exc:  # a budget out of range
+        first = exc.errors()[0]
+        print(f"error: invalid_argument: {'.'.join(map(str, first['loc']))}: {first['msg']}", file=sys.stderr)
+        return 2
     done = await print_timeline(run)
     print(f"run folder: {out}")
     return 0 if done is not None and done.status == "completed" else 1
+
+
+def _budgets(args: argparse.Namespace) -> dict[str, float]:
+    named = {"max_runtime_s": getattr(args, "max_runtime", None), "max_cost_usd": getattr(args, "max_cost", None)}
+    return {k: v for k, v in named.items() if v is not None}
 
 
 async def print_timeline(run):

@@ -15,7 +15,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kernel_ext.providers.messages import AssistantMessage, Conversation, ToolResultMessage, ToolUse
+from kernel_ext.providers.bounds import CallBudget
+from kernel_ext.providers.messages import AssistantMessage, Conversation, ToolResultMessage, ToolUse, summarise
 
 EDIT_TOOLS = frozenset({"replace_file_lines", "modify_file", "write_file", "delete_file"})
 
@@ -48,6 +49,14 @@ class Budgets:
 
     def turns_left(self) -> int:
         return max(self.max_turns - self.turns, 0)
+
+    def call_budget(self) -> CallBudget:
+        """What is left, handed to a provider call so a stream stops when a budget is spent."""
+        return CallBudget(
+            deadline=self.started + self.max_runtime_s,
+            tokens_left=max(self.max_tokens - self.tokens, 0),
+            cost_left_usd=max(self.max_cost_usd - self.cost_usd, 0.0) if self.max_cost_usd > 0 else None,
+        )
 
 
 def estimate_tokens(conversation: Conversation) -> int:
@@ -138,13 +147,18 @@ def victory_refusal(open_tasks: Iterable[str], failing_scenarios: Iterable[str])
         return None
     parts = []
     if tasks:
-        parts.append("open tasks: " + "; ".join(tasks))
+        parts.append("open tasks: " + _listing(tasks, "; "))
     if scenarios:
-        parts.append("failing API scenarios: " + ", ".join(scenarios))
+        parts.append("failing API scenarios: " + _listing(scenarios, ", "))
     return (
         "Not done yet: " + " | ".join(parts) + ". Finish them, prove them with task_list evidence, "
         "or mark a task blocked with the reason it cannot be done."
     )
+
+
+def _listing(items: list[str], sep: str, each: int = 300, total: int = 4000) -> str:
+    """Items for a message sent back to the model: each one and the whole bounded."""
+    return summarise(sep.join(summarise(item, each) for item in items), total)
 
 
 def truncated_call(call: ToolUse, stop_reason: str) -> str | None:

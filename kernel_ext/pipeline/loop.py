@@ -19,11 +19,13 @@ from kernel_ext.pipeline.bus import EventLog
 from kernel_ext.pipeline.guards import Budgets, EditChurn, condense_context, truncated_call, victory_refusal
 from kernel_ext.pipeline.reporting import report_call, report_result
 from kernel_ext.providers.base import Provider, ProviderError
-from kernel_ext.providers.messages import Conversation, ToolUse
+from kernel_ext.providers.messages import Conversation, ToolUse, summarise
 from kernel_ext.tools.task_list import TaskList
 
 MAX_VICTORY_REFUSALS = 3
 CONTEXT_BUDGET_TOKENS = 60_000
+EVENT_TEXT_CHARS = 16_000  # a model's text as the timeline shows it
+BUDGET_CODES = frozenset({"COST_CAP", "BUDGET"})  # a spent budget ends the loop; Phase 3 still runs
 
 
 @dataclass(frozen=True)
@@ -62,17 +64,18 @@ async def customize(
         if condense_context(conversation, guards.context_budget_tokens):
             events.emit("text", text="[host] older tool results were condensed to stay within the context budget")
         try:
-            reply = await provider.complete(conversation, executor.offered, cancel=cancel)
+            reply = await provider.complete(conversation, executor.offered, cancel=cancel, budget=budgets.call_budget())
         except ProviderError as exc:
             code = str(exc.code).upper()
-            events.emit("error", code=code, message=exc.message, terminal=code != "COST_CAP")
-            return LoopResult("budget" if code == "COST_CAP" else "provider_error", exc.message, budgets.turns)
+            budget = code in BUDGET_CODES
+            events.emit("error", code=code, message=exc.message, terminal=not budget)
+            return LoopResult("budget" if budget else "provider_error", exc.message, budgets.turns)
         budgets.turns += 1
         budgets.tokens += reply.usage.total_tokens
         budgets.cost_usd = provider.meter.cost_usd
-        conversation.assistant(reply.text, reply.tool_calls)
+        conversation.assistant(reply.text, reply.tool_calls)  # kept bounded: it is re-sent every turn
         if reply.text.strip():
-            events.emit("text", text=reply.text)
+            events.emit("text", text=summarise(reply.text, EVENT_TEXT_CHARS))
         _emit_cost(events, provider, budgets)
 
         if not reply.tool_calls:

@@ -123,7 +123,8 @@ class Orchestrator:
         choices = phase1_choices({"domain"})
         if self.request.target:
             resolve_target(self.request.target, {"domain"})  # an explicit target is honoured as-is, or refused by name
-        choice = self.choice = await planner.choose_generator(self.request.request, self.request.target, choices, self.provider)
+        choice = self.choice = await planner.choose_generator(self.request.request, self.request.target, choices, self.provider,
+                                                              budget=self.budgets.call_budget())
         return PhaseOutcome("done", f"{choice.generator} ({choice.how}); frontend: {'yes' if self.intent.needed else 'no'} - {self.intent.reason}",
                             {"generator": choice.generator, "how": choice.how, "frontend": self.intent.needed})
 
@@ -165,7 +166,8 @@ class Orchestrator:
         if self.provider is None:
             return PhaseOutcome("skipped", "no LLM provider is configured; Phase 2 is skipped (Phase 1 and Phase 3 run for real)")
         planned = await planner.plan_gap(
-            self.provider, self.request.request, planner.scaffold_summary(self.generated_paths), self._overview()
+            self.provider, self.request.request, planner.scaffold_summary(self.generated_paths), self._overview(),
+            budget=self.budgets.call_budget(),
         )
         for text in planned:
             self.tasks.add(text, origin="request")

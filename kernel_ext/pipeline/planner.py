@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from kernel_ext.providers.base import Provider
 from kernel_ext.providers.messages import Conversation
+from kernel_ext.tools.task_list import task_text
 
 MAX_TASKS = 16
 
@@ -51,7 +54,9 @@ def choose_by_rules(request: str, choices: list[str]) -> str | None:
     return None
 
 
-async def choose_generator(request: str, explicit: str | None, choices: list[str], provider: Provider | None) -> Choice:
+async def choose_generator(
+    request: str, explicit: str | None, choices: list[str], provider: Provider | None, budget: Any = None
+) -> Choice:
     if explicit:
         return Choice(explicit.removeprefix("generate_"), "explicit")
     ruled = choose_by_rules(request, choices)
@@ -65,7 +70,7 @@ async def choose_generator(request: str, explicit: str | None, choices: list[str
     )
     conversation.user(f"Request: {request}\nGenerators: {', '.join(choices)}")
     tool = {"name": "choose_generator", "description": "Pick one generator.", "parameters": _ChooseArgs.model_json_schema()}
-    reply = await provider.complete(conversation, [tool], max_tokens=200)
+    reply = await provider.complete(conversation, [tool], max_tokens=200, budget=budget)
     for call in reply.tool_calls:
         picked = (call.parsed() or {}).get("generator", "")
         if picked in choices:
@@ -73,8 +78,11 @@ async def choose_generator(request: str, explicit: str | None, choices: list[str
     return Choice(default, "default")
 
 
-async def plan_gap(provider: Provider, request: str, scaffold_summary: str, model_overview: str) -> list[str]:
-    """One planning call: the tasks between the scaffold and the request (at most 16)."""
+async def plan_gap(
+    provider: Provider, request: str, scaffold_summary: str, model_overview: str, budget: Any = None
+) -> list[str]:
+    """One planning call: the tasks between the scaffold and the request (at most 16, each
+    at most ``MAX_TASK_CHARS``; a longer one keeps its head and a note of what was cut)."""
     conversation = Conversation(
         system=(
             "You plan the work that remains after a code generator produced a scaffold. "
@@ -84,15 +92,19 @@ async def plan_gap(provider: Provider, request: str, scaffold_summary: str, mode
     )
     conversation.user(f"Request: {request}\n\nDomain model:\n{model_overview}\n\nScaffold:\n{scaffold_summary}")
     tool = {"name": "submit_tasks", "description": "Submit the task list.", "parameters": _TasksArgs.model_json_schema()}
-    reply = await provider.complete(conversation, [tool], max_tokens=1200)
+    reply = await provider.complete(conversation, [tool], max_tokens=1200, budget=budget)
     for call in reply.tool_calls:
         if call.name == "submit_tasks":
             tasks = (call.parsed() or {}).get("tasks", [])
             if isinstance(tasks, list):
-                return [str(t).strip() for t in tasks if str(t).strip()][:MAX_TASKS]
-    # A model that answered in prose: one task per bullet line.
-    lines = [re.sub(r"^\s*(?:[-*]|\d+[.)])\s*", "", line).strip() for line in reply.text.splitlines()]
-    return [line for line in lines if line][:MAX_TASKS]
+                return _tasks(str(t) for t in tasks[: MAX_TASKS * 4])
+    # A model that answered in prose: one task per bullet line (lines end at \n only).
+    return _tasks(re.sub(r"^\s*(?:[-*]|\d+[.)])\s*", "", line) for line in reply.text.split("\n", MAX_TASKS * 4)[: MAX_TASKS * 4])
+
+
+def _tasks(texts: Iterable[str]) -> list[str]:
+    out = [task_text(t) for t in texts if t.strip()]
+    return out[:MAX_TASKS]
 
 
 def scaffold_summary(files: list[str], limit: int = 60) -> str:

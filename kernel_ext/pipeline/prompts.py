@@ -6,6 +6,8 @@ verification runbook only when shell tools are on and a FastAPI backend is prese
 
 from __future__ import annotations
 
+from kernel_ext.providers.messages import summarise
+
 BASE = """You customise an application that a deterministic generator already produced from a B-UML domain model.
 The generated scaffold is correct: change it only where the request needs it, and never rewrite it from memory.
 
@@ -27,12 +29,17 @@ RUNBOOK = """Shell tools are on. To verify at runtime: run_command 'python probe
 'python probe.py routes' lists its routes, 'python probe.py req GET /path' sends a request, 'python probe.py down' stops it."""
 
 
+OVERVIEW_CHARS = 24_000
+CHECKLIST_CHARS = 24_000  # tasks are short (tools/task_list.py); this bounds the whole list too
+
+
 def system_prompt(*, frontend: bool, shell: bool, fastapi_backend: bool, model_overview: str, tasks: str) -> str:
+    """The prompt, each variable part bounded: it is re-sent on every turn."""
     parts = [BASE]
     if frontend:
         parts.append(FRONTEND_RULE)
     if shell and fastapi_backend:
         parts.append(RUNBOOK)
-    parts.append(f"Domain model overview:\n{model_overview}")
-    parts.append(f"Checklist:\n{tasks}")
+    parts.append(f"Domain model overview:\n{summarise(model_overview, OVERVIEW_CHARS)}")
+    parts.append(f"Checklist:\n{summarise(tasks, CHECKLIST_CHARS)}")
     return "\n\n".join(parts)

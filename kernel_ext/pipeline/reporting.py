@@ -92,9 +92,13 @@ def _summary(arguments: dict[str, Any]) -> str:
 
 
 def _bounded(value: Any) -> Any:
-    """Long strings are cut so one event stays small; structure is kept."""
+    """Long strings, lists and objects are cut so one event stays small; structure is kept."""
     if isinstance(value, dict):
-        return {k: _bounded(v) for k, v in value.items()}
+        items = list(value.items())
+        out = {str(k)[:SUMMARY_CHARS]: _bounded(v) for k, v in items[:200]}
+        if len(items) > 200:
+            out["..."] = f"[{len(items) - 200} more keys cut]"
+        return out
     if isinstance(value, list):
         return [_bounded(v) for v in value[:200]]
     if isinstance(value, str) and len(value) > DATA_CHARS:

@@ -9,10 +9,12 @@ consecutive turns of one role are merged, as the API requires.
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any, ClassVar
 
 from kernel_ext.providers.base import ErrorCode, Event, ProviderError, Stop, TextDelta, ToolCallDone, Usage, UsageUpdate
+from kernel_ext.providers.bounds import NoWatch
 from kernel_ext.providers.live import LiveProvider
 from kernel_ext.providers.messages import AssistantMessage, Request, ToolResultMessage, ToolUse, UserMessage
 from kernel_ext.providers.sse import SSEEvent
@@ -52,8 +54,8 @@ class AnthropicProvider(LiveProvider):
             body["tools"] = wire_tools(request.tools)
         return body
 
-    def _assembler(self, transport: Any) -> MessageStream:
-        return MessageStream(transport)
+    def _assembler(self, transport: Any, watch: Any = None) -> MessageStream:
+        return MessageStream(transport, watch)
 
 
 def wire_tools(tools: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
@@ -96,8 +98,9 @@ def _input_object(call: ToolUse) -> dict[str, Any]:
 class MessageStream:
     """Reassembles one streamed Messages reply into provider events."""
 
-    def __init__(self, transport: Any):
+    def __init__(self, transport: Any, watch: Any = None):
         self.transport = transport
+        self.watch = watch if watch is not None else NoWatch()
         self.done = False
         self.model = ""
         self.stop_reason: str | None = None
@@ -120,24 +123,35 @@ class MessageStream:
             self._count(message.get("usage"))
         elif kind == "content_block_start":
             block = payload.get("content_block") or {}
-            entry = {"type": block.get("type"), "id": block.get("id", ""), "name": block.get("name", ""), "json": []}
-            if block.get("type") == "tool_use" and block.get("input"):
-                entry["initial"] = json.dumps(block["input"])  # a proxy may send the input whole
-            self._blocks[int(payload.get("index", len(self._blocks)))] = entry
+            index = int(payload.get("index", len(self._blocks)))
+            entry = {"type": block.get("type"), "id": block.get("id", ""), "name": block.get("name", ""), "json": io.StringIO()}
+            if block.get("type") == "tool_use":
+                self.watch.on_call()
+                if block.get("input"):
+                    entry["initial"] = json.dumps(block["input"])  # a proxy may send the input whole
+                    self.watch.on_arguments(index, len(entry["initial"]))
+            self._blocks[index] = entry
             if block.get("type") == "text" and block.get("text"):
-                return [TextDelta(str(block["text"]))]
+                text = str(block["text"])
+                self.watch.on_text(len(text))
+                return [TextDelta(text)]
         elif kind == "content_block_delta":
             delta = payload.get("delta") or {}
-            entry = self._blocks.get(int(payload.get("index", -1)))
+            index = int(payload.get("index", -1))
+            entry = self._blocks.get(index)
             if delta.get("type") == "text_delta" and delta.get("text"):
-                return [TextDelta(str(delta["text"]))]
+                text = str(delta["text"])
+                self.watch.on_text(len(text))
+                return [TextDelta(text)]
             if delta.get("type") == "input_json_delta" and entry is not None:
-                entry["json"].append(str(delta.get("partial_json", "")))
+                piece = str(delta.get("partial_json", ""))
+                self.watch.on_arguments(index, len(piece))
+                entry["json"].write(piece)
         elif kind == "content_block_stop":
             entry = self._blocks.get(int(payload.get("index", -1)))
             if entry is not None and entry["type"] == "tool_use" and not entry.get("emitted"):
                 entry["emitted"] = True
-                arguments = "".join(entry["json"]) or entry.get("initial") or "{}"
+                arguments = entry["json"].getvalue() or entry.get("initial") or "{}"
                 return [ToolCallDone(ToolUse(str(entry["id"]), str(entry["name"]), arguments))]
         elif kind == "message_delta":
             delta = payload.get("delta") or {}

@@ -10,6 +10,7 @@ off as a live model.
 
 from __future__ import annotations
 
+import io
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable
@@ -204,8 +205,9 @@ class Provider(ABC):
     # -- what subclasses provide -------------------------------------------------------------
 
     @abstractmethod
-    def _events(self, request: Request, cancel: asyncio.Event | None) -> AsyncIterator[Event]:
-        """The raw events of one call; usage comes unpriced (``cost_usd`` None)."""
+    def _events(self, request: Request, cancel: asyncio.Event | None, budget: Any = None) -> AsyncIterator[Event]:
+        """The raw events of one call; usage comes unpriced (``cost_usd`` None). ``budget`` is
+        the run's ``CallBudget`` (providers/bounds.py), which a live stream checks per chunk."""
 
     def describe(self) -> dict[str, Any]:
         """What answered, for events and the timeline (never a key)."""
@@ -233,8 +235,11 @@ class Provider(ABC):
         *,
         max_tokens: int | None = None,
         cancel: asyncio.Event | None = None,
+        budget: Any = None,
     ) -> AsyncIterator[Event]:
-        """Send the conversation; yield events until ``Stop``. Raises ``ProviderError``."""
+        """Send the conversation; yield events until ``Stop``. Raises ``ProviderError``.
+
+        ``budget``: what the run has left (a ``CallBudget``), enforced while the reply arrives."""
         request = Request.of(conversation, tools, max_tokens or self.max_tokens)
         self.meter.check()
         if cancel is not None and cancel.is_set():
@@ -242,15 +247,15 @@ class Provider(ABC):
         log.debug("%s: request with %d messages, %d tools", self.label, len(request.messages), len(request.tools))
         seen: list[Event] = []
         try:
-            async with aclosing(self._events(request, cancel)) as events:
+            async with aclosing(self._events(request, cancel, budget)) as events:
                 async for event in events:
                     if isinstance(event, Retrying):
                         self.retries += 1
                         log.info("%s: retry %d in %.2fs (%s)", self.label, event.attempt, event.delay, event.reason)
                     elif isinstance(event, UsageUpdate):
                         event = self._price(event)
-                    if not isinstance(event, Retrying):
-                        seen.append(event)
+                    if self.recorder is not None and not isinstance(event, Retrying):
+                        seen.append(event)  # kept only for a cassette: a reply's pieces are many
                     yield event
         except ProviderError as exc:
             log.warning("%s: %s", self.label, exc)
@@ -272,14 +277,16 @@ class Provider(ABC):
         *,
         max_tokens: int | None = None,
         cancel: asyncio.Event | None = None,
+        budget: Any = None,
     ) -> Reply:
         """The whole reply at once (the stream, collected)."""
         reply = Reply()
-        parts: list[str] = []
-        async with aclosing(self.stream(conversation, tools, max_tokens=max_tokens, cancel=cancel)) as events:
+        parts = io.StringIO()  # one buffer, not one object per streamed piece
+        stream = self.stream(conversation, tools, max_tokens=max_tokens, cancel=cancel, budget=budget)
+        async with aclosing(stream) as events:
             async for event in events:
                 if isinstance(event, TextDelta):
-                    parts.append(event.text)
+                    parts.write(event.text)
                 elif isinstance(event, ToolCallDone):
                     reply.tool_calls.append(event.call)
                 elif isinstance(event, UsageUpdate):
@@ -290,5 +297,5 @@ class Provider(ABC):
                     reply.retries += 1
                 elif isinstance(event, Stop):
                     reply.stop_reason = event.reason
-        reply.text = "".join(parts)
+        reply.text = parts.getvalue()
         return reply

@@ -32,7 +32,12 @@ ENV = (
     *URL_ENV.values(),
     *SOURCE_ENV.values(),
     "BESSER_LLM_MAX_COST_USD",
-    "BESSER_LLM_TIMEOUT_SECONDS",
+    "BESSER_LLM_TIMEOUT_SECONDS",  # seconds without progress in a reply (providers/bounds.py)
+    "BESSER_LLM_CALL_TIMEOUT_SECONDS",
+    "BESSER_LLM_MAX_REPLY_BYTES",
+    "BESSER_LLM_MAX_REPLY_CHARS",
+    "BESSER_LLM_MAX_TOOL_CALLS",
+    "BESSER_LLM_MAX_ARGUMENT_CHARS",
 )
 
 

@@ -2,22 +2,28 @@
 
 A protocol subclass supplies the path, headers, request body and a stream assembler (SSE
 events in, provider events out); this class sends with retries, parses SSE and closes the
-connection whatever happens. httpx is imported on the first request, not before.
+connection whatever happens. Each call reads under a ``ReplyWatch`` (providers/bounds.py):
+the reply's size and pace limits and the run's budget, checked per chunk. httpx is imported
+on the first request, not before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar, Protocol
 
 from kernel_ext.providers.base import ErrorCode, Event, Provider, ProviderError, Retrying
+from kernel_ext.providers.bounds import CHARS_PER_TOKEN, CallBudget, ReplyLimits, ReplyWatch
 from kernel_ext.providers.cancel import CancelGuard
 from kernel_ext.providers.messages import Request
 from kernel_ext.providers.retry import RetryPolicy
-from kernel_ext.providers.sse import SSEEvent, parse_sse
+from kernel_ext.providers.sse import SSEEvent, parse_sse, split_lines
 
 __all__ = ["LiveProvider", "Assembler"]
+
+OFF_LOOP_CHARS = 256 * 1024
 
 
 class Assembler(Protocol):
@@ -47,6 +53,7 @@ class LiveProvider(Provider):
         retry: RetryPolicy | None = None,
         meter: Any = None,
         max_tokens: int | None = None,
+        limits: ReplyLimits | None = None,
     ):
         super().__init__(model=model, label=f"{self.protocol}:{model}", meter=meter, max_tokens=max_tokens)
         from kernel_ext.providers.config import Secret
@@ -58,6 +65,8 @@ class LiveProvider(Provider):
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.retry_policy = retry or RetryPolicy()
+        # the idle timeout is the ``timeout`` given (BESSER_LLM_TIMEOUT_SECONDS by default)
+        self.limits = limits if limits is not None else ReplyLimits.from_env(idle_timeout=timeout)
         self._transport: Any = None
 
     def __repr__(self) -> str:
@@ -71,7 +80,7 @@ class LiveProvider(Provider):
     def _body(self, request: Request) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _assembler(self, transport: Any) -> Assembler:
+    def _assembler(self, transport: Any, watch: ReplyWatch) -> Assembler:
         raise NotImplementedError
 
     def _path(self) -> str:
@@ -110,32 +119,53 @@ class LiveProvider(Provider):
         if self._transport is not None:
             await self._transport.aclose()
 
-    async def _events(self, request: Request, cancel: asyncio.Event | None) -> AsyncIterator[Event]:
+    async def _events(
+        self, request: Request, cancel: asyncio.Event | None, budget: CallBudget | None = None
+    ) -> AsyncIterator[Event]:
         transport = self.transport()
         key = self._key.reveal() if self._key is not None else None
+        content = json.dumps(self._body(request), ensure_ascii=False).encode("utf-8")
+        watch = self._watch(budget, len(content), transport.endpoint)
         async with CancelGuard(cancel) as guard:
             response = None
-            sent = transport.post_stream(self._path(), self._headers(key), self._body(request), guard)
+            sent = transport.post_stream(self._path(), self._headers(key), content, guard, watch)
             async for item in sent:
                 if isinstance(item, Retrying):
                     yield item
                 else:
                     response = item
-            lines = transport.lines(response, guard)
+            watch.progress()  # the endpoint answered: the idle clock starts now
+            text = transport.text(response, guard, watch)
+            lines = split_lines(text)
             events = parse_sse(lines)
             try:
-                assembler = self._assembler(transport)
+                assembler = self._assembler(transport, watch)
                 async for sse in events:
-                    for event in _feed(assembler, sse, transport.endpoint):
+                    if len(sse.data) > OFF_LOOP_CHARS:  # a big chunk is parsed off the event loop
+                        fed = await asyncio.to_thread(_feed, assembler, sse, transport.endpoint)
+                    else:
+                        fed = _feed(assembler, sse, transport.endpoint)
+                    for event in fed:
                         yield event
                     if assembler.done:
                         break
+                    watch.check_time()
                 for event in assembler.finish():
                     yield event
             finally:
                 await events.aclose()
                 await lines.aclose()
+                await text.aclose()
                 await response.aclose()
+
+    def _watch(self, budget: CallBudget | None, request_bytes: int, endpoint: str) -> ReplyWatch:
+        from kernel_ext.providers.base import Usage
+
+        def price(input_tokens: int, output_tokens: int) -> float | None:
+            return self.meter.pricing.cost(self.model, Usage(input_tokens, output_tokens))
+
+        return ReplyWatch(self.limits, budget, endpoint, price=price, input_tokens=request_bytes // CHARS_PER_TOKEN,
+                          cost_left_usd=self.meter.remaining_usd)
 
 
 def _feed(assembler: Assembler, sse: SSEEvent, endpoint: str) -> list[Event]:
@@ -143,6 +173,6 @@ def _feed(assembler: Assembler, sse: SSEEvent, endpoint: str) -> list[Event]:
     problem = ""
     try:
         return assembler.feed(sse)
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
         problem = type(exc).__name__
     raise ProviderError(ErrorCode.UPSTREAM_LLM, f"{endpoint} sent a malformed stream event ({problem})")

@@ -4,6 +4,10 @@ The pipeline keeps one ``Conversation``; each provider translates it to its own 
 send time, so switching providers (or replaying a recording made with another one) never
 rewrites history. Everything here is plain data with a JSON form, which is also what
 cassettes store.
+
+A conversation is re-sent whole on every turn, so what it keeps is bounded when it is added
+(``summarise``): a huge reply, a refused 50 MB call or a long observation is kept as its head
+and a note of what was omitted, never re-sent whole. The caller still acts on the original.
 """
 
 from __future__ import annotations
@@ -24,7 +28,23 @@ __all__ = [
     "tool_schemas",
     "message_to_dict",
     "message_from_dict",
+    "summarise",
+    "ECHO_TEXT_CHARS",
+    "ECHO_ARGUMENT_CHARS",
+    "ECHO_RESULT_CHARS",
 ]
+
+ECHO_TEXT_CHARS = 16_000  # a model's own text, as it is sent back
+ECHO_ARGUMENT_CHARS = 32_000  # one call's arguments, as they are sent back
+ECHO_RESULT_CHARS = 64_000  # one tool observation
+
+
+def summarise(text: str, limit: int) -> str:
+    """``text`` when it fits in ``limit`` characters, else its head and a note of what was cut."""
+    if len(text) <= limit:
+        return text
+    note = f"\n[... {len(text) - limit} chars omitted]"
+    return text[: max(limit - len(note), 0)] + note if limit > len(note) else text[:limit]
 
 
 @dataclass(frozen=True)
@@ -42,6 +62,14 @@ class ToolUse:
         except ValueError:
             return None
         return value if isinstance(value, dict) else None
+
+    def bounded(self, limit: int = ECHO_ARGUMENT_CHARS) -> ToolUse:
+        """This call as it may be sent back: arguments past ``limit`` become a JSON object
+        holding their head and a note of the size (the original was what the host acted on)."""
+        if len(self.arguments) <= limit:
+            return self
+        head = summarise(self.arguments, max(limit - 64, 0))
+        return ToolUse(self.id, self.name, json.dumps({"_omitted_arguments": head}, ensure_ascii=False))
 
     def to_call(self) -> Any:
         """The boundary's ``ToolCall`` for this proposal (imported here to keep providers light)."""
@@ -123,13 +151,14 @@ class Conversation:
     messages: list[Message] = field(default_factory=list)
 
     def user(self, text: str) -> UserMessage:
-        return self._add(UserMessage(text))
+        return self._add(UserMessage(summarise(text, ECHO_RESULT_CHARS)))
 
     def assistant(self, text: str = "", tool_calls: Iterable[ToolUse] = ()) -> AssistantMessage:
-        return self._add(AssistantMessage(text, tuple(tool_calls)))
+        """The model's turn, bounded as it will be sent back (``summarise``, ``ToolUse.bounded``)."""
+        return self._add(AssistantMessage(summarise(text, ECHO_TEXT_CHARS), tuple(c.bounded() for c in tool_calls)))
 
     def tool_result(self, call_id: str, name: str, content: str, is_error: bool = False) -> ToolResultMessage:
-        return self._add(ToolResultMessage(call_id, name, content, is_error))
+        return self._add(ToolResultMessage(call_id, name, summarise(content, ECHO_RESULT_CHARS), is_error))
 
     def add_result(self, result: Any) -> ToolResultMessage:
         """Answer a boundary ``ToolResult`` (refusals are observations too, flagged as errors)."""

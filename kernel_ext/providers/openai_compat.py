@@ -8,11 +8,13 @@ complete once the choice has a ``finish_reason``. Usage comes in a final chunk w
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from kernel_ext.providers.base import ErrorCode, Event, ProviderError, Stop, TextDelta, ToolCallDone, Usage, UsageUpdate
+from kernel_ext.providers.bounds import NoWatch
 from kernel_ext.providers.live import LiveProvider
 from kernel_ext.providers.messages import AssistantMessage, Request, ToolResultMessage, ToolUse, UserMessage
 from kernel_ext.providers.sse import SSEEvent
@@ -49,8 +51,8 @@ class OpenAICompatProvider(LiveProvider):
             body["max_completion_tokens" if official else "max_tokens"] = request.max_tokens
         return body
 
-    def _assembler(self, transport: Any) -> ChatStream:
-        return ChatStream(transport)
+    def _assembler(self, transport: Any, watch: Any = None) -> ChatStream:
+        return ChatStream(transport, watch)
 
 
 def wire_tools(tools: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
@@ -85,8 +87,9 @@ def wire_messages(request: Request) -> list[dict[str, Any]]:
 class ChatStream:
     """Reassembles one streamed chat completion (choice 0) into provider events."""
 
-    def __init__(self, transport: Any):
+    def __init__(self, transport: Any, watch: Any = None):
         self.transport = transport
+        self.watch = watch if watch is not None else NoWatch()
         self.done = False
         self.finish_reason: str | None = None
         self.model = ""
@@ -114,6 +117,7 @@ class ChatStream:
             delta = choice.get("delta") or {}
             text = delta.get("content")
             if isinstance(text, str) and text:
+                self.watch.on_text(len(text))
                 out.append(TextDelta(text))
             for part in delta.get("tool_calls") or ():
                 self._merge(part)
@@ -127,16 +131,20 @@ class ChatStream:
         if not isinstance(index, int):
             # servers that omit the index: match by id, else a new call
             index = next((i for i, c in self._calls.items() if part.get("id") and c["id"] == part["id"]), len(self._calls))
-        call = self._calls.setdefault(index, {"id": "", "name": "", "arguments": []})
+        if index not in self._calls:
+            self.watch.on_call()
+        call = self._calls.setdefault(index, {"id": "", "name": "", "arguments": io.StringIO()})
         function = part.get("function") or {}
         if part.get("id") and not call["id"]:
             call["id"] = str(part["id"])
         if function.get("name") and not call["name"]:
             call["name"] = str(function["name"])
-        if isinstance(function.get("arguments"), str):
-            call["arguments"].append(function["arguments"])
-        elif isinstance(function.get("arguments"), dict):  # a few servers send an object
-            call["arguments"].append(json.dumps(function["arguments"]))
+        piece = function.get("arguments")
+        if isinstance(piece, dict):  # a few servers send an object
+            piece = json.dumps(piece)
+        if isinstance(piece, str):
+            self.watch.on_arguments(index, len(piece))
+            call["arguments"].write(piece)
 
     def _complete_calls(self) -> list[Event]:
         if self._emitted:
@@ -145,7 +153,7 @@ class ChatStream:
         out: list[Event] = []
         for index in sorted(self._calls):
             call = self._calls[index]
-            arguments = "".join(call["arguments"]) or "{}"
+            arguments = call["arguments"].getvalue() or "{}"
             out.append(ToolCallDone(ToolUse(call["id"] or f"call_{index}", call["name"], arguments)))
         return out
 

@@ -96,7 +96,7 @@ class ReplayProvider(Provider):
             "notice": "replayed from a recording, not a live model",
         }
 
-    async def _events(self, request: Request, cancel: asyncio.Event | None) -> AsyncIterator[Event]:
+    async def _events(self, request: Request, cancel: asyncio.Event | None, budget: Any = None) -> AsyncIterator[Event]:
         exchanges = self.cassette.exchanges
         number = self.position + 1
         if self.position >= len(exchanges):

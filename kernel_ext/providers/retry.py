@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from kernel_ext.providers.base import ProviderError, Retrying
 from kernel_ext.providers.cancel import CancelGuard
@@ -61,9 +61,12 @@ class Attempted(Generic[T]):
 
 
 async def retrying(
-    attempt: Callable[[], Awaitable[T]], policy: RetryPolicy, guard: CancelGuard
+    attempt: Callable[[], Awaitable[T]], policy: RetryPolicy, guard: CancelGuard, watch: Any = None
 ) -> AsyncIterator[Retrying | Attempted[T]]:
-    """Run ``attempt`` until it succeeds; yield a ``Retrying`` notice before each backoff."""
+    """Run ``attempt`` until it succeeds; yield a ``Retrying`` notice before each backoff.
+
+    With a ``watch`` (providers/bounds.py), a wait that would pass the call's total or the
+    run's wall-time deadline is not started: the call gives up at once, naming why."""
     retry = 0
     while True:
         failure: RetryableError | None = None
@@ -79,8 +82,13 @@ async def retrying(
         delay = policy.delay(retry, failure.retry_after)
         if delay is None:
             raise _exhausted(failure, retry - 1, policy)
+        refused = watch.allow_wait(delay) if watch is not None else None
+        if refused is not None:
+            raise _out_of_time(failure, delay, *refused)
         yield Retrying(retry, delay, failure.error.code, failure.error.message)
         await guard.run(asyncio.sleep(delay), "backing off before a retry")
+        if watch is not None:
+            watch.waited()
 
 
 def _exhausted(failure: RetryableError, retries: int, policy: RetryPolicy) -> ProviderError:
@@ -90,6 +98,12 @@ def _exhausted(failure: RetryableError, retries: int, policy: RetryPolicy) -> Pr
     else:
         note = f" (after {retries} retries)" if retries else ""
     return ProviderError(error.code, error.message + note, {**error.data, "retries": retries})
+
+
+def _out_of_time(failure: RetryableError, delay: float, code: str, why: str) -> ProviderError:
+    error = failure.error
+    message = f"{error.message} (a retry would wait {delay:.0f}s, but {why}; no retry)"
+    return ProviderError(code, message, {**error.data, "retry_wait_s": round(delay, 3)})
 
 
 def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None) -> float | None:

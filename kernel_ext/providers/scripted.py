@@ -81,7 +81,7 @@ class ScriptedProvider(Provider):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "turns": len(self.script.turns), "notice": "an authored script, not a live model"}
 
-    async def _events(self, request: Request, cancel: asyncio.Event | None) -> AsyncIterator[Event]:
+    async def _events(self, request: Request, cancel: asyncio.Event | None, budget: Any = None) -> AsyncIterator[Event]:
         number = self.position + 1
         if self.position >= len(self.script.turns):
             raise ProviderError(

@@ -9,6 +9,8 @@ another host would carry the key with it.
 
 from __future__ import annotations
 
+import asyncio
+import codecs
 import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -17,6 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from kernel_ext.providers.base import ErrorCode, ProviderError, Retrying
+from kernel_ext.providers.bounds import ReplyWatch
 from kernel_ext.providers.cancel import CancelGuard
 from kernel_ext.providers.redact import redact, safe_url
 from kernel_ext.providers.retry import (
@@ -68,7 +71,8 @@ class HttpTransport:
                 follow_redirects=False,
                 # a local server must not be routed through the user's proxy settings
                 trust_env=not is_loopback(self.base_url),
-                headers={"user-agent": _USER_AGENT},
+                # no compression: every byte read is a byte counted against the reply's limit
+                headers={"user-agent": _USER_AGENT, "accept-encoding": "identity"},
             )
         return self._client
 
@@ -78,25 +82,29 @@ class HttpTransport:
             self._client = None
 
     async def post_stream(
-        self, path: str, headers: Mapping[str, str], body: Mapping[str, Any], guard: CancelGuard
+        self, path: str, headers: Mapping[str, str], content: bytes, guard: CancelGuard, watch: ReplyWatch
     ) -> AsyncIterator[Retrying | httpx.Response]:
         """Retry notices, then the open 2xx response (the caller closes it)."""
         url = self.base_url + path
-        content = json.dumps(body, ensure_ascii=False).encode("utf-8")
 
         async def attempt() -> httpx.Response:
-            return await self._send(url, headers, content)
+            return await self._send(url, headers, content, watch)
 
-        async for item in retrying(attempt, self.retry, guard):
+        async for item in retrying(attempt, self.retry, guard, watch):
             yield item.value if isinstance(item, Attempted) else item
 
-    async def _send(self, url: str, headers: Mapping[str, str], content: bytes) -> httpx.Response:
+    async def _send(self, url: str, headers: Mapping[str, str], content: bytes, watch: ReplyWatch) -> httpx.Response:
         failure: ProviderError | RetryableError | None = None
         response: httpx.Response | None = None
+        watch.check_time()
         try:
             client = self._get_client()
             request = client.build_request("POST", url, headers=dict(headers), content=content)
-            response = await client.send(request, stream=True)
+            # httpx's own timeouts bound each read; the call's total and the run's deadline bound
+            # a status line and headers dripped in a byte at a time
+            response = await asyncio.wait_for(client.send(request, stream=True), watch.time_left(idle=False))
+        except TimeoutError:
+            failure = watch.expired(idle=False)
         except httpx.TimeoutException:
             failure = RetryableError(
                 ProviderError(ErrorCode.TIMEOUT, f"{self.endpoint} did not answer within {self.timeout:g}s")
@@ -115,7 +123,10 @@ class HttpTransport:
         assert response is not None
         if response.status_code < 300:
             return response
-        failure = await self._status_failure(response)
+        try:
+            failure = await asyncio.wait_for(self._status_failure(response), max(watch.time_left(idle=False), 0.01))
+        except TimeoutError:
+            failure = watch.expired(idle=False)
         raise failure
 
     async def _status_failure(self, response: httpx.Response) -> ProviderError | RetryableError:
@@ -172,28 +183,49 @@ class HttpTransport:
         text = redact(" ".join(text.split()), self.secrets)
         return text if len(text) <= limit else text[: limit - 3] + "..."
 
-    async def lines(self, response: httpx.Response, guard: CancelGuard) -> AsyncIterator[str]:
-        """The response body as lines; mid-stream failures become named errors."""
-        iterator = response.aiter_lines().__aiter__()
+    async def text(self, response: httpx.Response, guard: CancelGuard, watch: ReplyWatch) -> AsyncIterator[str]:
+        """The response body as strictly decoded UTF-8 pieces, read under ``watch``: each read
+        waits at most until its first deadline, every byte counts, failures are named errors."""
+        failure: ProviderError | None = None
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            failure = ProviderError(ErrorCode.UPSTREAM_LLM, f"{self.endpoint} sent a {encoding[:20]!r}-encoded stream; "
+                                    "none was asked for")
+        iterator = response.aiter_raw().__aiter__()
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        first = True
         try:
-            while True:
-                failure: ProviderError | None = None
+            while failure is None:
+                watch.check_time()
                 try:
-                    line = await guard.run(iterator.__anext__(), "streaming the reply")
+                    chunk = await guard.run(asyncio.wait_for(iterator.__anext__(), watch.time_left()), "streaming the reply")
                 except StopAsyncIteration:
-                    return
-                except httpx.TimeoutException:
-                    failure = ProviderError(
-                        ErrorCode.TIMEOUT, f"the stream from {self.endpoint} stalled: no data for {self.timeout:g}s"
-                    )
+                    chunk = None
+                except (TimeoutError, httpx.TimeoutException):
+                    failure = watch.expired() if watch.time_left() <= 0.05 else ProviderError(
+                        ErrorCode.TIMEOUT, f"the stream from {self.endpoint} stalled: no data for {self.timeout:g}s")
+                    break
                 except httpx.TransportError as exc:
                     failure = ProviderError(
                         ErrorCode.UPSTREAM_LLM,
                         f"the connection to {self.endpoint} dropped mid-stream ({type(exc).__name__})",
                     )
-                if failure is not None:
-                    raise failure
-                yield line
+                    break
+                if chunk is not None:
+                    watch.on_bytes(len(chunk))
+                try:
+                    piece = decoder.decode(chunk or b"", final=chunk is None)
+                except UnicodeDecodeError:
+                    failure = ProviderError(ErrorCode.UPSTREAM_LLM, f"{self.endpoint} sent bytes that are not UTF-8")
+                    break
+                if first and piece:
+                    piece, first = piece.removeprefix("\ufeff"), False
+                if piece:
+                    yield piece
+                if chunk is None:
+                    return
+            if failure is not None:
+                raise failure
         finally:
             await response.aclose()
 

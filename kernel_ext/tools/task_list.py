@@ -27,6 +27,18 @@ from kernel_ext.tools.read_ids import read_store
 SERVICE = "task_list"
 Verifier = Callable[[], "Awaitable[tuple[bool, str]] | tuple[bool, str]"]
 OPEN_STATUSES = frozenset({"open", "blocked"})
+MAX_TASK_CHARS = 500  # a task is a short, checkable line; the checklist is re-sent in every prompt
+MAX_MODEL_TASKS = 64  # tasks the model may add; the host's own (plan, carried, model change) are not counted
+
+
+def task_text(text: str, limit: int = MAX_TASK_CHARS) -> str:
+    """One line of at most ``limit`` characters; a longer text keeps its head and says what was cut."""
+    window = text[: limit * 2]
+    flat = " ".join(window.split())
+    if len(flat) <= limit and len(window) == len(text):
+        return flat
+    keep = limit - 32
+    return f"{flat[:keep]} [... {max(len(text) - keep, 1)} chars omitted]"
 
 
 @dataclass
@@ -61,7 +73,10 @@ class TaskList:
         self.revision = 0
 
     def add(self, text: str, origin: str = "model", verifier: Verifier | None = None) -> Task:
-        task = Task(f"T{len(self.tasks) + 1}", text.strip(), origin, verifier=verifier)  # type: ignore[arg-type]
+        if origin == "model" and sum(t.origin == "model" for t in self.tasks.values()) >= MAX_MODEL_TASKS:
+            raise ToolFailure("too_large", f"the checklist already holds {MAX_MODEL_TASKS} tasks of yours; "
+                              "finish, merge or drop some before adding more")
+        task = Task(f"T{len(self.tasks) + 1}", task_text(text), origin, verifier=verifier)  # type: ignore[arg-type]
         self.tasks[task.id] = task
         self.revision += 1
         return task
@@ -80,7 +95,8 @@ class TaskList:
     def render(self) -> str:
         if not self.tasks:
             return "no tasks yet"
-        return "\n".join(f"[{t.status}] {t.id} {t.text}" + (f" ({t.reason or t.check})" if t.reason or t.check else "") for t in self.tasks.values())
+        return "\n".join(f"[{t.status}] {t.id} {t.text}" + (f" ({task_text(t.reason or t.check)})" if t.reason or t.check else "")
+                         for t in self.tasks.values())
 
     async def run_check(self, task: Task) -> tuple[bool, str]:
         """Run the attached verifier; an exception is a failed check, never a pass."""
