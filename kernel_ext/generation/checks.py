@@ -57,7 +57,8 @@ def check_files(files: dict[str, bytes], app_root: str = "", entrypoint: str | N
             tree = parse_source(data.decode("utf-8"), filename=path)
         except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
             line = getattr(exc, "lineno", None)
-            report.findings.append(Finding("blocker", "phase1.syntax", f"syntax error in {path} line {line}: {getattr(exc, 'msg', exc)}", path, line))
+            where = f"{path} line {line}" if line is not None else path
+            report.findings.append(Finding("blocker", "phase1.syntax", f"syntax error in {where}: {getattr(exc, 'msg', exc)}", path, line))
             continue
         for name, line in _imports(tree):
             if name in resolved or name in missing:

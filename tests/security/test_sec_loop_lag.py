@@ -269,7 +269,7 @@ async def test_other_hostile_inputs_leave_the_loop_responsive(jp_fetch, jp_serve
     else:
         # The model leaves a blocker (an undefined name), Phase 3 asks for a repair, and the
         # repair makes a FIFO: the next digest of the tree must not read it on the loop.
-        broken = Turn("", (call("write_file", {"path": "broken_probe.py", "content": "value = undefined_probe_name\n"}),))
+        broken = Turn("", (call("write_file", {"path": "backend/broken_probe.py", "content": "value = undefined_probe_name\n"}),))
         fifo = Turn("", (call("sh_run", {"command": "mkfifo probe.fifo"}),))
         scripts[SCRIPT_SPEC] = Responder([broken], repairs=[fifo])
         async with LoopLag() as lag:
