@@ -15,7 +15,13 @@ import asyncio
 import json
 
 import pytest
-from jupyter_fixtures import extension_config, jp_asyncio_loop, jp_server_config, poll, runs_dir  # noqa: F401
+from jupyter_fixtures import (  # noqa: F401
+    extension_config,
+    jp_asyncio_loop,
+    jp_server_config,
+    poll,
+    runs_dir,
+)
 from tornado.httpclient import HTTPClientError
 
 from kernel_ext.boundary import ExecutionPolicy, Executor
