@@ -34,6 +34,8 @@ class ErrorCode(StrEnum):
     HARD_LINK_REFUSED = "hard_link_refused"
     FILE_BUSY = "file_busy"
     NOT_TEXT = "not_text"
+    # model-supplied regular expressions (kernel_ext.safe_regex: RE2, linear time)
+    REGEX_UNSUPPORTED = "regex_unsupported"
     # file tools: read ids, edit gates, anchors, replays
     UNKNOWN_READ_ID = "unknown_read_id"
     READ_ID_SPENT = "read_id_spent"

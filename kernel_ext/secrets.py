@@ -58,18 +58,38 @@ def redact_text(text: str, known: Iterable[str] = ()) -> str:
 
 
 def redact(value: Any, known: Iterable[str] = ()) -> Any:
-    """A deep copy of ``value`` with secret-named string fields and secret-looking strings redacted."""
+    """A deep copy of ``value`` with secret-named string fields and secret-looking strings redacted.
+
+    Keys are text too: a credential used as a JSON key, a header name or a tool-argument name
+    (the model chooses those) is rewritten like any other string. Two keys that redact alike
+    stay apart (``[redacted]``, ``[redacted]#2``), so no value is lost by the rewrite.
+    """
     known = tuple(known)
     if isinstance(value, dict):
-        return {
-            key: (REDACTED if isinstance(key, str) and isinstance(item, str) and item and is_secret_name(key) else redact(item, known))
-            for key, item in value.items()
-        }
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            secret_field = isinstance(key, str) and isinstance(item, str) and item and is_secret_name(key)
+            out[_free_key(redact_key(key, known), out)] = REDACTED if secret_field else redact(item, known)
+        return out
     if isinstance(value, (list, tuple)):
         return [redact(item, known) for item in value]
     if isinstance(value, str):
         return redact_text(value, known)
     return value
+
+
+def redact_key(key: Any, known: Iterable[str] = ()) -> Any:
+    """A mapping key (or header name) with known secrets and key shapes cut; other keys unchanged."""
+    return redact_text(key, known) if isinstance(key, str) else key
+
+
+def _free_key(key: Any, taken: Mapping[Any, Any]) -> Any:
+    if key not in taken:
+        return key
+    number = 2
+    while f"{key}#{number}" in taken:
+        number += 1
+    return f"{key}#{number}"
 
 
 def secret_values(environ: Mapping[str, str] | None = None, extra: Iterable[str] = ()) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ import html
 import json
 import os
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 from widgets.state import ApprovalView, RunState
 
@@ -184,16 +185,33 @@ def done_html(state: RunState, link_base: str | None = None) -> str:
 
 
 def file_link(state: RunState, relative: str, link_base: str | None, label: str | None = None) -> str:
-    """A link the notebook front end opens: relative to the kernel's folder, or under ``link_base``."""
-    target = os.path.join(state.run_dir, "app", relative) if relative else state.run_dir
+    """A link the notebook front end opens: relative to the kernel's folder, or under ``link_base``.
+
+    ``run_dir`` and file names come from events (a replayed ``events.jsonl`` may be crafted), so
+    the link is only ever a relative path or a path under an http(s) or same-origin
+    ``link_base``: every segment is percent-encoded (``javascript:`` cannot become a scheme),
+    and anything else is shown as plain text.
+    """
+    href = file_href(state.run_dir, relative, link_base)
+    text = esc(label or relative)
+    return f'<a href="{esc(href)}" target="_blank">{text}</a>' if href is not None else text
+
+
+def file_href(run_dir: str, relative: str, link_base: str | None) -> str | None:
+    """The URL of a run file, or None when no safe one exists."""
+    target = os.path.join(run_dir, "app", relative) if relative else run_dir
     if link_base is None:
         try:
             target = os.path.relpath(target)
         except ValueError:
-            pass
-    else:
-        target = link_base.rstrip("/") + "/" + target.lstrip("/")
-    return f'<a href="{esc(target)}" target="_blank">{esc(label or relative)}</a>'
+            return None
+        if not target or os.path.isabs(target) or target.startswith(("/", "\\")):
+            return None
+        return quote(target.replace("\\", "/"), safe="/")
+    base = urlsplit(link_base)
+    if base.scheme not in ("", "http", "https") or (not base.scheme and base.netloc):
+        return None  # e.g. javascript:, data:, or a protocol-relative //host
+    return link_base.rstrip("/") + "/" + quote(target.replace("\\", "/").lstrip("/"), safe="/")
 
 
 def run_text(state: RunState, note: str = "") -> str:

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from kernel_ext.pyparse import parse_source
 from kernel_ext.validation.report import Finding  # the one finding shape of the pipeline
 
 IMPORT_TIMEOUT_S = 60.0
@@ -59,10 +60,11 @@ def check_files(files: dict[str, bytes], app_root: str = "", entrypoint: str | N
     resolved: set[str] = set(local) | set(sys.stdlib_module_names)
     for path, data in sorted(python.items()):
         try:
-            tree = ast.parse(data.decode("utf-8"), filename=path)
+            tree = parse_source(data.decode("utf-8"), filename=path)
         except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
             line = getattr(exc, "lineno", None)
-            report.findings.append(Finding("blocker", "phase1.syntax", f"syntax error in {path} line {line}: {getattr(exc, 'msg', exc)}", path, line))
+            where = f"{path} line {line}" if line is not None else path
+            report.findings.append(Finding("blocker", "phase1.syntax", f"syntax error in {where}: {getattr(exc, 'msg', exc)}", path, line))
             continue
         for name, line in _imports(tree):
             if name in resolved or name in missing:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kernel_ext.safe_regex import Matcher
+
 INLINE_LINES = 45
 HEAD_LINES = 20
 TAIL_LINES = 20
@@ -80,7 +82,7 @@ def _clip(line: str) -> str:
     return line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + f" [... {len(line) - LINE_CHARS} more characters]"
 
 
-def matching_lines(data: bytes, pattern: re.Pattern[str], start: int = 1, limit: int = 200) -> tuple[list[str], int, int | None]:
+def matching_lines(data: bytes, pattern: Matcher, start: int = 1, limit: int = 200) -> tuple[list[str], int, int | None]:
     """``"N: line"`` for lines matching ``pattern`` from line ``start``; also the match count and where to continue."""
     out: list[str] = []
     matches = 0

@@ -6,8 +6,6 @@ host runs and the keywords a notebook passes to ``Shell.run`` are the same objec
 
 from __future__ import annotations
 
-import re
-
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_TIMEOUT_MS = 600_000
@@ -49,11 +47,19 @@ class Expect(_Strict):
     @classmethod
     def _regex(cls, value: str | None) -> str | None:
         if value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"not a valid regular expression: {exc}") from None
+            stdout_regex(value)  # a ValueError naming the reason when RE2 cannot take it
         return value
+
+
+def stdout_regex(pattern: str):
+    """``stdout_matches`` compiled on the linear-time engine (multi-line); ValueError when refused."""
+    from kernel_ext.errors import ToolFailure
+    from kernel_ext.safe_regex import compile_untrusted
+
+    try:
+        return compile_untrusted(pattern, what="stdout_matches", multiline=True)
+    except ToolFailure as exc:
+        raise ValueError(f"{exc.code}: {exc.message}") from None
 
 
 class RunRequest(_Strict):

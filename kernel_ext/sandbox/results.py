@@ -9,14 +9,13 @@ asked. Output is condensed here; the record store keeps it whole.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kernel_ext.sandbox import condense
 from kernel_ext.sandbox.effects import changed_paths
-from kernel_ext.sandbox.options import Expect, RunRequest
+from kernel_ext.sandbox.options import Expect, RunRequest, stdout_regex
 from kernel_ext.sandbox.plan import Plan
 from kernel_ext.sandbox.plan_verdict import DESTRUCTIVE
 from kernel_ext.sandbox.runner import Attempt, Placement
@@ -63,7 +62,7 @@ def check_expect(expect: Expect, facts: Facts, exists: Callable[[str], bool], re
     for text in as_list(expect.stdout_contains):
         if text not in stdout:
             failed.append(f"stdout_contains: {text!r} not found")
-    if expect.stdout_matches is not None and not re.search(expect.stdout_matches, stdout, re.MULTILINE):
+    if expect.stdout_matches is not None and not stdout_regex(expect.stdout_matches).search(stdout):
         failed.append(f"stdout_matches: no match for /{expect.stdout_matches}/")
     if expect.stderr_empty and last.stderr:
         failed.append(f"stderr_empty: stderr has {len(last.stderr)} bytes")

@@ -9,10 +9,10 @@ output and says ``gap`` when bytes were dropped between two polls. Both work on 
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.safe_regex import compile_untrusted
 from kernel_ext.sandbox import condense
 from kernel_ext.sandbox.records import check_id
 
@@ -51,10 +51,7 @@ def detail(shell: Shell, record_id: str, selector: str, match: str | None, start
     if condense.is_binary(data):
         out["binary"] = True
     if match is not None:
-        try:
-            pattern = re.compile(match)
-        except re.error as exc:
-            raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"match is not a valid regular expression: {exc}") from None
+        pattern = compile_untrusted(match, what="match")
         lines, count, next_line = condense.matching_lines(data, pattern, start_line, max_lines)
         out.update(match=match, matches=count, lines=lines)
     else:

@@ -184,6 +184,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         args_model=SearchArgs,
         description="Search file contents line by line with a regular expression; returns path:line: text.",
         run=_search_in_files,
+        blocking=True,  # a walk, reads and a regex over the whole tree: in a worker thread, off the server's loop
         **_READ,
     ),
 )

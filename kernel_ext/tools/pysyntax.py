@@ -23,6 +23,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from kernel_ext.pyparse import compile_source, parse_source
 from kernel_ext.workspace import sha256_hex
 
 _CACHE_SIZE = 128
@@ -62,7 +63,7 @@ def analyse(text: str, filename: str, sha: str | None = None) -> Info:
     if cached is not None:
         return cached
     try:
-        tree = compile(text, filename, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        tree = parse_source(text, filename)
     except (SyntaxError, ValueError) as exc:
         return _remember(key, Info(False, (), describe(exc)))
     return _remember(key, Info(True, statement_starts(tree.body)))
@@ -81,6 +82,8 @@ def statement_starts(body: list[ast.stmt], offset: int = 0) -> tuple[int, ...]:
 
 
 def describe(exc: BaseException) -> str:
+    if isinstance(exc, SyntaxError) and exc.lineno is None:
+        return str(exc.msg)
     if isinstance(exc, SyntaxError):
         where = f"line {exc.lineno}" + (f", column {exc.offset}" if exc.offset else "")
         text = (exc.text or "").strip()
@@ -91,7 +94,7 @@ def describe(exc: BaseException) -> str:
 def compiles(text: str, filename: str) -> str:
     """'' when ``text`` compiles to bytecode, else the error description."""
     try:
-        compile(text, filename, "exec", dont_inherit=True)
+        compile_source(text, filename)
     except (SyntaxError, ValueError) as exc:
         return describe(exc)
     return ""
@@ -120,8 +123,8 @@ def regression(
             return ""
     new_text = "".join(new_lines)
     try:  # one parse serves both the verdict and the new version's statement starts
-        tree = compile(new_text, filename, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-        compile(tree, filename, "exec", dont_inherit=True)
+        tree = parse_source(new_text, filename)
+        compile_source(tree, filename)
     except (SyntaxError, ValueError) as exc:
         error = describe(exc)
     else:
@@ -151,8 +154,8 @@ def _chunk_check(old: Info, old_lines: list[str], new_lines: list[str], filename
     if "__future__" in chunk or _MODULE_GLOBAL.search(chunk):
         return False
     try:
-        tree = compile(chunk, filename, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-        compile(tree, filename, "exec", dont_inherit=True)
+        tree = parse_source(chunk, filename)
+        compile_source(tree, filename)
     except (SyntaxError, ValueError):
         return False
     before = [s for s in starts if s < chunk_start]

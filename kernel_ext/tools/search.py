@@ -1,6 +1,7 @@
 """Searching file contents inside the fence, with ripgrep as an optional accelerator.
 
-The contract is Python's ``re`` applied line by line to the UTF-8 text files the fence walk
+The contract is a regular expression on RE2 (``kernel_ext.safe_regex``: linear time, so no
+pattern can stall the process; Python's ``re`` holds the GIL while it backtracks) applied line by line to the UTF-8 text files the fence walk
 yields (links never followed, internal folders and temporaries skipped, binary files counted
 and skipped). Every reported line comes from a file read through the fence, so no content is
 ever read through a link, even if one is swapped in mid-search.
@@ -8,20 +9,20 @@ ever read through a link, even if one is swapped in mid-search.
 ripgrep, when installed and the tree is large, only narrows which files are read: it lists
 files with a match (``--`` before the pattern, so a pattern starting with a dash is a pattern,
 not an option), and the same Python matcher then runs on those files. Its answer is therefore
-the pure-Python answer; if ripgrep rejects a pattern Python accepts, the search runs without it.
+the pure-Python answer; if ripgrep rejects a pattern RE2 accepts, the search runs without it.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
-import re
 import shutil
 import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.safe_regex import Matcher, compile_untrusted
 from kernel_ext.tools.files_common import shown, split_lines
 from kernel_ext.workspace import Entry, Walker, Workspace
 
@@ -48,15 +49,12 @@ class SearchResult:
     complete: bool = True  # False when the walk hit its scan cap
 
 
-def compile_pattern(pattern: str) -> re.Pattern[str]:
+def compile_pattern(pattern: str) -> Matcher:
     if not pattern:
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "pattern is empty")
     if "\n" in pattern:
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "pattern matches within one line; it cannot contain a newline")
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"pattern is not a valid regular expression: {exc}") from None
+    return compile_untrusted(pattern)
 
 
 def glob_matches(entry: Entry, file_glob: str, start_parts: tuple[str, ...]) -> bool:
@@ -98,7 +96,7 @@ def search(
     return result
 
 
-def _search_file(ws: Workspace, entry: Entry, regex: re.Pattern[str], result: SearchResult, limit: int) -> None:
+def _search_file(ws: Workspace, entry: Entry, regex: Matcher, result: SearchResult, limit: int) -> None:
     if entry.size > MAX_FILE_BYTES:
         result.skipped["files over 8 MB"] += 1
         return

@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from kernel_ext.pyparse import parse_source
 from kernel_ext.validation.report import Finding
 
 RUFF_RULES = "F821,F822,F823,F405"
@@ -106,7 +107,7 @@ class StarExports:
     def tree(self, rel: str) -> ast.Module | None:
         if rel not in self._trees:
             try:
-                self._trees[rel] = ast.parse(self.files[rel].decode("utf-8"))
+                self._trees[rel] = parse_source(self.files[rel].decode("utf-8"))
             except (SyntaxError, UnicodeDecodeError, ValueError, KeyError):
                 self._trees[rel] = None
         return self._trees[rel]

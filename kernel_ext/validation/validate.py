@@ -22,6 +22,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from kernel_ext.errors import ToolFailure
+from kernel_ext.pyparse import parse_source
 from kernel_ext.validation.report import Finding, ValidationReport
 from kernel_ext.validation.staging import Source
 
@@ -99,7 +100,7 @@ def smoke_modules(files: dict[str, bytes], entry: str) -> list[str]:
 
 def _starts_something(data: bytes) -> bool:
     try:
-        tree = ast.parse(data)
+        tree = parse_source(data)
     except (SyntaxError, ValueError):
         return False  # imported anyway: the import reports the syntax error
     for node in tree.body:

@@ -8,6 +8,7 @@ and only here. Refusals answer ``{"code", "message"}`` with a stable code.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,43 @@ class Refusal(HTTPError):
         super().__init__(status, log_message=f"{code}: {message}")
         self.code = code
         self.message = message
+
+
+MAX_JSON_DEPTH = 64  # arrays and objects inside each other; a run request needs a handful
+
+
+def parse_json_body(body: bytes) -> Any:
+    """``body`` parsed, or a ``Refusal`` (400): ``INVALID_JSON``, or ``JSON_TOO_DEEP`` past ``MAX_JSON_DEPTH``.
+
+    ``json.loads`` answers a hostile nesting (100,000 ``[``) with ``RecursionError``, and a
+    nesting it does accept would reach validators and model loaders that recurse: both end
+    here as one named line, never a 500.
+    """
+    if not body:
+        return {}
+    try:
+        value = json.loads(body)
+    except RecursionError:
+        raise Refusal(400, "JSON_TOO_DEEP", f"the body nests arrays or objects too deep; at most {MAX_JSON_DEPTH} levels are accepted") from None
+    except ValueError as exc:
+        raise Refusal(400, "INVALID_JSON", f"the body is not JSON: {str(exc)[:200]}") from None
+    if json_deeper_than(value, MAX_JSON_DEPTH):
+        raise Refusal(400, "JSON_TOO_DEEP", f"the body nests arrays or objects more than {MAX_JSON_DEPTH} levels deep")
+    return value
+
+
+def json_deeper_than(value: Any, limit: int) -> bool:
+    """True when containers nest more than ``limit`` deep (iterative: no recursion to exhaust)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 class _CapabilityIdentity:
@@ -112,13 +150,14 @@ class BesserHandler(APIHandler):
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(data))
 
-    def json_body(self) -> Any:
+    async def json_body(self) -> Any:
+        """The request body as JSON: the only place a route parses one (400 with a named code otherwise).
+
+        Parsed in a worker thread: a large body is real work, and the event loop serves everyone.
+        """
         if not self.request.body:
             return {}
-        try:
-            return json.loads(self.request.body)
-        except ValueError as exc:
-            raise Refusal(400, "INVALID_JSON", f"the body is not JSON: {exc}") from None
+        return await asyncio.to_thread(parse_json_body, self.request.body)
 
     def find_run(self, run_id: str) -> Run:
         run = self.state.manager.get(run_id)

@@ -28,7 +28,7 @@ class ApprovalHandler(BesserHandler):
     @authorized(action="write")
     async def post(self, run_id: str, call_id: str) -> None:
         try:
-            decision = Decision.model_validate(self.json_body())
+            decision = Decision.model_validate(await self.json_body())
         except ValidationError:
             raise Refusal(400, "INVALID_REQUEST", 'the body must be {"approved": true} or {"approved": false}') from None
         run = self.find_run(run_id)

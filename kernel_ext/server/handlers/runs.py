@@ -23,7 +23,7 @@ class RunsHandler(BesserHandler):
     async def post(self) -> None:
         """Start a run. Fields the operator decides (``allow_shell_tools``...) are ignored."""
         try:
-            request = parse_request(self.json_body())
+            request = parse_request(await self.json_body())
             run = self.state.manager.start(request)
         except RequestRefused as exc:
             raise Refusal(exc.status, exc.code, exc.message) from None
