@@ -105,7 +105,8 @@ def check_identifier(name: Any, element: str) -> None:
     """One name on its own (e.g. PlantUML's ``@startuml NAME``)."""
     why = identifier_problem(name)
     if why is not None:
-        raise ToolFailure(ErrorCode.INVALID_NAME, NameProblem(element, name, why).line())
+        line = NameProblem(element, name, why).line()
+        raise ToolFailure(ErrorCode.INVALID_NAME, line, {"problems": [line]})
 
 
 def _names(model: Any) -> Iterator[tuple[str, Any]]:
