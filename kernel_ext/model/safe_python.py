@@ -10,7 +10,8 @@ collections. Anything else is refused with ``unsafe_model_source`` naming the li
 
 Work and memory are bounded: source size, expressions evaluated, calls, the length of built
 strings and the expanded size of collections (``t = (t, t)`` repeated would otherwise cost
-exponential time to hash), each with a named ``too_large``; a ``MemoryError`` or
+exponential time to hash) and CPU time (thousands of ``add_type`` calls cost quadratic time in
+BESSER itself), each with a named ``too_large``; a ``MemoryError`` or
 ``RecursionError`` that still escapes is ``too_large`` too, never a traceback.
 
 Names imported from other modules (generators, ``os``...) and top-level ``def``/``class``
@@ -21,10 +22,13 @@ are opaque: a statement that uses one is skipped, never evaluated, and reported.
 from __future__ import annotations
 
 import ast
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.model.pysource import iter_statements
 
 # Bounds on the work and memory one model file may cost (each exceeded: ``too_large``, named).
 MAX_SOURCE_BYTES = 1024 * 1024
@@ -33,6 +37,7 @@ MAX_STEPS = 400_000        # expressions evaluated
 MAX_CALLS = 20_000         # B-UML constructor and method calls
 MAX_STRING_CHARS = 256 * 1024  # a string the evaluator builds with '+'
 MAX_VALUE_WEIGHT = 100_000     # elements in a collection, counting nested collections in full
+MAX_CPU_SECONDS = 5.0          # this thread's CPU time: B-UML's own add_* calls grow quadratically
 _ALLOWED_MODULES = ("besser.BUML.metamodel.structural", "besser.BUML.metamodel")
 
 # B-UML methods a model file may call, and attributes it may assign.
@@ -103,14 +108,11 @@ def evaluate_source(text: str, *, source: str = "model file") -> SafeResult:
     """Evaluate ``text`` under the rules above and return the names it bound."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:
         raise ToolFailure(ErrorCode.TOO_LARGE, f"{source} is larger than {MAX_SOURCE_BYTES} bytes")
+    # Short parses, one statement at a time, evaluated as they come: the GIL changes hands often
+    # and no whole-file tree lives on (pysource.py).
+    statements = iter_statements(text.lstrip("\ufeff"), source)
     try:
-        tree = ast.parse(text.lstrip("\ufeff"), filename=source)
-    except SyntaxError as exc:
-        raise ToolFailure(ErrorCode.NOT_A_MODEL, f"{source} is not valid Python: line {exc.lineno}: {exc.msg}") from None
-    except (RecursionError, MemoryError, ValueError) as exc:
-        raise ToolFailure(ErrorCode.NOT_A_MODEL, f"{source} could not be parsed: {type(exc).__name__}") from None
-    try:
-        return _Evaluator(source).run(tree)
+        return _Evaluator(source).run(statements)
     except (RecursionError, MemoryError) as exc:
         raise ToolFailure(ErrorCode.TOO_LARGE, f"{source} needs more than a model file may use ({type(exc).__name__})") from None
 
@@ -127,12 +129,13 @@ class _Evaluator:
         self.line = 0
         self.steps = 0
         self.calls = 0
+        self.cpu_deadline = time.thread_time() + MAX_CPU_SECONDS
         self.weights: dict[int, tuple[Any, int]] = {}  # id -> (the collection, kept alive; its weight)
 
     # -- statements ---------------------------------------------------------------------------
 
-    def run(self, tree: ast.Module) -> SafeResult:
-        for stmt in tree.body:
+    def run(self, statements: Iterable[ast.stmt]) -> SafeResult:
+        for stmt in statements:
             self.line = stmt.lineno
             try:
                 self._statement(stmt)
@@ -225,6 +228,8 @@ class _Evaluator:
         self.steps += 1
         if self.steps > MAX_STEPS:
             self._too_large(node, f"more than {MAX_STEPS} expressions to evaluate")
+        if self.steps % 64 == 0:
+            self._check_cpu(node)
         d = depth + 1
         if isinstance(node, ast.Constant):
             return node.value
@@ -304,6 +309,7 @@ class _Evaluator:
         arguments = [*args, *kwargs.values()]
         self._weigh(node, arguments)  # set(...), tuple(...) or a constructor would hash or copy them
         result = target(*args, **kwargs)
+        self._check_cpu(node)
         return self._weighed(node, result, arguments) if isinstance(result, (list, tuple, set, frozenset, dict)) else result
 
     # -- bounds -------------------------------------------------------------------------------
@@ -327,6 +333,10 @@ class _Evaluator:
     def _weighed(self, node: ast.AST, value: Any, items: list[Any]) -> Any:
         self.weights[id(value)] = (value, self._weigh(node, items))
         return value
+
+    def _check_cpu(self, node: ast.AST) -> None:
+        if time.thread_time() > self.cpu_deadline:
+            self._too_large(node, f"more than {MAX_CPU_SECONDS:g} s of CPU time to evaluate")
 
     def _too_large(self, node: ast.AST, what: str) -> None:
         line = getattr(node, "lineno", self.line)
