@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from kernel_ext.model import ClassDiagram, build_library_model, render_svg, render_text, show, synthetic_model
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -76,8 +78,6 @@ def test_children_are_drawn_below_their_parents():
     boxes = layout(build_index(build_library_model())).boxes
     assert boxes["Author"].y > boxes["Person"].y and boxes["Member"].y > boxes["Person"].y
 
-
-import pytest  # noqa: E402
 
 
 @pytest.mark.parametrize("bad", ["\x00", "\x0b", "\x1b[31m", "\n", "\t", "\r", "\ufffe", "\ud800", "\x7f"])

@@ -21,7 +21,12 @@ from pathlib import Path
 
 import pytest
 from file_tool_helpers import tree_state
-from jupyter_fixtures import extension_config, jp_asyncio_loop, jp_server_config, runs_dir  # noqa: F401
+from jupyter_fixtures import (  # noqa: F401
+    extension_config,
+    jp_asyncio_loop,
+    jp_server_config,
+    runs_dir,
+)
 
 from kernel_ext.errors import ToolFailure
 from kernel_ext.model.examples import build_library_model
@@ -98,7 +103,7 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("BESSER_LLM_PROVIDER", None)
     return subprocess.run([sys.executable, "-m", "kernel_ext", "generate", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
 
 
 @pytest.mark.parametrize("case", ALL)
