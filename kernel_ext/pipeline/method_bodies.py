@@ -21,6 +21,7 @@ from kernel_ext.validation.report import Finding
 
 CARD_NAME = "model_method_bodies"
 CODE = "model_method_bodies_removed"
+MAX_SHOWN_CHARS = 200_000
 
 
 @dataclass
@@ -62,6 +63,9 @@ async def settle_method_bodies(model: Any, mode: str, approver: Any, observe: An
         return Settled(model)
     if mode == "off":
         return _stripped(model, bodies, f"the operator turned model method bodies off ({ENV}=off)")
+    size = sum(len(b.code) for b in bodies)
+    if size > MAX_SHOWN_CHARS:  # code nobody can read on a card is code nobody approved
+        return _stripped(model, bodies, f"{size} characters of code are more than one card shows ({MAX_SHOWN_CHARS})")
     request = request_for(bodies)
     await maybe_await(observe(BoundaryEvent("approval_requested", request.call_id, request.name, request=request)))
     approved = await maybe_await(approver(request)) is True  # only a literal True grants

@@ -155,3 +155,18 @@ def test_the_phase1_command_line_keeps_bodies_only_with_approve(tmp_path, approv
     assert "class Book" in text and (MARKER in text) is (approve == "edits")
     if approve == "none":
         assert "Book.shout" in done.stdout and "--approve edits" in done.stdout
+
+
+def test_more_code_than_a_card_shows_is_never_asked_for():
+    from besser.BUML.metamodel.structural import Method
+
+    from kernel_ext.pipeline.method_bodies import MAX_SHOWN_CHARS, settle_method_bodies
+
+    model = build_library_model()
+    book = model.get_class_by_name("Book")
+    for i in range(4):
+        book.add_method(Method(name=f"m{i}", code=f"def m{i}(self):\n    return {'1' * (MAX_SHOWN_CHARS // 4)}\n"))
+    asked = []
+    settled = asyncio.run(settle_method_bodies(model, "ask", lambda request: asked.append(request) or True, lambda event: None))
+    assert asked == [] and "more than one card shows" in settled.findings[0].message
+    assert all(not m.code for m in settled.model.get_class_by_name("Book").methods if m.name.startswith("m"))
