@@ -85,6 +85,7 @@ class ErrorCode(StrEnum):
     INVALID_MODEL = "invalid_model"
     EMPTY_MODEL = "empty_model"
     UNSAFE_MODEL_SOURCE = "unsafe_model_source"
+    INVALID_NAME = "invalid_name"
     GENERATOR_UNAVAILABLE = "generator_unavailable"
     GENERATION_FAILED = "generation_failed"
     # test_api and validate_app (kernel_ext.validation, kernel_ext.tools.api_test)

@@ -148,16 +148,18 @@ def test_stack_metadata_writes_only_build_files(tmp_path):
     assert 'name = "library"' in (tmp_path / "rs" / "Cargo.toml").read_text()
 
 
-def test_real_besser_output_with_a_python_keyword_is_flagged(tmp_path):
+def test_a_python_keyword_as_a_name_is_refused_before_besser_runs(tmp_path):
+    # BESSER pastes names into pydantic_classes.py: 'from' used to come out as a syntax error
+    # there; now the name is refused by name (model/names.py) and nothing is written.
     from besser.BUML.metamodel.structural import Class, DomainModel, Property, StringType
 
     trip = Class(name="Trip", attributes={Property(name="from", type=StringType), Property(name="to", type=StringType)})
-    result = run_phase1(DomainModel(name="Trips", types={trip}), tmp_path, "fastapi_backend")
-    assert not result.ok and result.checks.app_import == "skipped: syntax errors"
-    flagged = {f.path for f in result.checks.blockers}
-    assert "backend/pydantic_classes.py" in flagged
-    assert all(f.message.startswith("syntax error in backend/") for f in result.checks.blockers)
-    assert (tmp_path / "backend" / "pydantic_classes.py").is_file()  # published as generated, not rewritten
+    out = tmp_path / "out"
+    with pytest.raises(ToolFailure) as refused:
+        run_phase1(DomainModel(name="Trips", types={trip}), out, "fastapi_backend")
+    assert refused.value.code == "invalid_name"
+    assert "attribute of class Trip 'from': the name is a Python keyword" in refused.value.message
+    assert not out.exists()
 
 
 def test_checks_name_syntax_import_and_startup_problems():

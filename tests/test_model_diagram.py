@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from kernel_ext.model import ClassDiagram, build_library_model, render_svg, render_text, show, synthetic_model
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -75,3 +77,32 @@ def test_children_are_drawn_below_their_parents():
 
     boxes = layout(build_index(build_library_model())).boxes
     assert boxes["Author"].y > boxes["Person"].y and boxes["Member"].y > boxes["Person"].y
+
+
+
+@pytest.mark.parametrize("bad", ["\x00", "\x0b", "\x1b[31m", "\n", "\t", "\r", "\ufffe", "\ud800", "\x7f"])
+@pytest.mark.parametrize("where", ["model", "class", "attribute", "association", "literal"])
+def test_control_characters_in_names_give_well_formed_svg(bad, where):
+    # Names reach the diagram before any name check (a person should see the bad name to fix it):
+    # every character XML 1.0 forbids, and white space hiding in a name, is drawn as an escape.
+    from besser.BUML.metamodel.structural import Property, StringType
+
+    model = build_library_model()
+    book = model.get_class_by_name("Book")
+    name = f"na{bad}me"
+    if where == "model":
+        model.name = name
+    elif where == "class":
+        book.name = f"Bo{bad}ok"
+    elif where == "attribute":
+        book.add_attribute(Property(name=name, type=StringType))
+    elif where == "association":
+        next(a for a in model.associations if a.name == "Writes").name = name
+    else:
+        next(t for t in model.types if t.name == "Genre").add_literal(__import__(
+            "besser.BUML.metamodel.structural", fromlist=["EnumerationLiteral"]).EnumerationLiteral(name=name))
+    svg = render_svg(model)
+    root = ET.fromstring(svg)  # well-formed
+    shown = " ".join(texts(svg)) + " ".join(g.get("data-name") or "" for g in root.iter(f"{SVG}g"))
+    escape = f"\\x{ord(bad[0]):02x}" if ord(bad[0]) < 0x20 or bad[0] == "\x7f" else f"\\u{ord(bad[0]):04x}"
+    assert escape in shown + (root.find(f"{SVG}title").text or "")

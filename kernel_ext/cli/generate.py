@@ -2,7 +2,9 @@
 
 With a REQUEST, the whole three-phase run (the pipeline): the timeline is printed as it
 happens, and ``--out DIR`` is the run folder (``app/``, ``events.jsonl``, ``run.json``).
-Without one, Phase 1 only: one BESSER generator into DIR. Exit 0 when no blocker remains,
+Without one, Phase 1 only: one BESSER generator into DIR; the model's method bodies (other than
+the shipped examples') are generated only with ``--approve edits|shell|all`` (there is no card
+to show them on), else the methods are stubs and a finding says so. Exit 0 when no blocker remains,
 1 when one does, 2 for a refusal or usage error.
 """
 
@@ -57,18 +59,40 @@ def handle(args: argparse.Namespace) -> int:
         print(f"error: --options is not JSON: {exc.msg}", file=sys.stderr)
         return 2
     try:
-        result = run_phase1(args.model, args.out, args.generator or "fastapi_backend", options, check=not args.no_check)
+        settled = _settled_model(args)
+        result = run_phase1(settled.model, args.out, args.generator or "fastapi_backend", options, check=not args.no_check)
     except ToolFailure as exc:
         print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        data = result.to_dict()
+        data["findings"] = [f.as_event() for f in settled.findings] + data["findings"]
+        print(json.dumps(data, indent=2))
     else:
-        _print_summary(result, args.out)
+        _print_summary(result, args.out, settled.findings)
     return 0 if result.ok else 1
 
 
-def _print_summary(result, out: Path) -> None:
+def _settled_model(args: argparse.Namespace):
+    """The checked model, its names checked, its method bodies kept only on ``--approve edits|shell|all``."""
+    from kernel_ext.model.loading import load
+    from kernel_ext.model.names import check_names
+    from kernel_ext.pipeline.method_bodies import decide_without_card
+    from kernel_ext.pipeline.options import OperatorSettings
+
+    loaded = load(args.model)
+    check_names(loaded.model, origin=loaded.origin)
+    settled = decide_without_card(loaded.model, OperatorSettings.from_environment().model_method_bodies, args.approve != "none")
+    if settled.model is not loaded.model:
+        from kernel_ext.model.loading import LoadedModel
+
+        settled.model = LoadedModel(settled.model, loaded.kind, loaded.origin, loaded.notes, loaded.warnings)
+    else:
+        settled.model = loaded
+    return settled
+
+
+def _print_summary(result, out: Path, findings=()) -> None:
     where = out / result.subdir if result.subdir else out
     print(f"phase 1: {result.generator} ({result.kind}) for model {result.model_name!r} -> {where}")
     print(f"  {len(result.published.created)} created, {len(result.published.overwritten)} overwritten, "
@@ -76,5 +100,5 @@ def _print_summary(result, out: Path) -> None:
           f"checks {result.checks.seconds:.2f} s, app import: {result.checks.app_import}")
     for note in result.notes:
         print(f"  note: {note}")
-    for finding in result.findings:
+    for finding in [*findings, *result.findings]:
         print(f"  [{finding.severity}] {finding.message}")

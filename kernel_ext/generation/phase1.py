@@ -1,7 +1,7 @@
 """Phase 1: run one deterministic BESSER generator (or a stack's build files) into a workspace.
 
 ``run_phase1`` is the reusable step the pipeline (and ``python -m kernel_ext generate``)
-calls: check the model, honour the chosen target as-is, generate into a private directory,
+calls: check the model and its names (``model/names.py``), honour the chosen target as-is, generate into a private directory,
 publish through the fence, record what was produced (paths and hashes, for the authorship
 split), then check the output so its findings reach Phase 2 as context.
 
@@ -88,10 +88,12 @@ def run_phase1(
     """
     from kernel_ext.model.jsonform import model_digest
     from kernel_ext.model.loading import load
+    from kernel_ext.model.names import check_names
     from kernel_ext.workspace import Workspace
 
     started = time.perf_counter()
     loaded = load(model)
+    check_names(loaded.model, origin=loaded.origin)  # before anything is written
     models = {"domain": loaded.model, "gui": gui_model}
     present = frozenset(k for k, v in models.items() if v is not None)
     spec = resolve_target(generator, present)

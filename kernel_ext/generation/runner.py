@@ -65,6 +65,10 @@ def generate(spec: GeneratorSpec, models: dict[str, Any], options: Any = None) -
     if missing:
         raise ToolFailure(ErrorCode.GENERATOR_UNAVAILABLE, f"{spec.name} needs a {' and a '.join(missing)} model")
     opts = parse_options(spec, options)
+    if models.get("domain") is not None:
+        from kernel_ext.model.names import check_names
+
+        check_names(models["domain"])  # every generator call: names are identifiers before they are code
     scratch = Path(tempfile.mkdtemp(prefix=f"besser-gen-{spec.name}-"))
     try:
         out = scratch / "out"

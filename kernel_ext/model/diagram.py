@@ -125,7 +125,7 @@ def _svg(index: ModelIndex) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{plan.width:.0f}" height="{plan.height:.0f}" '
         f'viewBox="0 0 {plan.width:.0f} {plan.height:.0f}" '
         f'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="12">',
-        f"<title>{escape(f'Class diagram of {index.name}')}</title>",
+        f"<title>{escape(xml_text(f'Class diagram of {index.name}'))}</title>",
         f'<rect x="0" y="0" width="{plan.width:.0f}" height="{plan.height:.0f}" fill="white"/>',
     ]
     lines, labels = _edges(index, plan)
@@ -137,9 +137,17 @@ def _svg(index: ModelIndex) -> str:
     return "\n".join(out)
 
 
+def xml_text(text: str) -> str:
+    """``text`` with every character XML 1.0 forbids (and tab, newline, carriage return, which
+    a name should not hide as white space) shown as a visible escape, so the SVG stays well-formed."""
+    return "".join(f"\\x{ord(ch):02x}" if ord(ch) < 0x20 or ord(ch) == 0x7F
+                   else f"\\u{ord(ch):04x}" if 0xD800 <= ord(ch) <= 0xDFFF or ch in "\ufffe\uffff" else ch
+                   for ch in str(text))
+
+
 def _text(x: float, y: float, text: str, **attrs: str) -> str:
-    extra = "".join(f" {k.replace('_', '-')}={quoteattr(v)}" for k, v in attrs.items())
-    return f'<text x="{x:.1f}" y="{y:.1f}"{extra}>{escape(text)}</text>'
+    extra = "".join(f" {k.replace('_', '-')}={quoteattr(xml_text(v))}" for k, v in attrs.items())
+    return f'<text x="{x:.1f}" y="{y:.1f}"{extra}>{escape(xml_text(text))}</text>'
 
 
 def _label(x: float, y: float, text: str, **attrs: str) -> str:
@@ -154,7 +162,7 @@ def _label(x: float, y: float, text: str, **attrs: str) -> str:
 def _box_svg(box: Box) -> list[str]:
     fill = "#f4f8e8" if box.stereotype == ENUMERATION else "#fefce8"
     parts = [
-        f'<g class="class" data-name={quoteattr(box.name)}>',
+        f'<g class="class" data-name={quoteattr(xml_text(box.name))}>',
         f'<rect x="{box.x:.1f}" y="{box.y:.1f}" width="{box.w:.1f}" height="{box.h:.1f}" fill="{fill}" stroke="#444" rx="3"/>',
     ]
     y = box.y + 17

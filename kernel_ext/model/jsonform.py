@@ -23,6 +23,8 @@ from kernel_ext.errors import ErrorCode, ToolFailure
 FORMAT = "besser-jupyter-agent/domain-model"
 VERSION = 1
 UNLIMITED = 9999  # BESSER's UNLIMITED_MAX_MULTIPLICITY, written as "*"
+MAX_ELEMENTS = 20_000  # classes, attributes, methods, parameters, literals, ends...: building costs grow with it
+MAX_TEXT_CHARS = 64 * 1024  # one method body, OCL expression or default value
 
 _PROPERTY_FLAGS = {
     # flag: default
@@ -158,6 +160,8 @@ def loads(text: str | bytes) -> Any:
         data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ToolFailure(ErrorCode.NOT_A_MODEL, f"the file is not JSON: {exc}") from None
+    except RecursionError:
+        raise ToolFailure(ErrorCode.NOT_A_MODEL, "the JSON is nested too deeply to be a model document") from None
     return model_from_dict(data)
 
 
@@ -179,14 +183,57 @@ def model_from_dict(data: Any) -> Any:
         raise ToolFailure(ErrorCode.NOT_A_MODEL, f"the JSON is not a {FORMAT} document (missing or wrong 'format')")
     if data.get("version") != VERSION:
         raise ToolFailure(ErrorCode.NOT_A_MODEL, f"unsupported {FORMAT} version {data.get('version')!r}; expected {VERSION}")
+    _check_size(data)
     try:
         return _build(data)
     except ToolFailure:
         raise
+    except (RecursionError, MemoryError) as exc:
+        raise ToolFailure(ErrorCode.TOO_LARGE, f"the model document needs more than a model may use ({type(exc).__name__})") from None
     except (KeyError, TypeError, AttributeError) as exc:
         raise ToolFailure(ErrorCode.NOT_A_MODEL, f"malformed model document: {type(exc).__name__}: {exc}") from None
     except ValueError as exc:  # BESSER's own checks (duplicate names, bad multiplicities)
         raise ToolFailure(ErrorCode.INVALID_MODEL, str(exc)) from None
+
+
+def _check_size(data: dict[str, Any]) -> None:
+    """Refuse (``too_large``) a document with more elements or longer texts than a model may have."""
+    count = 0
+
+    def entries(owner: Any, key: str) -> list[Any]:
+        nonlocal count
+        value = owner.get(key, []) if isinstance(owner, dict) else []
+        items = value if isinstance(value, list) else []
+        count += len(items)
+        if count > MAX_ELEMENTS:
+            raise ToolFailure(ErrorCode.TOO_LARGE, f"the model document has more than {MAX_ELEMENTS} elements")
+        return items
+
+    def text(owner: Any, key: str, where: str) -> None:
+        value = owner.get(key) if isinstance(owner, dict) else None
+        if isinstance(value, (list, dict)):
+            raise ToolFailure(ErrorCode.INVALID_MODEL, f"{where}: {key!r} must be a string, number or boolean")
+        if isinstance(value, str) and len(value) > MAX_TEXT_CHARS:
+            raise ToolFailure(ErrorCode.TOO_LARGE, f"{where}: {key!r} is longer than {MAX_TEXT_CHARS} characters")
+
+    for enum in entries(data, "enumerations"):
+        entries(enum, "literals")
+    for cls in entries(data, "classes"):
+        for attribute in entries(cls, "attributes"):
+            text(attribute, "default", "an attribute")
+        for method in entries(cls, "methods"):
+            text(method, "code", "a method")
+            for parameter in entries(method, "parameters"):
+                text(parameter, "default", "a parameter")
+            for kind in ("pre", "post"):
+                for rule in entries(method, kind):
+                    text(rule, "expression", "a method condition")
+    for association in entries(data, "associations"):
+        for end in entries(association, "ends"):
+            text(end, "default", "an association end")
+    entries(data, "generalizations")
+    for rule in entries(data, "constraints"):
+        text(rule, "expression", "a constraint")
 
 
 def _build(data: dict[str, Any]) -> Any:

@@ -4,11 +4,14 @@ Forms: a ``DomainModel`` object (what a notebook cell builds), a PlantUML file (
 grammar, ``plantuml.py``), a Python file (evaluated safely, ``safe_python.py``), this
 project's JSON form (``jsonform.py``) and the shipped examples (``example:library``).
 Every model is checked: not a model -> ``not_a_model``; no classes -> ``empty_model``;
-BESSER's ``validate()`` fails -> ``invalid_model`` listing its errors.
+BESSER's ``validate()`` fails -> ``invalid_model`` listing its errors. Model files are bounded
+(``MAX_MODEL_FILE_BYTES``, and each form's own work bounds): ``too_large``. Loading is
+synchronous: a server run calls it in a worker thread (``pipeline/generation.py``).
 """
 
 from __future__ import annotations
 
+import keyword
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +19,7 @@ from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 
-MAX_MODEL_FILE_BYTES = 4 * 1024 * 1024
+MAX_MODEL_FILE_BYTES = 1024 * 1024  # a 1,000-class model is a few hundred KB in any form
 PLANTUML_SUFFIXES = (".plantuml", ".puml", ".pu", ".iuml", ".wsd")
 EXAMPLE_PREFIX = "example:"
 
@@ -143,14 +146,21 @@ def _read(path: Path) -> str:
         raise ToolFailure(ErrorCode.NOT_REGULAR_FILE, f"{str(path)!r} is not a regular file")
     if st.st_size > MAX_MODEL_FILE_BYTES:
         raise ToolFailure(ErrorCode.TOO_LARGE, f"{str(path)!r} is larger than {MAX_MODEL_FILE_BYTES} bytes")
+    with path.open("rb") as handle:
+        data = handle.read(MAX_MODEL_FILE_BYTES + 1)  # the file may have grown since stat
+    if len(data) > MAX_MODEL_FILE_BYTES:
+        raise ToolFailure(ErrorCode.TOO_LARGE, f"{str(path)!r} is larger than {MAX_MODEL_FILE_BYTES} bytes")
     try:
-        return path.read_bytes().decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ToolFailure(ErrorCode.NOT_A_MODEL, f"{str(path)!r} is not UTF-8 text, so not a model file") from None
 
 
 def _identifier(stem: str) -> str:
-    cleaned = "".join(ch if ch.isalnum() else "_" for ch in stem).strip("_")
-    if not cleaned:
+    """A model name from a file name that is always an identifier (``names.py``)."""
+    cleaned = "".join(ch if ch.isascii() and ch.isalnum() else "_" for ch in stem).strip("_")[:40]
+    if not cleaned or keyword.iskeyword(cleaned):
         return "DomainModel"
+    if cleaned[0].isdigit():
+        cleaned = f"Model_{cleaned}"
     return cleaned[0].upper() + cleaned[1:]

@@ -6,7 +6,7 @@ lexer, parser and listener run with an error listener that collects every syntax
 refuses the file with ``not_a_model`` naming the first ones.
 
 Two conveniences BESSER's grammar lacks, handled before parsing (line numbers are kept):
-``@startuml Name`` names the model, and PlantUML comment lines (``'``) are dropped, except
+``@startuml Name`` names the model (it must be an identifier, ``names.py``), and PlantUML comment lines (``'``) are dropped, except
 ``' OCL: context Book inv name: expr`` lines, which become OCL constraints on the model.
 """
 
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.model.names import check_identifier
 
 _START = re.compile(r"^\s*@startuml\b[ \t]*(?P<name>[^\s]*)\s*$")
 _OCL_LINE = re.compile(r"^\s*'\s*OCL\s*:\s*(?P<expr>.+?)\s*$", re.IGNORECASE)
@@ -56,6 +57,8 @@ def parse_plantuml(text: str, *, default_name: str = "DomainModel", source: str 
     if "@startuml" not in text:
         raise ToolFailure(ErrorCode.NOT_A_MODEL, f"{source} has no '@startuml' ... '@enduml' block")
     cleaned, name, ocl = preprocess(text)
+    if name is not None:  # it becomes the model name, pasted into generated code (the database URL)
+        check_identifier(name, f"{source}: the '@startuml' name")
 
     from antlr4 import CommonTokenStream, InputStream, ParseTreeWalker
     from antlr4.error.ErrorListener import ErrorListener
@@ -77,7 +80,10 @@ def parse_plantuml(text: str, *, default_name: str = "DomainModel", source: str 
     parser = PlantUMLParser(CommonTokenStream(lexer))
     parser.removeErrorListeners()
     parser.addErrorListener(collected)
-    tree = parser.domainModel()
+    try:
+        tree = parser.domainModel()
+    except (RecursionError, MemoryError) as exc:
+        raise ToolFailure(ErrorCode.TOO_LARGE, f"{source} needs more than a model file may use to parse ({type(exc).__name__})") from None
     if collected.errors:
         shown = "; ".join(collected.errors[:_MAX_REPORTED])
         more = f" (and {len(collected.errors) - _MAX_REPORTED} more)" if len(collected.errors) > _MAX_REPORTED else ""
@@ -93,13 +99,18 @@ def parse_plantuml(text: str, *, default_name: str = "DomainModel", source: str 
             ParseTreeWalker().walk(listener, tree)
         except ValueError as exc:
             raise ToolFailure(ErrorCode.INVALID_MODEL, f"{source}: {exc}") from None
+        except (RecursionError, MemoryError) as exc:
+            raise ToolFailure(ErrorCode.TOO_LARGE, f"{source} needs more than a model file may use ({type(exc).__name__})") from None
         except AttributeError:
             raise ToolFailure(
                 ErrorCode.INVALID_MODEL,
                 f"{source}: a relationship or type names a class that is not declared",
             ) from None
     model = listener.get_buml_model()
-    model.name = name or default_name
+    try:
+        model.name = name or default_name
+    except ValueError as exc:  # BESSER's own name rules (spaces, hyphens)
+        raise ToolFailure(ErrorCode.INVALID_NAME, f"{source}: the model name: {exc}") from None
     _add_ocl(model, ocl, source)
     return PlantUMLResult(model, [str(w.message) for w in caught])
 

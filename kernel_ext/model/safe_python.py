@@ -8,6 +8,12 @@ annotated assignments, calls of the B-UML constructors, a short list of B-UML me
 (``add_method``, ``add_type``...), attribute assignment on B-UML objects, literals and
 collections. Anything else is refused with ``unsafe_model_source`` naming the line.
 
+Work and memory are bounded: source size, expressions evaluated, calls, the length of built
+strings and the expanded size of collections (``t = (t, t)`` repeated would otherwise cost
+exponential time to hash) and CPU time (thousands of ``add_type`` calls cost quadratic time in
+BESSER itself), each with a named ``too_large``; a ``MemoryError`` or
+``RecursionError`` that still escapes is ``too_large`` too, never a traceback.
+
 Names imported from other modules (generators, ``os``...) and top-level ``def``/``class``
 are opaque: a statement that uses one is skipped, never evaluated, and reported. The
 ``if __name__ == "__main__":`` block is skipped too (it would not run on import either).
@@ -16,13 +22,22 @@ are opaque: a statement that uses one is skipped, never evaluated, and reported.
 from __future__ import annotations
 
 import ast
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.model.pysource import iter_statements
 
-MAX_SOURCE_BYTES = 4 * 1024 * 1024
-MAX_DEPTH = 100
+# Bounds on the work and memory one model file may cost (each exceeded: ``too_large``, named).
+MAX_SOURCE_BYTES = 1024 * 1024
+MAX_DEPTH = 100            # expression nesting
+MAX_STEPS = 400_000        # expressions evaluated
+MAX_CALLS = 20_000         # B-UML constructor and method calls
+MAX_STRING_CHARS = 256 * 1024  # a string the evaluator builds with '+'
+MAX_VALUE_WEIGHT = 100_000     # elements in a collection, counting nested collections in full
+MAX_CPU_SECONDS = 5.0          # this thread's CPU time: B-UML's own add_* calls grow quadratically
 _ALLOWED_MODULES = ("besser.BUML.metamodel.structural", "besser.BUML.metamodel")
 
 # B-UML methods a model file may call, and attributes it may assign.
@@ -93,13 +108,13 @@ def evaluate_source(text: str, *, source: str = "model file") -> SafeResult:
     """Evaluate ``text`` under the rules above and return the names it bound."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:
         raise ToolFailure(ErrorCode.TOO_LARGE, f"{source} is larger than {MAX_SOURCE_BYTES} bytes")
+    # Short parses, one statement at a time, evaluated as they come: the GIL changes hands often
+    # and no whole-file tree lives on (pysource.py).
+    statements = iter_statements(text.lstrip("\ufeff"), source)
     try:
-        tree = ast.parse(text.lstrip("\ufeff"), filename=source)
-    except SyntaxError as exc:
-        raise ToolFailure(ErrorCode.NOT_A_MODEL, f"{source} is not valid Python: line {exc.lineno}: {exc.msg}") from None
-    except (RecursionError, MemoryError, ValueError) as exc:
-        raise ToolFailure(ErrorCode.NOT_A_MODEL, f"{source} could not be parsed: {type(exc).__name__}") from None
-    return _Evaluator(source).run(tree)
+        return _Evaluator(source).run(statements)
+    except (RecursionError, MemoryError) as exc:
+        raise ToolFailure(ErrorCode.TOO_LARGE, f"{source} needs more than a model file may use ({type(exc).__name__})") from None
 
 
 class _Evaluator:
@@ -112,11 +127,15 @@ class _Evaluator:
         self.impl_enum = MethodImplementationType
         self.result = SafeResult(namespace=dict(self.allowed))
         self.line = 0
+        self.steps = 0
+        self.calls = 0
+        self.cpu_deadline = time.thread_time() + MAX_CPU_SECONDS
+        self.weights: dict[int, tuple[Any, int]] = {}  # id -> (the collection, kept alive; its weight)
 
     # -- statements ---------------------------------------------------------------------------
 
-    def run(self, tree: ast.Module) -> SafeResult:
-        for stmt in tree.body:
+    def run(self, statements: Iterable[ast.stmt]) -> SafeResult:
+        for stmt in statements:
             self.line = stmt.lineno
             try:
                 self._statement(stmt)
@@ -206,6 +225,11 @@ class _Evaluator:
     def _eval(self, node: ast.expr, depth: int) -> Any:
         if depth > MAX_DEPTH:
             self._refuse(node, "an expression nested this deeply")
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            self._too_large(node, f"more than {MAX_STEPS} expressions to evaluate")
+        if self.steps % 64 == 0:
+            self._check_cpu(node)
         d = depth + 1
         if isinstance(node, ast.Constant):
             return node.value
@@ -227,20 +251,26 @@ class _Evaluator:
             if any(isinstance(e, ast.Starred) for e in node.elts):
                 self._refuse(node, "star-unpacking")
             items = [self._eval(e, d) for e in node.elts]
-            return {ast.Set: set, ast.List: list, ast.Tuple: tuple}[type(node)](items)
+            self._weigh(node, items)  # before a set hashes them
+            return self._weighed(node, {ast.Set: set, ast.List: list, ast.Tuple: tuple}[type(node)](items), items)
         if isinstance(node, ast.Dict):
             if any(k is None for k in node.keys):
                 self._refuse(node, "'**' in a dict literal")
-            return {self._eval(k, d): self._eval(v, d) for k, v in zip(node.keys, node.values)}
+            pairs = [(self._eval(k, d), self._eval(v, d)) for k, v in zip(node.keys, node.values)]
+            flat = [x for pair in pairs for x in pair]
+            self._weigh(node, flat)
+            return self._weighed(node, dict(pairs), flat)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             operand = self._eval(node.operand, d)
             if isinstance(operand, (int, float)) and not isinstance(operand, bool):
                 return -operand if isinstance(node.op, ast.USub) else operand
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = self._eval(node.left, d), self._eval(node.right, d)
-            if (isinstance(left, str) and isinstance(right, str)) or (
-                isinstance(left, (int, float)) and isinstance(right, (int, float))
-            ):
+            if isinstance(left, str) and isinstance(right, str):
+                if len(left) + len(right) > MAX_STRING_CHARS:
+                    self._too_large(node, f"a string longer than {MAX_STRING_CHARS} characters")
+                return left + right
+            if isinstance(left, (int, float)) and isinstance(right, (int, float)):
                 return left + right
         self._refuse(node, f"a {type(node).__name__} expression")
 
@@ -273,7 +303,48 @@ class _Evaluator:
                 self._refuse(node, f"calling {ast.unparse(func)!r}")
         args = [self._eval(a, depth) for a in node.args]
         kwargs = {k.arg: self._eval(k.value, depth) for k in node.keywords}
-        return target(*args, **kwargs)
+        self.calls += 1
+        if self.calls > MAX_CALLS:
+            self._too_large(node, f"more than {MAX_CALLS} calls")
+        arguments = [*args, *kwargs.values()]
+        self._weigh(node, arguments)  # set(...), tuple(...) or a constructor would hash or copy them
+        result = target(*args, **kwargs)
+        self._check_cpu(node)
+        return self._weighed(node, result, arguments) if isinstance(result, (list, tuple, set, frozenset, dict)) else result
+
+    # -- bounds -------------------------------------------------------------------------------
+
+    def _weight(self, value: Any) -> int:
+        if isinstance(value, str):
+            return 1 + len(value) // 64
+        known = self.weights.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        if isinstance(value, (list, tuple, set, frozenset, dict)):
+            return 1 + len(value)  # a B-UML object's own collection: its members weigh one each
+        return 1
+
+    def _weigh(self, node: ast.AST, items: list[Any]) -> int:
+        weight = 1 + sum(self._weight(item) for item in items)
+        if weight > MAX_VALUE_WEIGHT:
+            self._too_large(node, f"a collection of more than {MAX_VALUE_WEIGHT} elements (nested ones counted in full)")
+        return weight
+
+    def _weighed(self, node: ast.AST, value: Any, items: list[Any]) -> Any:
+        self.weights[id(value)] = (value, self._weigh(node, items))
+        return value
+
+    def _check_cpu(self, node: ast.AST) -> None:
+        if time.thread_time() > self.cpu_deadline:
+            self._too_large(node, f"more than {MAX_CPU_SECONDS:g} s of CPU time to evaluate")
+
+    def _too_large(self, node: ast.AST, what: str) -> None:
+        line = getattr(node, "lineno", self.line)
+        raise ToolFailure(
+            ErrorCode.TOO_LARGE,
+            f"{self.source} line {line}: {what}; a model file may not cost more than that to load "
+            "(split the model, or build it in a notebook cell and pass the DomainModel object)",
+        )
 
     def _refuse(self, node: ast.AST, what: str) -> None:
         line = getattr(node, "lineno", self.line)

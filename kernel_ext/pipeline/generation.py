@@ -2,12 +2,14 @@
 
 ``generation_body(request, operator)`` is what the server extension and the magics call;
 ``generate(...)`` is the Python API for library runs and notebooks (explicit arguments
-instead of the environment where the caller gives them). Both load the model and the
-provider first, so a bad model or a misconfigured provider ends the run with a named error.
+instead of the environment where the caller gives them). Both load the model (off the event
+loop) and the provider first and check the model's names, so a bad model, a name that is not an
+identifier or a misconfigured provider ends the run with a named error before anything is generated.
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +27,15 @@ def generation_body(request: RunRequest, operator: OperatorSettings, *, model: A
         from kernel_ext.pipeline.orchestrator import Orchestrator
 
         try:
-            loaded = model if model is not None else _load_model(request)
+            # A model file is parsed and evaluated in a worker thread: a hostile one cannot stall the loop.
+            loaded = model if model is not None else await asyncio.to_thread(_load_model, request)
+            check_names(loaded)  # names are identifiers before they are code (model/names.py)
             chosen = provider if provider is not None else _provider(request, operator)
         except ToolFailure as exc:
             ctx.events.emit("run_started", request=request.request, run_dir=str(ctx.layout.run_dir))
             ctx.events.emit("error", code=str(exc.code).upper(), message=exc.message)
+            for problem in exc.data.get("problems", [])[:20]:
+                ctx.events.emit("finding", severity="blocker", source="model", message=problem)
             ctx.events.emit("done", status="failed", summary=exc.message)
             return
         orchestrator = Orchestrator(ctx, request, operator, loaded, chosen)
@@ -71,11 +77,13 @@ def generate(
     )
     spec = provider if isinstance(provider, str) else None
     run_request = RunRequest(request=request, target=target, provider=spec, approve=approve, **budgets)
+    loaded = _load_model_value(model)
+    check_names(loaded)  # a refusal here leaves nothing on disk
     layout = RunLayout(Path(run_dir)) if run_dir is not None else RunLayout.create(Path(runs_dir))
     if run_dir is not None:
         for folder in (layout.app_dir, layout.home_dir, layout.snapshots_dir):
             folder.mkdir(parents=True, exist_ok=True)
-    body = generation_body(run_request, operator, model=_load_model_value(model), provider=None if spec else provider)
+    body = generation_body(run_request, operator, model=loaded, provider=None if spec else provider)
     run = start_run(body, layout, options=run_request, known_secrets=secret_values())
     if approver is not None:
         run.context.approver.on_request = _answer_with(approver, run)
@@ -90,6 +98,12 @@ def _answer_with(approver: Any, run: Run):
         run.decide(request.call_id, decision is True, by="host")
 
     return answer
+
+
+def check_names(model: Any) -> None:
+    from kernel_ext.model.names import check_names as check
+
+    check(model)
 
 
 def _load_model(request: RunRequest) -> Any:

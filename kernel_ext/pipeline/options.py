@@ -2,8 +2,9 @@
 
 ``RunRequest`` is the part a person (magic, REST body, CLI) chooses. ``OperatorSettings`` is
 fixed at server (or library call) start: shell tools, toolchain validation, sandbox policy,
-the provider's keys. A request can never widen operator settings: unknown fields such as
-``allow_shell_tools`` are dropped when a body is parsed, and nothing here reads them.
+the provider's keys, whether model method bodies may be asked for (``BESSER_MODEL_METHOD_BODIES``).
+A request can never widen operator settings: unknown fields such as ``allow_shell_tools`` are
+dropped when a body is parsed, and nothing here reads them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kernel_ext.model.method_bodies import ENV as METHOD_BODIES_ENV, method_mode
 from kernel_ext.sandbox.config import env_flag
 
 ApproveMode = Literal["none", "edits", "shell", "all"]
@@ -56,6 +58,7 @@ class OperatorSettings:
     provider: str | None = None
     llm_model: str | None = None
     approval_timeout_s: float | None = None
+    model_method_bodies: str = "ask"  # "ask" (a card) | "off" (stubs): model/method_bodies.py
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -68,6 +71,7 @@ class OperatorSettings:
             "sandbox_policy": env.get("BESSER_SANDBOX", "auto") or "auto",
             "provider": env.get("BESSER_LLM_PROVIDER") or None,
             "llm_model": env.get("BESSER_LLM_MODEL") or None,
+            "model_method_bodies": method_mode(env.get(METHOD_BODIES_ENV)),
         }
         values.update({k: v for k, v in explicit.items() if v is not None})
         return cls(**values)

@@ -73,6 +73,7 @@ class Orchestrator:
         self.budgets = Budgets(request.max_turns, max_cost_usd=request.max_cost_usd, max_runtime_s=request.max_runtime_s)
         self.tool_context = self._tool_context()
         self.executor: Executor | None = None
+        self.mode_approver: ModeApprover | None = None
         self.phase1: Any = None
         self.intent = frontend_intent(request.request, modify=bool(request.base_run_id))
         self.base: Any = None  # the run a modify run continues (pipeline/modify.py)
@@ -133,6 +134,7 @@ class Orchestrator:
         from kernel_ext.generation.phase1 import run_phase1
         from kernel_ext.model.jsonform import model_digest, model_to_dict
 
+        await self._settle_method_bodies()
         ledger = ledger_of(self.tool_context.state)
         if self.base is not None:
             from kernel_ext.pipeline.modify import copy_app, model_change
@@ -202,6 +204,17 @@ class Orchestrator:
         self.phase3 = result
         return PhaseOutcome("done", f"{len(result.report.blockers)} blockers left after {result.rounds} repair rounds ({result.stop_reason})",
                             {"rounds": result.rounds, "rolled_back": result.rolled_back, "blockers": len(result.report.blockers)})
+
+    async def _settle_method_bodies(self) -> None:
+        """The model's method bodies enter generated code only on a card's yes (``pipeline/method_bodies.py``)."""
+        from kernel_ext.pipeline.method_bodies import settle_method_bodies
+
+        approver = self._approver()
+        settled = await settle_method_bodies(self.model, self.operator.model_method_bodies, approver,
+                                             boundary_observer(self.events, approver))
+        self.model = self.tool_context.services["domain_model"] = settled.model  # Phase 2's generator tools see the same
+        for finding in settled.findings:
+            self.events.emit("finding", **finding.as_event())
 
     def _prestart_app_host(self) -> None:
         """Start the run's sandboxed app host now, so Phase 2's first test_api and Phase 3 find it warm."""
@@ -292,10 +305,16 @@ class Orchestrator:
             if self.operator.shell_tools_enabled:
                 allowed.append(Category.SHELL)
             policy = ExecutionPolicy.allowing(allowed, deny=redundant_tools(self.choice.generator))
-            approver = ModeApprover(self.ctx.approver, self.request.approve)
+            approver = self._approver()
             self.executor = Executor(default_catalog(), self.tool_context, policy=policy, approver=approver,
                                      observer=boundary_observer(self.events, approver))
         return self.executor
+
+    def _approver(self) -> ModeApprover:
+        """The person's ``--approve`` choice over the run's card approver (one for the whole run)."""
+        if self.mode_approver is None:
+            self.mode_approver = ModeApprover(self.ctx.approver, self.request.approve)
+        return self.mode_approver
 
     def _overview(self) -> str:
         from kernel_ext.model.service import model_index
