@@ -15,7 +15,7 @@ import hashlib
 import os
 import stat
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from kernel_ext.errors import ToolFailure
@@ -48,10 +48,17 @@ def opened_dir(name: str | os.PathLike[str], parent_fd: int | None = None) -> It
         os.close(fd)
 
 
-def entries(fd: int, skip: frozenset[str] = frozenset()) -> list[tuple[str, os.stat_result]]:
-    """``(name, lstat)`` of the directory's entries, sorted, minus ``skip`` names and vanished ones."""
+Skip = frozenset[str] | Callable[[str], bool]
+
+
+def entries(fd: int, skip: Skip = frozenset()) -> list[tuple[str, os.stat_result]]:
+    """``(name, lstat)`` of the directory's entries, sorted, minus skipped names and vanished ones.
+
+    ``skip`` is a set of names or a predicate on a name.
+    """
+    excluded = skip if callable(skip) else skip.__contains__
     with os.scandir(fd) as listing:
-        names = sorted(entry.name for entry in listing if entry.name not in skip)
+        names = sorted(entry.name for entry in listing if not excluded(entry.name))
     out = []
     for name in names:
         try:
@@ -61,7 +68,7 @@ def entries(fd: int, skip: frozenset[str] = frozenset()) -> list[tuple[str, os.s
     return out
 
 
-def walk_at(fd: int, skip: frozenset[str] = frozenset(), prefix: str = "", depth: int = 0) -> Iterator[tuple[str, int, str, os.stat_result]]:
+def walk_at(fd: int, skip: Skip = frozenset(), prefix: str = "", depth: int = 0) -> Iterator[tuple[str, int, str, os.stat_result]]:
     """Every entry below ``fd`` as ``(relative path, parent descriptor, name, lstat)``; directories first.
 
     The parent descriptor is valid only until the generator is advanced.
@@ -82,7 +89,7 @@ def walk_at(fd: int, skip: frozenset[str] = frozenset(), prefix: str = "", depth
                 os.close(child)
 
 
-def walk(fd: int, skip: frozenset[str] = frozenset(), prefix: str = "", depth: int = 0) -> Iterator[tuple[str, os.stat_result]]:
+def walk(fd: int, skip: Skip = frozenset(), prefix: str = "", depth: int = 0) -> Iterator[tuple[str, os.stat_result]]:
     """Every entry below ``fd`` as ``(relative path, lstat)``; directories before their content."""
     for rel, _parent, _name, st in walk_at(fd, skip, prefix, depth):
         yield rel, st
@@ -103,7 +110,7 @@ def open_entry(parent: int, name: str, st: os.stat_result, notes: Notes) -> tupl
         return None
 
 
-def regular_files(fd: int, skip: frozenset[str] = frozenset(), notes: Notes | None = None) -> Iterator[tuple[str, int, os.stat_result]]:
+def regular_files(fd: int, skip: Skip = frozenset(), notes: Notes | None = None) -> Iterator[tuple[str, int, os.stat_result]]:
     """Every regular file below ``fd`` as ``(relative path, open descriptor, fstat)``, sorted by walk order.
 
     The descriptor is closed when the generator is advanced. Links, FIFOs, sockets and devices
