@@ -19,8 +19,10 @@ from pathlib import Path, PurePosixPath
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+# The two ways anything under a root is opened: directories and files, never through a link,
+# and a file never waited on (a FIFO opened O_NONBLOCK returns at once; fstat then refuses it).
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 DEFAULT_INTERNAL = (".besser",)
 DEFAULT_PROTECTED = (".git",)
@@ -127,7 +129,7 @@ class Workspace:
     @contextmanager
     def parent_dir(self, loc: Location, *, create: bool = False) -> Iterator[int]:
         """A descriptor of ``loc``'s parent directory, reached without following any link."""
-        fd = os.open(loc.root, _DIR_FLAGS)
+        fd = os.open(loc.root, DIR_FLAGS)
         try:
             walked: list[str] = []
             for part in loc.parts[:-1]:
@@ -147,7 +149,7 @@ class Workspace:
         ones (``mkdir`` relative to the parent's descriptor, so never through a link).
         """
         if not loc.parts:
-            fd = os.open(loc.root, _DIR_FLAGS)
+            fd = os.open(loc.root, DIR_FLAGS)
             try:
                 yield fd
             finally:
@@ -164,7 +166,7 @@ class Workspace:
         """Open directory ``part`` under ``fd`` (closing ``fd``); refuse links and non-dirs."""
         try:
             try:
-                return os.open(part, _DIR_FLAGS, dir_fd=fd)
+                return os.open(part, DIR_FLAGS, dir_fd=fd)
             except FileNotFoundError:
                 if not create:
                     raise
@@ -173,7 +175,7 @@ class Workspace:
                     os.mkdir(part, 0o755, dir_fd=fd)
                 except FileExistsError:
                     pass  # created concurrently: the no-follow open below decides what it is
-                return os.open(part, _DIR_FLAGS, dir_fd=fd)
+                return os.open(part, DIR_FLAGS, dir_fd=fd)
         except OSError as exc:
             raise _walk_error(exc, fd, part, shown) from None
         finally:
@@ -251,7 +253,7 @@ def open_regular_at(dir_fd: int, name: str, shown: str | None = None) -> tuple[i
         raise ToolFailure(ErrorCode.NOT_FOUND, f"{shown!r} does not exist") from None
     _require_regular(before, shown)
     try:
-        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+        fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
         raise _walk_error(exc, None, name, shown) from None
     try:

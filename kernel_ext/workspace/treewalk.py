@@ -19,10 +19,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from kernel_ext.errors import ToolFailure
-from kernel_ext.workspace.fence import open_regular_at
+from kernel_ext.workspace.fence import DIR_FLAGS, open_regular_at
 
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 MAX_DEPTH = 64
 CHUNK = 1 << 20
 
