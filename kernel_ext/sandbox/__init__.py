@@ -36,10 +36,10 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "Shell",
     "CommandRecord",
     "Confinement",
     "SessionRegistry",
-    "Shell",
     "ShellService",
     "ShellSession",
     "ShellSettings",
