@@ -12,7 +12,8 @@ import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+
+from kernel_ext.workspace import treewalk
 
 SKIPPED_DIRS = frozenset({".besser", ".git", "__pycache__", "node_modules", ".venv", "venv", ".pytest_cache"})
 
@@ -28,19 +29,22 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def tree_hashes(root: str | os.PathLike[str], *, skip: Iterable[str] = SKIPPED_DIRS) -> dict[str, str]:
-    """``{relative path: sha256}`` of the regular files under ``root`` (links not followed)."""
-    base = Path(root)
-    skipped = frozenset(skip)
+def tree_hashes(root: str | os.PathLike[str], *, skip: Iterable[str] = SKIPPED_DIRS, notes: treewalk.Notes | None = None) -> dict[str, str]:
+    """``{relative path: sha256}`` of the regular files under ``root``.
+
+    Through descriptors (``treewalk.regular_files``): links never followed, FIFOs, sockets and
+    devices never opened (counted in ``notes``), a file swapped for one mid-walk skipped.
+    """
     out: dict[str, str] = {}
-    for current, dirs, files in os.walk(base, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in skipped and not os.path.islink(os.path.join(current, d)))
-        for name in sorted(files):
-            full = os.path.join(current, name)
-            if os.path.islink(full) or not os.path.isfile(full):
-                continue
-            with open(full, "rb") as fh:
-                out[Path(full).relative_to(base).as_posix()] = sha256_bytes(fh.read())
+    try:
+        fd = treewalk.open_dir(root)
+    except OSError:
+        return out
+    try:
+        for rel, file_fd, _st in treewalk.regular_files(fd, frozenset(skip), notes):
+            out[rel] = treewalk.sha256_fd(file_fd)
+    finally:
+        os.close(fd)
     return out
 
 

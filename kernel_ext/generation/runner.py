@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.generation.manifest import GeneratedFile, sha256_bytes
 from kernel_ext.generation.targets import GeneratorSpec, Options
+from kernel_ext.workspace import treewalk
 
 MAX_OUTPUT_FILES = 20_000
 MAX_OUTPUT_BYTES = 256 * 1024 * 1024
@@ -93,20 +94,21 @@ def generate(spec: GeneratorSpec, models: dict[str, Any], options: Any = None) -
 
 
 def _collect(out: Path, subdir: str) -> dict[str, bytes]:
+    """The generator's regular files (through descriptors: links and FIFOs it left are never read)."""
     files: dict[str, bytes] = {}
     total = 0
     prefix = f"{subdir.strip('/')}/" if subdir.strip("/") else ""
-    for current, dirs, names in os.walk(out, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
-        for name in sorted(names):
-            full = Path(current) / name
-            if full.is_symlink() or not full.is_file() or name.endswith(".pyc"):
+    fd = treewalk.open_dir(out)
+    try:
+        for rel, file_fd, st in treewalk.regular_files(fd, frozenset(_SKIP_DIRS)):
+            if rel.endswith(".pyc"):
                 continue
-            data = full.read_bytes()
-            total += len(data)
-            files[prefix + full.relative_to(out).as_posix()] = data
-            if len(files) > MAX_OUTPUT_FILES or total > MAX_OUTPUT_BYTES:
+            total += st.st_size
+            if len(files) >= MAX_OUTPUT_FILES or total > MAX_OUTPUT_BYTES:
                 raise ToolFailure(ErrorCode.TOO_LARGE, "the generator produced more output than a run accepts")
+            files[prefix + rel] = b"".join(treewalk.read_chunks(file_fd))
+    finally:
+        os.close(fd)
     return files
 
 

@@ -107,6 +107,7 @@ class SnapshotEvent(_Event):
     reason: str
     rank: list[float] = Field(default_factory=list)
     action: Literal["taken", "restored"] = "taken"
+    skipped: dict[str, int] = Field(default_factory=dict)  # what the copy left out (FIFOs, devices...), by reason
 
 
 class CostEvent(_Event):

@@ -10,7 +10,7 @@ work that is still open.
 from __future__ import annotations
 
 import json
-import shutil
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,8 @@ from typing import Any
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.pipeline.layout import RUN_ID_PATTERN
 from kernel_ext.pipeline.snapshots import SKIPPED
+from kernel_ext.workspace import treewalk
+from kernel_ext.workspace.treecopy import CopyStats, sync_tree
 
 
 @dataclass
@@ -50,12 +52,20 @@ def find_base_run(runs_dir: Path, run_id: str) -> BaseRun:
 
 
 def copy_app(base: BaseRun, app_dir: Path) -> int:
-    """Copy the base run's app (links as links, internal folders skipped); returns files copied."""
-    source = base.run_dir / "app"
-    if not source.is_dir():
-        raise ToolFailure(ErrorCode.NOT_FOUND, f"run {base.run_id!r} has no app folder")
-    shutil.copytree(source, app_dir, symlinks=True, dirs_exist_ok=True, ignore=lambda d, names: {n for n in names if n in SKIPPED})
-    return sum(1 for p in app_dir.rglob("*") if p.is_file())
+    """Copy the base run's app into ``app_dir`` (links as links, internal folders skipped, FIFOs and
+    devices never opened), through descriptors; returns the files and links copied."""
+    try:
+        src = treewalk.open_dir(base.run_dir / "app")
+    except OSError:
+        raise ToolFailure(ErrorCode.NOT_FOUND, f"run {base.run_id!r} has no app folder") from None
+    try:
+        app_dir.mkdir(parents=True, exist_ok=True)
+        stats = CopyStats()
+        with treewalk.opened_dir(app_dir) as dst:
+            sync_tree(src, dst, SKIPPED, stats)
+        return stats.written
+    finally:
+        os.close(src)
 
 
 @dataclass

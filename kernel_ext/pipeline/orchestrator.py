@@ -106,7 +106,9 @@ class Orchestrator:
             self.events.emit("error", code=str(exc.code).upper(), message=exc.message)
             self.events.emit("done", status="failed", summary=exc.message, phase_durations=self.timer)
             return
-        self._finish()
+        from kernel_ext.generation.manifest import tree_hashes
+
+        self._finish(await asyncio.to_thread(tree_hashes, self.ctx.layout.app_dir))  # reads every file: off the loop
 
     async def _phase(self, name: str, step: Callable[[], Awaitable[PhaseOutcome]]) -> None:
         self.events.emit("phase", phase=name, status="started")
@@ -261,7 +263,7 @@ class Orchestrator:
             from kernel_ext.pipeline.toolchain import toolchain_findings
 
             report = report.merged(ValidationReport(tuple(await asyncio.to_thread(toolchain_findings, self.ctx.layout.app_dir))))
-        if self.intent.needed and not frontend_files(self.ctx.layout.app_dir):
+        if self.intent.needed and not await asyncio.to_thread(frontend_files, self.ctx.layout.app_dir):
             report = report.merged(ValidationReport((Finding("blocker", "frontend", "a frontend was needed and there are no frontend files"),)))
         for finding in report.blockers:
             self.events.emit("finding", **finding.as_event())
@@ -336,14 +338,13 @@ class Orchestrator:
         return scenario_store(self.tool_context.state).failing()
 
     async def _frontend_check(self) -> tuple[bool, str]:
-        found = frontend_files(self.ctx.layout.app_dir)
+        found = await asyncio.to_thread(frontend_files, self.ctx.layout.app_dir)
         return (bool(found), f"{len(found)} frontend files" if found else "no frontend files yet")
 
-    def _finish(self) -> None:
-        from kernel_ext.generation.manifest import ledger_of, tree_hashes
+    def _finish(self, current: dict[str, str]) -> None:
+        from kernel_ext.generation.manifest import ledger_of
 
         report = self.phase3.report
-        current = tree_hashes(self.ctx.layout.app_dir)
         split = ledger_of(self.tool_context.state).split(current)
         blockers = [f"[{f.source}] {f.message}" for f in report.blockers]
         open_tasks = [f"{t.id} {t.text}" for t in self.tasks.open_tasks()]

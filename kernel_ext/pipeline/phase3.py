@@ -6,11 +6,13 @@ again and ranked by (app boots) then (entities it cannot create) then (actions i
 then (blocker count). Every strictly better tree is snapshotted. The loop stops when blockers
 reach zero, after two rounds in a row without progress, after three rounds that changed the
 tree without improving it, when the round budget is spent, or when ``should_continue`` says
-so. A tree that ends worse than the best is rolled back to the best snapshot.
+so. A tree that ends worse than the best is rolled back to the best snapshot. Snapshots and
+digests read the whole tree, so they run in a worker thread, never on the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,8 +63,8 @@ async def run_phase3(
     emit = emit or (lambda *a, **k: None)
     report = await validate()
     best_report = report
-    best = snapshots.take(app_dir, snapshots_dir, "phase3-start")
-    emit("snapshot", snapshot_id=best.snapshot_id, reason="the tree before Phase 3", rank=list(report.rank()))
+    best = await asyncio.to_thread(snapshots.take, app_dir, snapshots_dir, "phase3-start")
+    emit("snapshot", snapshot_id=best.snapshot_id, reason="the tree before Phase 3", rank=list(report.rank()), skipped=best.skipped)
     result = Phase3Result(report)
     max_rounds = max(MIN_ROUNDS, turns_left)
     no_progress = plateau = 0
@@ -81,16 +83,17 @@ async def run_phase3(
             result.stop_reason = "run budget spent"
             break
         result.rounds += 1
-        before = snapshots.tree_digest(app_dir)
+        before = await asyncio.to_thread(snapshots.tree_digest, app_dir)
         outcome = await repair(report, result.rounds)
-        changed = snapshots.tree_digest(app_dir) != before
+        changed = await asyncio.to_thread(snapshots.tree_digest, app_dir) != before
         report = await validate()
         improved = report.rank() < best_report.rank()
         result.history.append((result.rounds, report.rank(), changed))
         if improved:
             best_report = report
-            best = snapshots.take(app_dir, snapshots_dir, f"phase3-round-{result.rounds}")
-            emit("snapshot", snapshot_id=best.snapshot_id, reason=f"round {result.rounds} improved the tree", rank=list(report.rank()))
+            best = await asyncio.to_thread(snapshots.take, app_dir, snapshots_dir, f"phase3-round-{result.rounds}")
+            emit("snapshot", snapshot_id=best.snapshot_id, reason=f"round {result.rounds} improved the tree", rank=list(report.rank()),
+                 skipped=best.skipped)
         no_progress = 0 if (improved or outcome.obligations_changed) else no_progress + 1
         plateau = plateau + 1 if (changed and not improved) else 0
         if no_progress >= NO_PROGRESS_ROUNDS:
@@ -101,7 +104,7 @@ async def run_phase3(
             break
 
     if report.rank() > best_report.rank():
-        snapshots.restore(best, app_dir)
+        await asyncio.to_thread(snapshots.restore, best, app_dir)
         emit("snapshot", snapshot_id=best.snapshot_id, reason="the repair ended worse; back to the best tree", rank=list(best_report.rank()), action="restored")
         report = best_report
         result.rolled_back = True

@@ -9,26 +9,38 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from kernel_ext.pipeline.layout import RunLayout
 from kernel_ext.secrets import redact
+from kernel_ext.workspace import treewalk
 
 FRONTEND_SUFFIXES = (".tsx", ".jsx", ".ts", ".js", ".vue", ".svelte", ".html")
 FRONTEND_DIRS = ("frontend", "web", "client", "ui")
 
 
 def frontend_files(app_dir: Path) -> list[str]:
-    """Frontend source files in the app (under a frontend-like folder), links not followed."""
-    found = []
-    for folder in FRONTEND_DIRS:
-        root = app_dir / folder
-        if not root.is_dir() or root.is_symlink():
-            continue
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = [d for d in dirnames if d != "node_modules" and not os.path.islink(os.path.join(dirpath, d))]
-            found += [os.path.relpath(os.path.join(dirpath, n), app_dir) for n in filenames if n.endswith(FRONTEND_SUFFIXES)]
+    """Frontend source files in the app (under a frontend-like folder), through descriptors, links not followed."""
+    found: list[str] = []
+    try:
+        app_fd = treewalk.open_dir(app_dir)
+    except OSError:
+        return found
+    try:
+        for folder in FRONTEND_DIRS:
+            try:
+                fd = treewalk.open_dir(folder, app_fd)
+            except OSError:
+                continue  # absent, not a folder, or a link: never entered
+            try:
+                found += [f"{folder}/{rel}" for rel, st in treewalk.walk(fd, frozenset({"node_modules"}))
+                          if stat.S_ISREG(st.st_mode) and rel.endswith(FRONTEND_SUFFIXES)]
+            finally:
+                os.close(fd)
+    finally:
+        os.close(app_fd)
     return sorted(found)
 
 

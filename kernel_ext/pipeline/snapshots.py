@@ -1,17 +1,26 @@
 """Whole-tree snapshots of a run's app, so Phase 3 can always go back to its best tree.
 
 A snapshot is a copy of ``app/`` under ``.besser/snapshots/<id>/`` (links copied as links,
-never followed; bulky or internal folders skipped). Restoring makes ``app/`` equal to the
-snapshot again: files the repair added are removed, changed ones put back.
+never followed; bulky or internal folders skipped; FIFOs, sockets and devices never opened and
+counted in ``skipped``). Restoring makes ``app/`` equal to the snapshot again: files the repair
+added are removed, changed ones put back. All of it goes through descriptors
+(``workspace/treecopy``, ``workspace/treewalk``), so a link or FIFO the repair planted is never
+followed or read. These calls block on disk: Phase 3 runs them with ``asyncio.to_thread``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-from dataclasses import dataclass
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.workspace import treewalk
+from kernel_ext.workspace.treecopy import CopyStats, copy_tree, remove_path, sync_tree
 
 SKIPPED = frozenset({".besser", ".besser_command_output", "node_modules", "__pycache__", ".venv", ".pytest_cache", ".ruff_cache"})
 
@@ -21,60 +30,69 @@ class TreeSnapshot:
     snapshot_id: str
     path: Path
     digest: str
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def note(self) -> str:
+        """What the snapshot left out, in words ("" when nothing)."""
+        return treewalk.describe(treewalk.Notes(self.skipped))
 
 
-def tree_digest(root: Path) -> str:
-    """A digest of every file's relative path and bytes (links by their target text)."""
+def tree_digest(root: Path, notes: treewalk.Notes | None = None) -> str:
+    """A digest of every file's relative path and bytes (links by their target text).
+
+    FIFOs, sockets and devices enter by path and kind only (never opened); ``notes`` counts them.
+    """
+    notes = treewalk.Notes() if notes is None else notes
     h = hashlib.sha256()
-    for rel in sorted(_files(root)):
-        full = root / rel
-        h.update(rel.encode() + b"\0")
-        if full.is_symlink():
-            h.update(b"link:" + os.readlink(full).encode())
-        else:
-            h.update(hashlib.sha256(full.read_bytes()).digest())
+    with _opened(root) as fd:
+        for rel, parent, name, st in treewalk.walk_at(fd, SKIPPED):
+            if stat.S_ISDIR(st.st_mode):
+                continue
+            h.update(rel.encode("utf-8", "surrogateescape") + b"\0")
+            if stat.S_ISLNK(st.st_mode):
+                try:
+                    h.update(b"link:" + os.fsencode(os.readlink(name, dir_fd=parent)))
+                except OSError:
+                    h.update(b"gone")
+                continue
+            opened = treewalk.open_entry(parent, name, st, notes)
+            if opened is None:
+                h.update(b"special:%o" % stat.S_IFMT(st.st_mode))
+                continue
+            file_fd, _ = opened
+            try:
+                h.update(bytes.fromhex(treewalk.sha256_fd(file_fd)))
+            finally:
+                os.close(file_fd)
     return h.hexdigest()
 
 
 def take(app_dir: Path, snapshots_dir: Path, snapshot_id: str) -> TreeSnapshot:
     target = snapshots_dir / snapshot_id
-    if target.exists():
-        shutil.rmtree(target)
-    shutil.copytree(app_dir, target, symlinks=True, ignore=_ignore)
-    return TreeSnapshot(snapshot_id, target, tree_digest(target))
+    remove_path(target)
+    target.mkdir(parents=True, mode=0o700)
+    stats = CopyStats()
+    with _opened(app_dir) as src, treewalk.opened_dir(target) as dst:
+        copy_tree(src, dst, SKIPPED, stats)
+    skipped = {treewalk.SKIPPED_SPECIAL: stats.specials} if stats.specials else {}
+    return TreeSnapshot(snapshot_id, target, tree_digest(target), skipped)
 
 
 def restore(snapshot: TreeSnapshot, app_dir: Path) -> None:
     """Make ``app_dir`` hold exactly the snapshot's files again (skipped folders untouched)."""
-    for entry in list(app_dir.iterdir()):
-        if entry.name in SKIPPED:
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
-    for entry in snapshot.path.iterdir():
-        destination = app_dir / entry.name
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.copytree(entry, destination, symlinks=True)
-        else:
-            shutil.copy2(entry, destination, follow_symlinks=False)
+    with treewalk.opened_dir(snapshot.path) as src, _opened(app_dir) as dst:
+        sync_tree(src, dst, SKIPPED, CopyStats())
 
 
-def _ignore(directory: str, names: list[str]) -> set[str]:
-    return {name for name in names if name in SKIPPED}
-
-
-def _files(root: Path) -> list[str]:
-    out: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        keep = []
-        for name in dirnames:
-            full = os.path.join(dirpath, name)
-            if os.path.islink(full):
-                out.append(os.path.relpath(full, root))  # a link is an entry, never a way in
-            elif name not in SKIPPED:
-                keep.append(name)
-        dirnames[:] = keep
-        out.extend(os.path.relpath(os.path.join(dirpath, name), root) for name in filenames)
-    return out
+@contextmanager
+def _opened(path: Path) -> Iterator[int]:
+    """The run-owned folder ``path`` (``app/``, a snapshot) opened no-follow; a named refusal if it is not one."""
+    try:
+        fd = treewalk.open_dir(path)
+    except OSError as exc:
+        raise ToolFailure(ErrorCode.NOT_FOUND, f"{str(path)!r} is not a folder a snapshot can use ({exc.strerror})") from None
+    try:
+        yield fd
+    finally:
+        os.close(fd)

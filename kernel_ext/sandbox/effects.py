@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernel_ext.sandbox import treewalk
+from kernel_ext.workspace import treewalk
 
 SKIP = frozenset(
     {".besser", ".besser_command_output", ".git", "node_modules", "__pycache__", ".venv", "venv", ".mypy_cache",

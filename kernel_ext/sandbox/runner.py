@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox import landlock, treewalk
+from kernel_ext.sandbox import landlock
 from kernel_ext.sandbox.capture import CAPTURE_CAP, StreamCapture
 from kernel_ext.sandbox.env import scrub_environment
 from kernel_ext.sandbox.options import SandboxOptions
 from kernel_ext.sandbox.spec import Confinement, is_within
 from kernel_ext.sandbox.supervisor import Job, spawn
 from kernel_ext.sandbox.tiers import Tier, TierChoice, launch
+from kernel_ext.workspace import treewalk
 from kernel_ext.workspace.fence import check_path_text
 
 SECRET_FILES = re.compile(

@@ -300,21 +300,20 @@ class Shell:
     # -- checkpoints ------------------------------------------------------------------------------
 
     def checkpoint(self, label: str, dir: str | None = None) -> dict[str, Any]:
-        origin = self._directory(dir)
-        meta = self.checkpoint_store.create(label, origin)
-        return {"label": meta["label"], "dir": self._rel(origin), "files": meta["files"], "bytes": meta["bytes"], "method": meta["method"]}
+        """Checkpoint ``dir``; the store reaches it through the fence (no-follow, from the workspace)."""
+        meta = self.checkpoint_store.create(label, dir)
+        return {"label": meta["label"], "dir": self._rel(Path(meta["origin"])), "files": meta["files"], "bytes": meta["bytes"], "method": meta["method"]}
 
     def restore(self, label: str, dir: str | None = None) -> dict[str, Any]:
-        target = self._directory(dir, must_exist=False) if dir is not None else None
-        outcome = self.checkpoint_store.restore(label, target)
+        """Restore the checkpoint into its origin; with or without ``dir``, every component of the
+        origin is reopened no-follow from the workspace at restore time (a link in the way is refused)."""
+        outcome = self.checkpoint_store.restore(label, dir)
         outcome["dir"] = self._rel(Path(outcome["dir"]))
         return outcome
 
     def restore_preview(self, label: str, dir: str | None = None) -> dict[str, Any]:
-        """What ``restore`` would do, checked (label, origin) but not done: for approval cards."""
-        target = self._directory(dir, must_exist=False) if dir is not None else None
-        meta, where = self.checkpoint_store.target_for(label, target)
-        return {"label": label, "dir": self._rel(where), "files": meta["files"], "created_at": meta["created_at"]}
+        """What ``restore`` would do (files written, entries removed), counted but not done: for approval cards."""
+        return self.checkpoint_store.preview(label, dir)
 
     def checkpoints(self) -> list[dict[str, Any]]:
         return [{**m, "origin": self._rel(Path(m["origin"]))} for m in self.checkpoint_store.list()]
@@ -354,14 +353,6 @@ class Shell:
         self.close()
 
     # -- paths ----------------------------------------------------------------------------------
-
-    def _directory(self, path: str | None, must_exist: bool = True) -> Path:
-        if path is None:
-            return self.workspace
-        found = resolve_inside(self.workspace, self.workspace, path, "dir")
-        if must_exist and not found.is_dir():
-            raise ToolFailure(ErrorCode.NOT_FOUND, f"dir {path!r} is not a directory")
-        return found
 
     def _rel(self, path: Path) -> str:
         try:

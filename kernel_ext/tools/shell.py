@@ -178,6 +178,8 @@ def prepare_sh_restore(args: ShCheckpointArgs, ctx: ToolContext) -> Preparation:
     taken = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(preview["created_at"]))
     proposal = (
         f"restore {preview['dir']} to checkpoint {args.label!r} (taken {taken}, {preview['files']} files):\n"
+        f"will write {preview['written']} file(s) or link(s), delete {preview['removed']} entr{'y' if preview['removed'] == 1 else 'ies'}"
+        f" (a folder with everything in it), leave {preview['unchanged']} unchanged\n"
         "risk: destructive (not reversible): changes made since are overwritten and files added since are deleted"
     )
     return Preparation(proposal=proposal, data={"risk": "destructive"})

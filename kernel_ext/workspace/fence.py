@@ -19,8 +19,10 @@ from pathlib import Path, PurePosixPath
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+# The two ways anything under a root is opened: directories and files, never through a link,
+# and a file never waited on (a FIFO opened O_NONBLOCK returns at once; fstat then refuses it).
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 DEFAULT_INTERNAL = (".besser",)
 DEFAULT_PROTECTED = (".git",)
@@ -127,7 +129,7 @@ class Workspace:
     @contextmanager
     def parent_dir(self, loc: Location, *, create: bool = False) -> Iterator[int]:
         """A descriptor of ``loc``'s parent directory, reached without following any link."""
-        fd = os.open(loc.root, _DIR_FLAGS)
+        fd = os.open(loc.root, DIR_FLAGS)
         try:
             walked: list[str] = []
             for part in loc.parts[:-1]:
@@ -140,17 +142,21 @@ class Workspace:
                 os.close(fd)
 
     @contextmanager
-    def directory(self, loc: Location) -> Iterator[int]:
-        """A descriptor of the directory ``loc`` itself (the root when ``parts`` is empty)."""
+    def directory(self, loc: Location, *, create: bool = False) -> Iterator[int]:
+        """A descriptor of the directory ``loc`` itself (the root when ``parts`` is empty).
+
+        Every component is opened no-follow from the root's descriptor; ``create`` makes missing
+        ones (``mkdir`` relative to the parent's descriptor, so never through a link).
+        """
         if not loc.parts:
-            fd = os.open(loc.root, _DIR_FLAGS)
+            fd = os.open(loc.root, DIR_FLAGS)
             try:
                 yield fd
             finally:
                 os.close(fd)
             return
-        with self.parent_dir(loc) as parent:
-            fd = self._step(os.dup(parent), loc.name, loc, loc.display, False)
+        with self.parent_dir(loc, create=create) as parent:
+            fd = self._step(os.dup(parent), loc.name, loc, loc.display, create)
             try:
                 yield fd
             finally:
@@ -160,7 +166,7 @@ class Workspace:
         """Open directory ``part`` under ``fd`` (closing ``fd``); refuse links and non-dirs."""
         try:
             try:
-                return os.open(part, _DIR_FLAGS, dir_fd=fd)
+                return os.open(part, DIR_FLAGS, dir_fd=fd)
             except FileNotFoundError:
                 if not create:
                     raise
@@ -169,7 +175,7 @@ class Workspace:
                     os.mkdir(part, 0o755, dir_fd=fd)
                 except FileExistsError:
                     pass  # created concurrently: the no-follow open below decides what it is
-                return os.open(part, _DIR_FLAGS, dir_fd=fd)
+                return os.open(part, DIR_FLAGS, dir_fd=fd)
         except OSError as exc:
             raise _walk_error(exc, fd, part, shown) from None
         finally:
@@ -199,20 +205,8 @@ class Workspace:
         if not loc.parts:
             raise ToolFailure(ErrorCode.NOT_REGULAR_FILE, "the workspace root is a directory")
         with self.parent_dir(loc) as parent:
+            fd, st = open_regular_at(parent, loc.name, loc.display)
             try:
-                before = os.stat(loc.name, dir_fd=parent, follow_symlinks=False)
-            except FileNotFoundError:
-                raise ToolFailure(ErrorCode.NOT_FOUND, f"{loc.display!r} does not exist") from None
-            _require_regular(before, loc.display)
-            try:
-                fd = os.open(loc.name, _FILE_FLAGS, dir_fd=parent)
-            except OSError as exc:
-                raise _walk_error(exc, None, loc.name, loc.display) from None
-            try:
-                st = os.fstat(fd)
-                _require_regular(st, loc.display)
-                if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
-                    raise ToolFailure(ErrorCode.STALE_INPUT, f"{loc.display!r} was replaced while opening it")
                 yield fd, st
             finally:
                 os.close(fd)
@@ -242,6 +236,35 @@ class Workspace:
         except UnicodeDecodeError:
             shown = path.display if isinstance(path, Location) else path
             raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"{shown!r} is not UTF-8 text") from None
+
+
+def open_regular_at(dir_fd: int, name: str, shown: str | None = None) -> tuple[int, os.stat_result]:
+    """Open the regular file ``name`` under ``dir_fd``: no-follow, non-blocking, checked on the descriptor.
+
+    The one way a tree operation opens a file. ``lstat`` refuses links and specials before any
+    open; ``O_NOFOLLOW | O_NONBLOCK`` makes a link or FIFO swapped in afterwards fail or return at
+    once (never hang); ``fstat`` of the descriptor, the same inode as the ``lstat``, decides. The
+    caller owns (closes) the returned descriptor. Refusals are ``ToolFailure`` with a named code.
+    """
+    shown = name if shown is None else shown
+    try:
+        before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        raise ToolFailure(ErrorCode.NOT_FOUND, f"{shown!r} does not exist") from None
+    _require_regular(before, shown)
+    try:
+        fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        raise _walk_error(exc, None, name, shown) from None
+    try:
+        st = os.fstat(fd)
+        _require_regular(st, shown)
+        if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+            raise ToolFailure(ErrorCode.STALE_INPUT, f"{shown!r} was replaced while opening it")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
 
 
 NAME_MAX_BYTES = 255

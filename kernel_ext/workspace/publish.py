@@ -28,6 +28,7 @@ import stat
 from dataclasses import dataclass
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.workspace import treewalk
 from kernel_ext.workspace.fence import Identity, Location, Workspace
 
 TEMP_MARKER = ".besser-tmp-"
@@ -54,17 +55,22 @@ def is_temp_name(name: str) -> bool:
 
 
 def sweep_temporaries(root: str | os.PathLike[str]) -> list[str]:
-    """Remove temporaries a killed process left under ``root`` (links never followed); their paths.
+    """Remove temporaries a killed process left under ``root`` (through descriptors, links never followed); their paths.
 
     Only safe when no publish is in flight there: the server calls it for runs it recovers.
     """
     removed = []
-    for folder, dirs, files in os.walk(root, followlinks=False):
-        for name in files:
-            path = os.path.join(folder, name)
-            if is_temp_name(name) and not os.path.islink(path):
-                os.unlink(path)
-                removed.append(os.path.relpath(path, root))
+    try:
+        fd = treewalk.open_dir(root)
+    except OSError:
+        return removed
+    try:
+        for rel, parent, name, st in treewalk.walk_at(fd):
+            if is_temp_name(name) and stat.S_ISREG(st.st_mode):
+                os.unlink(name, dir_fd=parent)
+                removed.append(rel)
+    finally:
+        os.close(fd)
     return removed
 
 

@@ -22,14 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.workspace.fence import Location, Workspace
+from kernel_ext.workspace.fence import DIR_FLAGS, Location, Workspace
 from kernel_ext.workspace.publish import is_temp_name
 
 COMMAND_OUTPUT_DIR = ".besser_command_output"
 NOISE_DIRS = frozenset(
     {".git", "node_modules", "__pycache__", ".venv", "venv", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".ipynb_checkpoints"}
 )
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 MAX_DEPTH = 64
 
 
@@ -119,7 +118,7 @@ class Walker:
                     self.skipped["too deep"] += 1
                     continue
                 try:
-                    child_fd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                    child_fd = os.open(name, DIR_FLAGS, dir_fd=fd)
                 except OSError:
                     self.skipped["vanished, replaced by a link, or unreadable"] += 1
                     continue

@@ -1,0 +1,241 @@
+"""Copying and syncing directory trees between descriptors, never through a link.
+
+The one implementation behind checkpoints (``sandbox/checkpoints.py``) and Phase 3's snapshots
+(``pipeline/snapshots.py``). Both sides are directory descriptors the caller opened through the
+fence; every entry below them is listed with ``lstat`` and opened relative to its parent's
+descriptor (``treewalk``), files with ``open_regular_at`` (no-follow, non-blocking). Links are
+copied as links (their text; never followed); FIFOs, sockets and devices are counted, never
+opened. Files are cloned copy-on-write where the filesystem offers it (``FICLONE``) and copied
+with ``copy_file_range`` otherwise. ``sync_tree`` can also only count what it would do
+(``apply=False``), which is what a restore's approval card shows.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import secrets
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernel_ext.errors import ToolFailure
+from kernel_ext.workspace import treewalk
+from kernel_ext.workspace.fence import open_regular_at
+
+_FICLONE = 0x40049409
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass
+class CopyStats:
+    files: int = 0
+    dirs: int = 0
+    links: int = 0
+    bytes: int = 0
+    specials: int = 0
+    reflinked: int = 0
+    written: int = 0
+    removed: int = 0
+    unchanged: int = 0
+
+    @property
+    def method(self) -> str:
+        if not self.files:
+            return "copy"
+        return "reflink" if self.reflinked == self.files else "copy" if not self.reflinked else "reflink+copy"
+
+
+def clone_file(src: int, dst: int) -> bool:
+    """Copy ``src`` into the empty ``dst``; True when it was a copy-on-write clone."""
+    try:
+        fcntl.ioctl(dst, _FICLONE, src)
+        return True
+    except OSError:
+        pass
+    try:
+        while os.copy_file_range(src, dst, 1 << 30):
+            pass
+        return False
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
+            raise
+    os.lseek(src, 0, os.SEEK_SET)
+    os.lseek(dst, 0, os.SEEK_SET)
+    os.ftruncate(dst, 0)
+    for chunk in treewalk.read_chunks(src):
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(dst, view) :]
+    return False
+
+
+def copy_tree(src: int, dst: int, skip: frozenset[str], stats: CopyStats, depth: int = 0) -> None:
+    """Copy the directory ``src`` into the empty directory ``dst`` (modes and times kept)."""
+    if depth >= treewalk.MAX_DEPTH:
+        return
+    for name, st in treewalk.entries(src, skip):
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                child = treewalk.open_dir(name, src)
+            except OSError:
+                continue
+            try:
+                os.mkdir(name, 0o700, dir_fd=dst)
+                with treewalk.opened_dir(name, dst) as out:
+                    copy_tree(child, out, skip, stats, depth + 1)
+                    os.fchmod(out, stat.S_IMODE(st.st_mode))
+                    os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
+                stats.dirs += 1
+            finally:
+                os.close(child)
+        elif stat.S_ISREG(st.st_mode):
+            _copy_file(src, name, dst, name, stats)
+        elif stat.S_ISLNK(st.st_mode):
+            os.symlink(os.readlink(name, dir_fd=src), name, dir_fd=dst)
+            stats.links += 1
+        else:
+            stats.specials += 1  # FIFOs, sockets, devices: never opened, not copied
+
+
+def _copy_file(src_dir: int, name: str, dst_dir: int, dst_name: str, stats: CopyStats) -> bool:
+    """Copy one regular file by descriptor; False (and counted) when it is no longer one."""
+    try:
+        fd, st = open_regular_at(src_dir, name)
+    except ToolFailure:
+        stats.specials += 1  # replaced by a link or special file, or removed, since the listing
+        return False
+    try:
+        out = os.open(dst_name, _NEW_FILE, 0o600, dir_fd=dst_dir)
+        try:
+            stats.reflinked += clone_file(fd, out)
+            os.fchmod(out, stat.S_IMODE(st.st_mode))
+            os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
+        finally:
+            os.close(out)
+        stats.files += 1
+        stats.bytes += st.st_size
+        return True
+    finally:
+        os.close(fd)
+
+
+def sync_tree(src: int, dst: int | None, skip: frozenset[str], stats: CopyStats, depth: int = 0, *, apply: bool = True) -> None:
+    """Make directory ``dst`` hold exactly what ``src`` holds (``skip`` names in ``dst`` untouched).
+
+    With ``apply=False`` nothing changes: ``stats`` only counts what would be written, removed
+    and left alone (``dst`` may then be None: a folder that does not exist yet).
+    """
+    if depth >= treewalk.MAX_DEPTH:
+        return
+    want = dict(treewalk.entries(src, skip))
+    have = dict(treewalk.entries(dst, skip)) if dst is not None else {}
+    if apply:
+        assert dst is not None
+        os.fchmod(dst, stat.S_IMODE(os.fstat(dst).st_mode) | stat.S_IRWXU)
+    for name, st in list(have.items()):
+        if name not in want or stat.S_IFMT(st.st_mode) != stat.S_IFMT(want[name].st_mode):
+            if apply:
+                remove_entry(dst, name, st)
+            del have[name]
+            stats.removed += 1
+    if apply:
+        have = dict(treewalk.entries(dst, skip))
+    for name, st in want.items():
+        current = have.get(name)
+        if stat.S_ISDIR(st.st_mode):
+            _sync_dir(src, dst, name, st, current, skip, stats, depth, apply)
+        elif stat.S_ISREG(st.st_mode):
+            if current is not None and current.st_size == st.st_size and _same_bytes(src, dst, name):
+                stats.unchanged += 1
+                if apply and stat.S_IMODE(current.st_mode) != stat.S_IMODE(st.st_mode):
+                    _fix_mode(dst, name, st)
+                continue
+            stats.written += 1
+            if apply:
+                temp = f".besser-restore-{secrets.token_hex(6)}"
+                if _copy_file(src, name, dst, temp, CopyStats()):
+                    os.replace(temp, name, src_dir_fd=dst, dst_dir_fd=dst)
+        elif stat.S_ISLNK(st.st_mode):
+            target = os.readlink(name, dir_fd=src)
+            if current is not None and os.readlink(name, dir_fd=dst) == target:
+                stats.unchanged += 1
+                continue
+            stats.written += 1
+            if apply:
+                temp = f".besser-restore-{secrets.token_hex(6)}"
+                os.symlink(target, temp, dir_fd=dst)
+                os.replace(temp, name, src_dir_fd=dst, dst_dir_fd=dst)
+
+
+def _sync_dir(src: int, dst: int | None, name: str, st: os.stat_result, current: os.stat_result | None,
+              skip: frozenset[str], stats: CopyStats, depth: int, apply: bool) -> None:
+    with treewalk.opened_dir(name, src) as child:
+        if not apply:
+            if current is None or dst is None:
+                sync_tree(child, None, skip, stats, depth + 1, apply=False)
+            else:
+                with treewalk.opened_dir(name, dst) as out:
+                    sync_tree(child, out, skip, stats, depth + 1, apply=False)
+            return
+        assert dst is not None
+        if current is None:
+            os.mkdir(name, 0o700, dir_fd=dst)
+        with treewalk.opened_dir(name, dst) as out:
+            sync_tree(child, out, skip, stats, depth + 1)
+            os.fchmod(out, stat.S_IMODE(st.st_mode))
+            os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _same_bytes(src_dir: int, dst_dir: int | None, name: str) -> bool:
+    if dst_dir is None:
+        return False
+    try:
+        a, _ = open_regular_at(src_dir, name)
+    except ToolFailure:
+        return False
+    try:
+        b, _ = open_regular_at(dst_dir, name)
+    except ToolFailure:
+        os.close(a)
+        return False
+    try:
+        while True:
+            x, y = os.read(a, treewalk.CHUNK), os.read(b, treewalk.CHUNK)
+            if x != y:
+                return False
+            if not x:
+                return True
+    finally:
+        os.close(a)
+        os.close(b)
+
+
+def _fix_mode(dst_dir: int, name: str, st: os.stat_result) -> None:
+    fd, _ = open_regular_at(dst_dir, name)
+    try:
+        os.fchmod(fd, stat.S_IMODE(st.st_mode))
+    finally:
+        os.close(fd)
+
+
+def remove_entry(parent: int, name: str, st: os.stat_result) -> None:
+    """Remove ``name`` under ``parent``: a directory with everything in it, never through a link."""
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=parent)
+        return
+    with treewalk.opened_dir(name, parent) as fd:
+        os.fchmod(fd, stat.S_IRWXU)
+        for child, child_st in treewalk.entries(fd):
+            remove_entry(fd, child, child_st)
+    os.rmdir(name, dir_fd=parent)
+
+
+def remove_path(path: Path) -> None:
+    """Remove ``path`` (host-owned state, e.g. a checkpoint or snapshot folder) if it is there."""
+    try:
+        with treewalk.opened_dir(path.parent) as parent:
+            remove_entry(parent, path.name, os.stat(path.name, dir_fd=parent, follow_symlinks=False))
+    except OSError:
+        pass
