@@ -34,6 +34,7 @@ def boundary_observer(events: EventLog, approver: Any = None, decided_by: str = 
                 name=event.name,
                 category=event.request.category,
                 request=card_payload(event.request),
+                digest=event.request.digest,
             )
         elif event.kind == "approval_resolved":
             events.emit(

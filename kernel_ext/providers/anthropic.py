@@ -120,7 +120,8 @@ class MessageStream:
             self._count(message.get("usage"))
         elif kind == "content_block_start":
             block = payload.get("content_block") or {}
-            entry = {"type": block.get("type"), "id": block.get("id", ""), "name": block.get("name", ""), "json": []}
+            wire_id = block.get("id")  # untrusted, kept only for the wire; missing: the host invents one
+            entry = {"type": block.get("type"), "id": wire_id if isinstance(wire_id, str) else "", "name": block.get("name", ""), "json": []}
             if block.get("type") == "tool_use" and block.get("input"):
                 entry["initial"] = json.dumps(block["input"])  # a proxy may send the input whole
             self._blocks[int(payload.get("index", len(self._blocks)))] = entry

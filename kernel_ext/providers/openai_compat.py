@@ -146,7 +146,7 @@ class ChatStream:
         for index in sorted(self._calls):
             call = self._calls[index]
             arguments = "".join(call["arguments"]) or "{}"
-            out.append(ToolCallDone(ToolUse(call["id"] or f"call_{index}", call["name"], arguments)))
+            out.append(ToolCallDone(ToolUse(call["id"], call["name"], arguments)))  # no id: the host invents one (``admit``)
         return out
 
     def finish(self) -> list[Event]:
