@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ext.boundary.approval import AsyncApprover, Verdict
-from kernel_ext.pipeline.bus import EventLog
+from kernel_ext.pipeline.bus import EventLog, EventLogUnwritable
 from kernel_ext.pipeline.events import BaseEvent
 from kernel_ext.pipeline.layout import RunLayout
 
@@ -131,6 +131,9 @@ async def _guarded(body: RunBody, context: RunContext) -> None:
             events.emit("error", code="CANCELLED", message="the run was cancelled")
             events.emit("done", status="cancelled", summary="cancelled before it finished")
         raise
+    except EventLogUnwritable as exc:  # already said by its own ``error`` event
+        if not events.closed:
+            events.emit("done", status="failed", summary=f"the run stopped: {exc}")
     except Exception as exc:  # a bug in a body must still end the run visibly
         log.exception("run %s failed", context.run_id)
         if not events.closed:

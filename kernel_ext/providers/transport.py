@@ -82,7 +82,9 @@ class HttpTransport:
     ) -> AsyncIterator[Retrying | httpx.Response]:
         """Retry notices, then the open 2xx response (the caller closes it)."""
         url = self.base_url + path
-        content = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        # ASCII-only: text the endpoint sent (a lone surrogate in its reply) is echoed as the
+        # same escape, never a UnicodeEncodeError that ends the run unnamed
+        content = json.dumps(body, ensure_ascii=True).encode("ascii")
 
         async def attempt() -> httpx.Response:
             return await self._send(url, headers, content)
