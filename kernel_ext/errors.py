@@ -74,6 +74,7 @@ class ErrorCode(StrEnum):
     BAD_REQUEST = "bad_request"
     CANCELLED = "cancelled"
     COST_CAP = "cost_cap"
+    USAGE_REFUSED = "usage_refused"  # an endpoint's token counts no meter can take (counted as an estimate)
     NOT_CONFIGURED = "not_configured"
     REPLAY_DIVERGED = "replay_diverged"
     # models and generators

@@ -109,6 +109,7 @@ class UsageUpdate:
     model: str = ""
     cost_usd: float | None = None
     total_cost_usd: float = 0.0
+    problems: tuple[str, ...] = ()  # figures the endpoint sent that were refused (the usage holds an estimate)
     kind: ClassVar[str] = "usage"
 
 
@@ -157,8 +158,10 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     if kind == "tool_call":
         return ToolCallDone(ToolUse(str(data["id"]), str(data["name"]), str(data["arguments"])))
     if kind == "usage":
-        usage = Usage(*(int(data.get(k, 0)) for k in Usage().to_dict()))
-        return UsageUpdate(usage, str(data.get("model", "")))
+        from kernel_ext.providers.meter import checked_usage
+
+        usage, problems = checked_usage(data)
+        return UsageUpdate(usage, str(data.get("model", "")), problems=problems)
     if kind == "stop":
         return Stop(str(data["reason"]), str(data.get("raw", "")))
     if kind == "retry":
@@ -248,7 +251,7 @@ class Provider(ABC):
                         self.retries += 1
                         log.info("%s: retry %d in %.2fs (%s)", self.label, event.attempt, event.delay, event.reason)
                     elif isinstance(event, UsageUpdate):
-                        event = self._price(event)
+                        event = self._price(event, request, seen)
                     if not isinstance(event, Retrying):
                         seen.append(event)
                     yield event
@@ -260,10 +263,18 @@ class Provider(ABC):
         if self.recorder is not None:
             self.recorder.write(request, seen, None)
 
-    def _price(self, event: UsageUpdate) -> UsageUpdate:
+    def _price(self, event: UsageUpdate, request: Request, seen: list[Event]) -> UsageUpdate:
+        """Price the call. Where the endpoint's figures were refused, its sizes stand in
+        (about four characters a token), so a lying endpoint still spends its budget."""
         model = event.model or self.model
-        cost, total = self.meter.add(model, event.usage)
-        return replace(event, model=model, cost_usd=cost, total_cost_usd=total)
+        usage = event.usage
+        if event.problems:
+            estimate = _estimate(request, seen)
+            usage = replace(usage, input_tokens=max(usage.input_tokens, estimate.input_tokens),
+                            output_tokens=max(usage.output_tokens, estimate.output_tokens))
+            log.warning("%s: usage refused (%s); counted an estimate", self.label, "; ".join(event.problems))
+        cost, total = self.meter.add(model, usage, event.problems)
+        return replace(event, usage=usage, model=model, cost_usd=cost, total_cost_usd=total)
 
     async def complete(
         self,
@@ -292,3 +303,17 @@ class Provider(ABC):
                     reply.stop_reason = event.reason
         reply.text = "".join(parts)
         return reply
+
+
+def _estimate(request: Request, seen: list[Event]) -> Usage:
+    """Tokens of one call guessed from its size: what was sent, and what came back."""
+    sent = len(request.system) + sum(len(str(t)) for t in request.tools)
+    for message in request.messages:
+        sent += len(getattr(message, "text", "") or getattr(message, "content", "") or "")
+        sent += sum(len(c.arguments) + len(c.name) for c in getattr(message, "tool_calls", ()))
+    received = sum(
+        len(e.text) if isinstance(e, TextDelta) else len(e.call.arguments) + len(e.call.name)
+        for e in seen
+        if isinstance(e, (TextDelta, ToolCallDone))
+    )
+    return Usage(sent // 4 + 1, received // 4 + 1)
