@@ -5,7 +5,11 @@ surrogate (``"\\ud800"`` in a JSON chunk decodes to one), NULs and terminal esca
 string fails ``encode("utf-8")`` (ending a run unnamed) or rewrites the person's terminal. Each
 lone surrogate becomes U+FFFD; each control character other than ``\\n`` and ``\\t`` is shown
 as an escape (``\\x1b``), ``\\r\\n`` becoming ``\\n``. Non-finite floats inside a payload become
-``null``, which JSON can hold. Only ``pipeline/events.py`` applies it, to every event built.
+``null``, which JSON can hold. ``pipeline/events.py`` applies it to every event built.
+
+``valid_unicode`` is the lighter rule for data the host keeps (a model's text, the values of
+its tool calls as the planner reads them): lone surrogates only, control characters kept, so
+any file or request body can hold it.
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ import math
 import re
 from typing import Any
 
-__all__ = ["safe_text", "safe_value"]
+__all__ = ["safe_text", "safe_value", "valid_unicode"]
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _replace(match: re.Match[str]) -> str:
@@ -41,4 +46,15 @@ def safe_value(value: Any) -> Any:
         return [safe_value(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    return value
+
+
+def valid_unicode(value: Any) -> Any:
+    """``value`` with every lone surrogate (in strings, keys, nested) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
+    if isinstance(value, dict):
+        return {valid_unicode(k): valid_unicode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [valid_unicode(v) for v in value]
     return value

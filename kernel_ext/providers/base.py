@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Union
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.providers.messages import AssistantMessage, Conversation, Request, ToolUse
+from kernel_ext.safetext import valid_unicode
 
 if TYPE_CHECKING:  # asyncio (and with it ssl) is not needed to import this module
     import asyncio
@@ -301,7 +302,7 @@ class Provider(ABC):
                     reply.retries += 1
                 elif isinstance(event, Stop):
                     reply.stop_reason = event.reason
-        reply.text = "".join(parts)
+        reply.text = valid_unicode("".join(parts))  # the endpoint's text, as valid Unicode, for every later use
         return reply
 
 

@@ -44,12 +44,18 @@ class ToolUse:
     host_id: str = ""
 
     def parsed(self) -> dict[str, Any] | None:
-        """The arguments as a JSON object, or None when they are not one (the boundary says why)."""
+        """The arguments as a JSON object, or None when they are not one (the boundary says why).
+
+        Lone surrogates (``"\\ud800"`` decodes to one) become U+FFFD: what the host keeps from
+        here (planned tasks, the wire form) is valid text. The boundary parses the raw text itself.
+        """
+        from kernel_ext.safetext import valid_unicode
+
         try:
             value = json.loads(self.arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
-        return value if isinstance(value, dict) else None
+        return valid_unicode(value) if isinstance(value, dict) else None
 
     def to_call(self) -> Any:
         """The boundary's ``ToolCall`` for this proposal, under the host's id (imported here to keep providers light)."""
