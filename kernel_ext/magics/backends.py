@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +120,7 @@ class LocalBackend:
         from widgets.runview import RunView
 
         runner = self.runner
-        view = RunView(run_id=run.id, decide=lambda call_id, approved, digest=None: runner.soon(run.decide, call_id, approved, "card", digest), note=self.note)
+        view = RunView(run_id=run.id, decide=lambda call_id, approved, digest=None: runner.soon(partial(run.decide, digest=digest), call_id, approved), note=self.note)
         view.cancel_run = lambda: runner.soon(run.cancel)
         view.replay(run.events.events)
         if run.task is not None and not run.task.done():
