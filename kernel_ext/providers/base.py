@@ -267,15 +267,18 @@ class Provider(ABC):
     def _price(self, event: UsageUpdate, request: Request, seen: list[Event]) -> UsageUpdate:
         """Price the call. Where the endpoint's figures were refused, its sizes stand in
         (about four characters a token), so a lying endpoint still spends its budget."""
+        from kernel_ext.providers.meter import checked_usage
+
         model = event.model or self.model
-        usage = event.usage
-        if event.problems:
+        usage, refused = checked_usage(event.usage.to_dict())  # any provider's figures, checked once more
+        problems = event.problems + refused
+        if problems:
             estimate = _estimate(request, seen)
             usage = replace(usage, input_tokens=max(usage.input_tokens, estimate.input_tokens),
                             output_tokens=max(usage.output_tokens, estimate.output_tokens))
-            log.warning("%s: usage refused (%s); counted an estimate", self.label, "; ".join(event.problems))
-        cost, total = self.meter.add(model, usage, event.problems)
-        return replace(event, usage=usage, model=model, cost_usd=cost, total_cost_usd=total)
+            log.warning("%s: usage refused (%s); counted an estimate", self.label, "; ".join(problems))
+        cost, total = self.meter.add(model, usage, problems)
+        return replace(event, usage=usage, model=model, cost_usd=cost, total_cost_usd=total, problems=problems)
 
     async def complete(
         self,

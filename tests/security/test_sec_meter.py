@@ -110,3 +110,24 @@ async def test_over_rest_the_meter_stays_armed_too(bad, server, tmp_path, jp_fet
     run_id = events[0].run_id
     listed = json.loads((await jp_fetch("besser-agent", "runs", run_id)).body)["run"]
     assert listed["status"] == "completed"
+
+
+@pytest.mark.parametrize("bad", sorted(BAD))
+def test_the_meter_itself_refuses_what_any_provider_hands_it(bad):
+    """A scripted turn (host-authored, no endpoint) reaches the same checks: the meter owns them."""
+    from kernel_ext.providers.messages import Conversation
+    from kernel_ext.providers.scripted import Script, ScriptedProvider, Turn
+
+    meter = CostMeter()
+    meter.add("gpt-4o-mini", Usage(10, 10))
+    before = (meter.usage.total_tokens, meter.cost_usd)
+    cost, total = meter.add("gpt-4o-mini", Usage(BAD[bad], BAD[bad], BAD[bad], BAD[bad]))
+    assert (meter.usage.total_tokens, meter.cost_usd) == before and total == before[1] and cost == 0
+    assert len(meter.take_problems()) == 4 and meter.take_problems() == []
+
+    scripted = ScriptedProvider(Script.of("liar", [Turn("hello", usage=Usage(BAD[bad], 5))]), meter=CostMeter())
+    conversation = Conversation(system="s")
+    conversation.user("hi")
+    reply = asyncio.run(scripted.complete(conversation))
+    assert reply.usage.input_tokens > 0 and reply.usage.output_tokens >= 5  # an estimate stands in, never a negative
+    assert scripted.meter.take_problems() and scripted.meter.usage == reply.usage
