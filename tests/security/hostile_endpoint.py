@@ -17,8 +17,8 @@ from kernel_ext.pipeline.guards import Budgets, EditChurn
 from kernel_ext.pipeline.loop import LoopGuards, customize
 from kernel_ext.pipeline.reporting import boundary_observer
 from kernel_ext.providers.anthropic import AnthropicProvider
-from kernel_ext.providers.meter import CostMeter
 from kernel_ext.providers.messages import Conversation
+from kernel_ext.providers.meter import CostMeter
 from kernel_ext.providers.openai_compat import OpenAICompatProvider
 from kernel_ext.providers.retry import RetryPolicy
 from kernel_ext.tools.base import ToolContext

@@ -12,6 +12,7 @@ loop. Hosted runs of the real tool loop, through the Python API and REST on a re
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 
 import pytest
@@ -79,7 +80,7 @@ async def _hosted(protocol, bad, limit, server, tmp_path, start):
 
     costs = [(e.input_tokens, e.output_tokens, e.cost_usd) for e in events if e.type == "cost"]
     assert len(costs) >= 2
-    for earlier, later in zip(costs, costs[1:]):
+    for earlier, later in itertools.pairwise(costs):
         assert all(b >= a for a, b in zip(earlier, later)), costs  # nothing ever goes down
     assert all(math.isfinite(c) and 0 <= c < 1 for _, _, c in costs) and costs[1][0] > costs[0][0]
     assert meter.usage.total_tokens < 10**7 and math.isfinite(meter.cost_usd)
