@@ -113,7 +113,8 @@ async def _decide_every_card(run, deciders: Deciders) -> list[str]:
         assert run.context.approver.decided[call_id] is approved
         assert await deciders.send(call_id, not approved) == "ALREADY_DECIDED"
         seen.append(call_id)
-    assert await deciders.send("c999", True) == "NO_SUCH_APPROVAL"
+    for foreign in ("c999", "call_0", "has space", "é-非-☃", "x" * 200):  # an endpoint's id is never a card's
+        assert await deciders.send(foreign, True) == "NO_SUCH_APPROVAL"
     return seen
 
 
