@@ -76,6 +76,7 @@ class ErrorCode(StrEnum):
     BAD_REQUEST = "bad_request"
     CANCELLED = "cancelled"
     COST_CAP = "cost_cap"
+    USAGE_REFUSED = "usage_refused"  # an endpoint's token counts no meter can take (counted as an estimate)
     NOT_CONFIGURED = "not_configured"
     REPLAY_DIVERGED = "replay_diverged"
     REPLY_TOO_LARGE = "reply_too_large"  # a reply past a size limit (providers/bounds.py)

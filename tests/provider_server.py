@@ -283,13 +283,17 @@ def openai_stream(
     model: str = "gpt-4o-mini-2024-07-18",
     done: bool = True,
 ) -> list[bytes]:
-    """SSE events of a Chat Completions stream: text pieces, then calls as (id, name, argument pieces)."""
+    """SSE events of a Chat Completions stream: text pieces, then calls as (id, name, argument pieces).
+
+    An id of None leaves the ``id`` field out (servers that never send one)."""
     base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": model}
     events = [sse({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})]
     for piece in text:
         events.append(sse({**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}))
     for index, (call_id, name, pieces) in enumerate(calls):
         head = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+        if call_id is None:
+            del head["id"]
         events.append(sse({**base, "choices": [{"index": 0, "delta": {"tool_calls": [head]}, "finish_reason": None}]}))
         for piece in pieces:
             part = {"index": index, "function": {"arguments": piece}}
@@ -312,7 +316,7 @@ def anthropic_stream(
     model: str = "claude-sonnet-4-5-20250929",
     stop: bool = True,
 ) -> list[bytes]:
-    """SSE events of a Messages stream: one text block, then one tool_use block per call."""
+    """SSE events of a Messages stream: one text block, then one tool_use block per call (id None: no id)."""
     usage = {"input_tokens": 0, "output_tokens": 1, **(usage_in or {})}
     events = [
         sse({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": model, "content": [], "usage": usage}}, "message_start"),
@@ -327,6 +331,8 @@ def anthropic_stream(
         index = 1
     for call_id, name, pieces in calls:
         block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+        if call_id is None:
+            del block["id"]
         events.append(sse({"type": "content_block_start", "index": index, "content_block": block}, "content_block_start"))
         for piece in ["", *pieces]:
             delta = {"type": "input_json_delta", "partial_json": piece}

@@ -7,9 +7,11 @@ import json
 import pytest
 from provider_server import Plan, json_error, loopback_only, openai_stream, server  # noqa: F401
 
+from kernel_ext.boundary.calls import CallIds
 from kernel_ext.errors import ErrorCode
 from kernel_ext.providers import Conversation, CostMeter, ProviderConfig, ProviderError, build_provider
 from kernel_ext.providers.base import Stop, TextDelta, ToolCallDone, UsageUpdate
+from kernel_ext.providers.messages import admit
 from kernel_ext.providers.openai_compat import OpenAICompatProvider
 from kernel_ext.providers.replay import ReplayProvider, first_difference
 from kernel_ext.providers.retry import RetryPolicy
@@ -198,7 +200,10 @@ async def test_scripted_provider_plays_authored_turns():
         ("lesson-1-1-1", "read_file", '{"path": "model.py"}'),
         ("lesson-1-1-2", "list_files", "{}"),
     ]
-    assert first.tool_calls[0].to_call().arguments == '{"path": "model.py"}'  # what the Executor takes
+    admitted = admit(first.tool_calls, CallIds().mint)  # the host's ids; the script's stay on the wire
+    assert [(c.host_id, c.id) for c in admitted] == [("c1", "lesson-1-1-1"), ("c2", "lesson-1-1-2")]
+    tool_call = admitted[0].to_call()  # what the Executor takes
+    assert (tool_call.id, tool_call.arguments) == ("c1", '{"path": "model.py"}')
     conv.assistant(first.text, first.tool_calls)
     conv.tool_result("lesson-1-1-1", "read_file", "class Book")
     conv.tool_result("lesson-1-1-2", "list_files", "model.py")

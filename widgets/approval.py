@@ -2,9 +2,10 @@
 
 The card shows what the boundary froze (tool, copied arguments, the diff of an edit, the
 command and risk class of a shell call). A click disables both buttons at once and hands the
-decision to ``decide(call_id, approved)``: the REST client (server mode) or ``run.decide``
-(in-process). That may answer a bool, an awaitable or a ``concurrent.futures.Future``; False
-means the server refused (already decided, expired). The outcome comes later from the run's
+decision to ``decide(call_id, approved, digest=...)``: the REST client (server mode) or
+``run.decide`` (in-process); the digest binds it to the request this card shows. That may
+answer a bool (or a ``Verdict``), an awaitable or a ``concurrent.futures.Future``; a false
+answer means it was refused (already decided, expired, another request). The outcome comes later from the run's
 events (executed, denied, stale input, expired, cancelled) through ``update``. Only a failure
 to deliver the decision enables the buttons again. Nothing here prints.
 """
@@ -25,7 +26,7 @@ from widgets.state import ApprovalView
 
 log = logging.getLogger(__name__)
 
-Decide = Callable[[str, bool], Any]
+Decide = Callable[..., Any]  # decide(call_id, approved, digest=...)
 
 
 class ApprovalCard(StaticFallback, w.VBox):
@@ -72,7 +73,8 @@ class ApprovalCard(StaticFallback, w.VBox):
             self._undelivered("no backend to send the decision to")
             return
         try:
-            result = self._decide(self.call_id, approved)
+            digest = {"digest": self.card.digest} if self.card.digest else {}  # a log from before digests has none
+            result = self._decide(self.call_id, approved, **digest)
         except Exception as exc:  # noqa: BLE001 - shown on the card, never raised into the kernel
             self._undelivered(f"{type(exc).__name__}: {exc}")
             return
@@ -83,8 +85,9 @@ class ApprovalCard(StaticFallback, w.VBox):
             result.add_done_callback(self._settled_future)
         elif asyncio.isfuture(result) or asyncio.iscoroutine(result):
             asyncio.ensure_future(result).add_done_callback(self._settled_future)
-        elif result is False:
-            self._note = "not accepted: this request was already decided, or it expired"
+        elif result is not None and not result:  # False, or a refused Verdict
+            reason = getattr(result, "reason", "") or "this request was already decided, or it expired"
+            self._note = f"not accepted: {reason}"
             self._render()
 
     def _settled_future(self, future: Any) -> None:

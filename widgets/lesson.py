@@ -65,7 +65,7 @@ def observations(view: Any) -> str:
     lines = []
     for call in view.state.calls.values():
         outcome = "ok" if call.ok else (call.error_code or "running")
-        card = view.state.approvals.get(call.call_id)
+        card = view.state.card_for(call.call_id)
         asked = f" · card: {card.outcome}" if card is not None else " · no card"
         lines.append(f"{call.call_id} {call.name} -> {outcome}{asked}")
         if call.result:

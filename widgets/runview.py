@@ -39,7 +39,7 @@ class RunView(StaticFallback, w.VBox):
         self,
         *,
         run_id: str = "",
-        decide: Callable[[str, bool], Any] | None = None,
+        decide: Callable[..., Any] | None = None,  # decide(call_id, approved, digest=...)
         cancel: Callable[[], Any] | None = None,
         note: str = "",
         link_base: str | None = None,
@@ -95,7 +95,8 @@ class RunView(StaticFallback, w.VBox):
         return list(self._cards.values())
 
     def card(self, call_id: str) -> ApprovalCard:
-        return self._cards[call_id]
+        """The latest card of ``call_id`` (cards are keyed by their own key, see ``RunState``)."""
+        return self._cards[self.state.card_of_call.get(call_id, call_id)]
 
     async def wait(self, timeout: float | None = None) -> RunState:
         """Until the run's ``done`` arrives here (polls; works from any loop)."""
@@ -131,15 +132,15 @@ class RunView(StaticFallback, w.VBox):
         if changed & {"timeline", "meter"}:
             self.timeline.update(state)
         if "cards" in changed:
-            for call_id, card_state in state.approvals.items():
-                if call_id not in self._cards:
-                    self._cards[call_id] = ApprovalCard(card_state, self.decide)
+            for key, card_state in state.approvals.items():
+                if key not in self._cards:
+                    self._cards[key] = ApprovalCard(card_state, self.decide)
             self._cards_box.children = tuple(self._cards.values())
         for name in changed:
             if name.startswith("card:"):
-                call_id = name[5:]
-                if call_id in self._cards and call_id in state.approvals:
-                    self._cards[call_id].update(state.approvals[call_id])
+                key = name[5:]
+                if key in self._cards and key in state.approvals:
+                    self._cards[key].update(state.approvals[key])
         if "texts" in changed:
             _set(self._texts, texts_html(state))
         if "tasks" in changed:

@@ -53,6 +53,8 @@ class ApprovalView:
     approved: bool | None = None  # None while pending
     decided_by: str = ""
     outcome: str = "pending"  # pending | approved | denied | executed | stale input | expired | cancelled | ...
+    digest: str = ""  # the frozen request's digest, sent back with the decision
+    key: str = ""  # this card's own key: the call id, made unique should a log repeat one
 
     @property
     def open(self) -> bool:
@@ -73,7 +75,8 @@ class RunState:
     phases: dict[str, PhaseView] = field(default_factory=lambda: {p: PhaseView(p) for p in PHASES})
     calls: dict[str, CallView] = field(default_factory=dict)
     current_call: str | None = None
-    approvals: dict[str, ApprovalView] = field(default_factory=dict)
+    approvals: dict[str, ApprovalView] = field(default_factory=dict)  # by card key (``ApprovalView.key``)
+    card_of_call: dict[str, str] = field(default_factory=dict)  # call id -> key of its latest card
     tasks: list[dict[str, Any]] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
@@ -145,18 +148,29 @@ class RunState:
         if self.current_call == e["call_id"]:
             self.current_call = None
         changed = {"timeline", "calls"}
-        card = self.approvals.get(e["call_id"])
+        card = self.card_for(e["call_id"])
         if card is not None:
             card.outcome = _outcome(card, call)
-            changed.add(f"card:{card.call_id}")
+            changed.add(f"card:{card.key}")
         return changed
 
     def _on_approval_requested(self, e: dict) -> set[str]:
-        self.approvals[e["call_id"]] = ApprovalView(e["call_id"], e["name"], e["category"], e.get("request", {}))
-        return {"cards", f"card:{e['call_id']}", "header"}
+        """A new card, under a key of its own: a repeated call id (a log written before call ids
+        were the host's) gets a second card instead of taking over the first one's widget."""
+        call_id = e["call_id"]
+        key = call_id if call_id not in self.approvals else f"{call_id}#{e.get('seq') or len(self.approvals) + 1}"
+        self.approvals[key] = ApprovalView(call_id, e["name"], e["category"], e.get("request", {}),
+                                           digest=str(e.get("digest") or ""), key=key)
+        self.card_of_call[call_id] = key
+        return {"cards", f"card:{key}", "header"}
+
+    def card_for(self, call_id: str) -> ApprovalView | None:
+        """The latest card of ``call_id``."""
+        key = self.card_of_call.get(call_id)
+        return None if key is None else self.approvals.get(key)
 
     def _on_approval_resolved(self, e: dict) -> set[str]:
-        card = self.approvals.get(e["call_id"])
+        card = self.card_for(e["call_id"])
         if card is None:
             return set()
         card.approved, card.decided_by = bool(e["approved"]), e.get("by", "")
@@ -166,7 +180,7 @@ class RunState:
             card.outcome = "cancelled"
         else:
             card.outcome = "approved" if card.approved else "denied"
-        return {f"card:{card.call_id}", "header"}
+        return {f"card:{card.key}", "header"}
 
     def _on_task_list(self, e: dict) -> set[str]:
         self.tasks = list(e.get("tasks", []))
@@ -198,7 +212,7 @@ class RunState:
         for card in self.approvals.values():
             if card.open:  # nobody answered before the run ended
                 card.outcome = "cancelled" if self.status == "cancelled" else self.status
-                changed.add(f"card:{card.call_id}")
+                changed.add(f"card:{card.key}")
         return changed
 
     # -- reading --------------------------------------------------------------------------

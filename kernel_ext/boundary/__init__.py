@@ -5,10 +5,11 @@ from kernel_ext.boundary.approval import (
     AsyncApprover,
     BoundaryEvent,
     ScriptedApprover,
+    Verdict,
     always_approve,
     always_deny,
 )
-from kernel_ext.boundary.calls import ToolCall, ToolError, ToolResult
+from kernel_ext.boundary.calls import CallIds, ToolCall, ToolError, ToolResult
 from kernel_ext.boundary.executor import Executor
 from kernel_ext.boundary.policy import Approval, ApprovalPolicy, ExecutionPolicy
 
@@ -18,12 +19,14 @@ __all__ = [
     "ApprovalRequest",
     "AsyncApprover",
     "BoundaryEvent",
+    "CallIds",
     "ExecutionPolicy",
     "Executor",
     "ScriptedApprover",
     "ToolCall",
     "ToolError",
     "ToolResult",
+    "Verdict",
     "always_approve",
     "always_deny",
 ]

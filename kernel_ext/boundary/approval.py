@@ -8,12 +8,16 @@ code (a test's always-yes, a notebook's scripted list, the Jupyter card through
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kernel_ext.workspace.versions import FileSnapshot
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,15 @@ class ApprovalRequest:
 
     def argument(self, key: str) -> Any:
         return json.loads(dict(self.arguments)[key])
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the frozen request as shown (call id, tool, arguments, file hashes, proposal).
+
+        A decision names it, so it can only settle the very request the person saw.
+        """
+        canonical = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready view for cards and events (file text is left out; hashes stay)."""
@@ -93,12 +106,32 @@ class ScriptedApprover:
         return self.decisions.pop(0) if self.decisions else False
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What became of one decision: accepted, or refused with a named ``code`` and a one-line reason.
+
+    False when refused, so ``if run.decide(...)`` reads naturally. Codes: ``ALREADY_DECIDED``,
+    ``STALE_REQUEST`` (the digest names another request), ``APPROVAL_CLOSED`` (asked for, no
+    longer pending), ``NO_SUCH_APPROVAL``.
+    """
+
+    accepted: bool
+    code: str = ""
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.accepted
+
+
 class AsyncApprover:
     """Waits for a decision that arrives from elsewhere (an approval card, a REST call).
 
     ``on_request`` is told about each pending request (to publish a card). ``resolve`` settles
-    one request; a second decision for the same call is refused. A ``timeout`` (seconds)
-    counts as denial; cancelling the waiting task cancels the request.
+    one request, bound to its call id and, when given, to the digest of the frozen request; a
+    second decision for the same call is refused by name. A request whose call id was already
+    asked for is denied at once (identities are minted once per run; a reused one is a host
+    bug, never a second chance). A ``timeout`` (seconds) counts as denial; cancelling the
+    waiting task cancels the request.
     """
 
     def __init__(
@@ -108,16 +141,28 @@ class AsyncApprover:
     ):
         self.on_request = on_request
         self.timeout = timeout
-        self._pending: dict[str, asyncio.Future[bool]] = {}
+        self._pending: dict[str, tuple[asyncio.Future[bool], str]] = {}
+        self._asked: set[str] = set()
         self.decided: dict[str, bool | None] = {}
         self.decided_by: dict[str, str] = {}  # call id -> who decided: the resolver's name or "timeout"
 
     def pending(self) -> tuple[str, ...]:
         return tuple(self._pending)
 
+    def digest(self, call_id: str) -> str | None:
+        """The digest of the pending request ``call_id`` (None when it is not pending)."""
+        entry = self._pending.get(call_id)
+        return None if entry is None else entry[1]
+
     async def __call__(self, request: ApprovalRequest) -> bool:
+        call_id = request.call_id
+        if call_id in self._asked:
+            log.error("approval for %r asked twice; denied (call ids are minted once per run)", call_id)
+            self.decided_by.setdefault(call_id, "duplicate id")
+            return False
+        self._asked.add(call_id)
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._pending[request.call_id] = future
+        self._pending[call_id] = (future, request.digest)
         try:
             if self.on_request is not None:
                 outcome = self.on_request(request)
@@ -126,24 +171,31 @@ class AsyncApprover:
             try:
                 decision = await asyncio.wait_for(asyncio.shield(future), self.timeout)
             except TimeoutError:
-                self.decided[request.call_id] = False
-                self.decided_by[request.call_id] = "timeout"
+                self.decided[call_id] = False
+                self.decided_by[call_id] = "timeout"
                 return False
             return decision
         finally:
-            self._pending.pop(request.call_id, None)
+            self._pending.pop(call_id, None)
             if not future.done():
                 future.cancel()
 
-    def resolve(self, call_id: str, approved: bool, by: str = "card") -> bool:
-        """Settle a pending request; False when there is none (unknown or already decided)."""
-        future = self._pending.get(call_id)
-        if future is None or future.done():
-            return False
+    def resolve(self, call_id: str, approved: bool, by: str = "card", digest: str | None = None) -> Verdict:
+        """Settle the pending request ``call_id``; a refused ``Verdict`` (False) names why not."""
+        if call_id in self.decided:
+            return Verdict(False, "ALREADY_DECIDED", f"{call_id!r} was already decided; a decision is final")
+        entry = self._pending.get(call_id)
+        if entry is None or entry[0].done():
+            if call_id in self._asked:
+                return Verdict(False, "APPROVAL_CLOSED", f"{call_id!r} is no longer waiting for a decision")
+            return Verdict(False, "NO_SUCH_APPROVAL", f"no approval of {call_id!r} was asked for")
+        future, expected = entry
+        if digest is not None and digest != expected:
+            return Verdict(False, "STALE_REQUEST", f"the decision names another request than {call_id!r} (digest differs); nothing was decided")
         self.decided[call_id] = bool(approved)
         self.decided_by[call_id] = by
         future.set_result(bool(approved))
-        return True
+        return Verdict(True)
 
 
 def freeze_arguments(arguments: dict[str, Any]) -> tuple[tuple[str, str], ...]:

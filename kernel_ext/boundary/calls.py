@@ -7,13 +7,33 @@ message that names the problem; the observation the model sees is bounded.
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_OBSERVATION_CHARS = 16_000
+
+HOST_ID = re.compile(r"c[1-9][0-9]{0,11}")  # what ``CallIds`` mints: short, URL-safe, no endpoint text
+
+
+class CallIds:
+    """Mints the host's call identities (``c1``, ``c2``, ...) for one run.
+
+    An endpoint's own ids are untrusted (missing, ``call_0`` on every turn, ``/``, spaces,
+    200 characters): a decision, a card and an event are keyed by the id minted here, so a
+    call's identity never depends on what the endpoint sent. One minter per run (the run's
+    Executor holds it); the numbers are deterministic, so a replayed run mints the same ids.
+    """
+
+    def __init__(self) -> None:
+        self._next = itertools.count(1)
+
+    def mint(self) -> str:
+        return f"c{next(self._next)}"
 
 
 @dataclass

@@ -35,7 +35,7 @@ from kernel_ext.boundary.approval import (
     freeze_arguments,
     thaw_arguments,
 )
-from kernel_ext.boundary.calls import ToolCall, ToolResult
+from kernel_ext.boundary.calls import CallIds, ToolCall, ToolResult
 from kernel_ext.boundary.policy import ApprovalPolicy, ExecutionPolicy
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.tools.base import (
@@ -77,6 +77,7 @@ class Executor:
         scoped = catalog.scoped(self.context.available())
         names = set(scoped.names()) if offered is None else set(offered) & set(scoped.names())
         self.offered = ToolCatalog(spec for spec in catalog if spec.name in names)
+        self.call_ids = CallIds()  # the run's call identities: one Executor per run mints them all
 
     # -- public ---------------------------------------------------------------------------
 

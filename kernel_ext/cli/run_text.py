@@ -56,8 +56,13 @@ def _budgets(args: argparse.Namespace) -> dict[str, float]:
 async def print_timeline(run):
     """Print each event worth reading as it happens (seconds since start); the ``done`` event."""
     started = time.monotonic()
+    if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets its escape, not a traceback
+        sys.stdout.reconfigure(errors="backslashreplace")
     async for event in run.events.follow(0):
-        line = describe(event)
+        try:
+            line = describe(event)
+        except Exception as exc:  # noqa: BLE001 - one odd event must not end the timeline
+            line = f"[{event.type}] (not shown: {type(exc).__name__})"
         if line:
             print(f"{time.monotonic() - started:7.2f}s  {line}", flush=True)
     return await run.wait()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,7 @@ class ServerBackend:
 
         self._call("GET", f"runs/{run_id}")  # a named refusal (RUN_NOT_FOUND) before any view exists
         client, runner = self.client, self.runner
-        view = RunView(run_id=run_id, decide=lambda call_id, approved: runner.spawn(client.decide(run_id, call_id, approved)), note=self.note)
+        view = RunView(run_id=run_id, decide=lambda call_id, approved, digest=None: runner.spawn(client.decide(run_id, call_id, approved, digest)), note=self.note)
         view.cancel_run = lambda: self._call("POST", f"runs/{run_id}/cancel", {})
         view.follower = runner.spawn(client.follow(run_id, view.apply, after=0, note=view.set_note))
         return view
@@ -119,7 +120,7 @@ class LocalBackend:
         from widgets.runview import RunView
 
         runner = self.runner
-        view = RunView(run_id=run.id, decide=lambda call_id, approved: runner.soon(run.decide, call_id, approved), note=self.note)
+        view = RunView(run_id=run.id, decide=lambda call_id, approved, digest=None: runner.soon(partial(run.decide, digest=digest), call_id, approved), note=self.note)
         view.cancel_run = lambda: runner.soon(run.cancel)
         view.replay(run.events.events)
         if run.task is not None and not run.task.done():

@@ -14,6 +14,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -66,10 +67,11 @@ class ServerClient:
 
     # -- asynchronous calls (from tasks on the kernel's loop) -----------------------------
 
-    async def decide(self, run_id: str, call_id: str, approved: bool) -> bool:
-        """True when the server took the decision; False when it refused (decided, closed)."""
+    async def decide(self, run_id: str, call_id: str, approved: bool, digest: str | None = None) -> bool:
+        """True when the server took the decision; False when it refused (decided, closed, stale)."""
+        body: dict[str, Any] = {"approved": approved} if digest is None else {"approved": approved, "digest": digest}
         async with httpx.AsyncClient(headers=self._headers, timeout=self.timeout) as client:
-            response = await client.post(f"{self.url}runs/{run_id}/approvals/{call_id}", json={"approved": approved})
+            response = await client.post(f"{self.url}runs/{run_id}/approvals/{quote(call_id, safe='')}", json=body)
         if response.status_code in (404, 409):
             return False
         _answer(response)

@@ -4,6 +4,11 @@ One log per run. ``emit`` numbers the event, writes one JSON line (flushed, so a
 restarted server sees it), keeps it in memory and wakes every follower. ``follow(after)``
 replays what a follower missed (``Last-Event-ID``) and then streams live events until the
 run ends. A log reloaded from disk after a restart replays the same events.
+
+Nothing an event holds can break the log: its text was made valid when it was built
+(``events.py``), an event that cannot be built or serialised is replaced by a named one
+(``EVENT_INVALID``), and a file that cannot be written is reported as an ``error`` event
+(``EVENT_LOG_UNWRITABLE``) that followers still receive, before the run ends ``failed``.
 """
 
 from __future__ import annotations
@@ -15,11 +20,15 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from kernel_ext.pipeline.events import BaseEvent, make_event, parse_event
+from kernel_ext.pipeline.events import BaseEvent, make_event, parse_event, to_json
 
 log = logging.getLogger(__name__)
 
 TERMINAL_TYPES = frozenset({"done"})
+
+
+class EventLogUnwritable(RuntimeError):
+    """``events.jsonl`` could not be written: the run ends (``failed``), its followers still see why."""
 
 
 class EventLog:
@@ -36,39 +45,69 @@ class EventLog:
     # -- writing --------------------------------------------------------------------------
 
     def emit(self, type_: str, **fields: Any) -> BaseEvent:
-        """Build (redacted), number, persist and publish one event."""
-        event = make_event(type_, self.run_id, self.known_secrets, **fields)
+        """Build (redacted, text made valid), number, persist and publish one event."""
+        try:
+            event = make_event(type_, self.run_id, self.known_secrets, **fields)
+        except Exception as exc:  # noqa: BLE001 - a field no event accepts: named, never a crash
+            log.error("run %s: a %s event could not be built: %s", self.run_id, type_, exc)
+            event = self._substitute(type_, f"a {type_} event could not be built ({type(exc).__name__})")
         return self.append(event)
 
     def append(self, event: BaseEvent) -> BaseEvent:
         if self.closed:
             raise RuntimeError(f"run {self.run_id} already ended; no event may follow 'done'")
         event = event.model_copy(update={"seq": len(self.events) + 1, "run_id": self.run_id})
+        try:
+            line = to_json(event)
+        except (ValueError, TypeError) as exc:  # built by hand around the validator: named, and it goes on
+            log.error("run %s: event %d (%s) cannot be serialised: %s", self.run_id, event.seq, event.type, exc)
+            event = self._substitute(event.type, f"a {event.type} event could not be serialised ({type(exc).__name__})")
+            event = event.model_copy(update={"seq": len(self.events) + 1, "run_id": self.run_id})
+            line = to_json(event)
+        failure = self._persist(event, line)
+        if failure is not None:  # said first, so it also precedes a final ``done``
+            self._publish(self._add(make_event("error", self.run_id, code="EVENT_LOG_UNWRITABLE", message=failure)))
+        event = self._add(event)
+        self._publish(event)
+        if failure is not None and event.type not in TERMINAL_TYPES:
+            raise EventLogUnwritable(failure)
+        return event
+
+    def _add(self, event: BaseEvent) -> BaseEvent:
+        event = event.model_copy(update={"seq": len(self.events) + 1, "run_id": self.run_id})
         self.events.append(event)
-        self._persist(event)
+        return event
+
+    def _publish(self, event: BaseEvent) -> None:
         for listener in list(self._listeners):
             listener(event)
         self._wake()
-        return event
 
-    def _persist(self, event: BaseEvent) -> None:
-        """Append one line. The first failure (a full disk) raises, so the run ends; after it,
-        events stay in memory only, so the run's ``error`` and ``done`` still reach followers."""
+    def _substitute(self, type_: str, message: str) -> BaseEvent:
+        """What stands in for an event that cannot exist: a ``done`` stays a (failed) ``done``."""
+        if type_ == "done":
+            return make_event("done", self.run_id, status="failed", summary=message)
+        return make_event("error", self.run_id, code="EVENT_INVALID", message=message, terminal=False)
+
+    def _persist(self, event: BaseEvent, line: str) -> str | None:
+        """Append one line; the reason when the file cannot be written (once: after it, events
+        stay in memory only, so the run's ``error`` and ``done`` still reach followers)."""
         if self.path is None or self.persist_error:
-            return
+            return None
         try:
             if self._file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for the run
-            self._file.write(event.model_dump_json() + "\n")
+            self._file.write(line + "\n")
             self._file.flush()
         except OSError as exc:
             self.persist_error = f"{self.path.name} cannot be written: {exc.strerror or exc}"
             log.error("run %s: %s; later events stay in memory only", self.run_id, self.persist_error)
             self.close_file()
-            raise
+            return self.persist_error
         if event.type in TERMINAL_TYPES:
             self.close_file()
+        return None
 
     def close_file(self) -> None:
         handle, self._file = self._file, None

@@ -2,16 +2,21 @@
 
 Every event has a per-run ``seq`` (1, 2, ...; the SSE id used for ``Last-Event-ID``), the
 ``run_id``, a timestamp and a ``type``. Events are built only through ``make_event``, which
-redacts secrets first, so no event object ever holds one.
+redacts secrets first, so no event object ever holds one. Every event, however built (here, by
+hand, parsed from a line), has its strings made valid first (``safetext``: no lone surrogate,
+no control character but ``\n`` and ``\t``), and ``to_json`` writes ASCII-only JSON, so no
+field can break ``events.jsonl``, an SSE frame or a terminal.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from kernel_ext.safetext import safe_value
 from kernel_ext.secrets import redact
 
 Phase = Literal["select", "generate", "gap", "customize", "validate"]
@@ -26,6 +31,12 @@ class _Event(BaseModel):
     seq: int = 0
     run_id: str
     ts: float = Field(default_factory=time.time)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_text(cls, data: Any) -> Any:
+        """The one place text is made valid: every field of every event, before it exists."""
+        return safe_value(data) if isinstance(data, dict) else data
 
 
 class RunStarted(_Event):
@@ -77,6 +88,7 @@ class ApprovalRequested(_Event):
     name: str
     category: str
     request: dict[str, Any]
+    digest: str = ""  # sha256 of the frozen request; a decision may name it (optional, added in G7)
 
 
 class ApprovalResolved(_Event):
@@ -188,7 +200,8 @@ def parse_event(data: str | bytes | dict[str, Any]) -> _Event:
 
 
 def to_json(event: _Event) -> str:
-    return event.model_dump_json()
+    """One line of JSON, ASCII only (U+2028 and friends escaped), the form every writer uses."""
+    return json.dumps(event.model_dump(mode="json"), ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
 BaseEvent = _Event

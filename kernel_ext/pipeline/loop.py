@@ -19,7 +19,7 @@ from kernel_ext.pipeline.bus import EventLog
 from kernel_ext.pipeline.guards import Budgets, EditChurn, condense_context, truncated_call, victory_refusal
 from kernel_ext.pipeline.reporting import report_call, report_result
 from kernel_ext.providers.base import Provider, ProviderError
-from kernel_ext.providers.messages import Conversation, ToolUse, summarise
+from kernel_ext.providers.messages import Conversation, ToolUse, admit, summarise
 from kernel_ext.tools.task_list import TaskList
 
 MAX_VICTORY_REFUSALS = 3
@@ -73,12 +73,13 @@ async def customize(
         budgets.turns += 1
         budgets.tokens += reply.usage.total_tokens
         budgets.cost_usd = provider.meter.cost_usd
-        conversation.assistant(reply.text, reply.tool_calls)  # kept bounded: it is re-sent every turn
+        calls = admit(reply.tool_calls, executor.call_ids.mint)  # the host's ids; the endpoint's stay on the wire
+        conversation.assistant(reply.text, calls)  # kept bounded: it is re-sent every turn
         if reply.text.strip():
             events.emit("text", text=summarise(reply.text, EVENT_TEXT_CHARS))
         _emit_cost(events, provider, budgets)
 
-        if not reply.tool_calls:
+        if not calls:
             open_work = [f"{t.id} {t.text}" for t in tasks.open_tasks()]
             refusal = victory_refusal(open_work, failing_scenarios())
             if refusal is None:
@@ -90,7 +91,7 @@ async def customize(
             events.emit("text", text=f"[host] {refusal}")
             continue
 
-        for call in reply.tool_calls:
+        for call in calls:
             await _take_call(call, reply.stop_reason, executor, events, conversation, tasks, guards.churn)
 
 
@@ -111,7 +112,7 @@ async def _take_call(
     if refusal is None:
         refusal, code = churn.check(call.name, arguments), "edit_churn"
     if refusal is not None:
-        result = ToolResult.failure(call.id, call.name, code, refusal)
+        result = ToolResult.failure(tool_call.id, call.name, code, refusal)
     else:
         before = (tasks.revision, _closed(tasks))
         result = await executor.execute(tool_call)
@@ -130,6 +131,9 @@ def _closed(tasks: TaskList) -> int:
 
 
 def _emit_cost(events: EventLog, provider: Provider, budgets: Budgets) -> None:
+    for problem in provider.meter.take_problems():  # an endpoint's unusable figures, counted as an estimate
+        events.emit("error", code="USAGE_REFUSED", message=f"usage refused: {problem}; this call was counted "
+                    "as an estimate from its size, and the totals went on from the last sane figure", terminal=False)
     usage = provider.meter.usage
     events.emit(
         "cost",

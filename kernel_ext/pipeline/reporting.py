@@ -34,6 +34,7 @@ def boundary_observer(events: EventLog, approver: Any = None, decided_by: str = 
                 name=event.name,
                 category=event.request.category,
                 request=card_payload(event.request),
+                digest=event.request.digest,
             )
         elif event.kind == "approval_resolved":
             events.emit(
@@ -61,7 +62,7 @@ def report_call(events: EventLog, call: ToolCall) -> None:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what a parser follows
             arguments = {"_raw": arguments[:SUMMARY_CHARS]}
     if not isinstance(arguments, dict):
         arguments = {"_raw": str(arguments)[:SUMMARY_CHARS]}

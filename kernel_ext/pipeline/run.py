@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernel_ext.boundary.approval import AsyncApprover
-from kernel_ext.pipeline.bus import EventLog
+from kernel_ext.boundary.approval import AsyncApprover, Verdict
+from kernel_ext.pipeline.bus import EventLog, EventLogUnwritable
 from kernel_ext.pipeline.events import BaseEvent
 from kernel_ext.pipeline.layout import RunLayout
 
@@ -69,9 +69,18 @@ class Run:
     def pending_approvals(self) -> tuple[str, ...]:
         return self.context.approver.pending()
 
-    def decide(self, call_id: str, approved: bool, by: str = "card") -> bool:
-        """Settle a pending approval; False if there is none (unknown, or already decided)."""
-        return self.context.approver.resolve(call_id, approved, by)
+    def decide(self, call_id: str, approved: bool, by: str = "card", *, digest: str | None = None) -> Verdict:
+        """Settle a pending approval, once. ``digest`` (the card's ``request_digest``) binds the
+        decision to the frozen request shown. A refusal is a false ``Verdict`` naming why."""
+        verdict = self.context.approver.resolve(call_id, approved, by, digest)
+        if verdict.code != "NO_SUCH_APPROVAL":
+            return verdict
+        for event in reversed(self.events.events):  # a reloaded run: its approver never saw the request
+            if event.type == "approval_resolved" and event.call_id == call_id:
+                return Verdict(False, "ALREADY_DECIDED", f"{call_id!r} was already decided; a decision is final")
+            if event.type == "approval_requested" and event.call_id == call_id:
+                return Verdict(False, "APPROVAL_CLOSED", f"{call_id!r} can no longer be decided: the run is {self.status}")
+        return verdict
 
     def cancel(self) -> bool:
         if self.task is None or self.task.done():
@@ -122,6 +131,9 @@ async def _guarded(body: RunBody, context: RunContext) -> None:
             events.emit("error", code="CANCELLED", message="the run was cancelled")
             events.emit("done", status="cancelled", summary="cancelled before it finished")
         raise
+    except EventLogUnwritable as exc:  # already said by its own ``error`` event
+        if not events.closed:
+            events.emit("done", status="failed", summary=f"the run stopped: {exc}")
     except Exception as exc:  # a bug in a body must still end the run visibly
         log.exception("run %s failed", context.run_id)
         if not events.closed:

@@ -23,6 +23,7 @@ __all__ = ["AnthropicProvider", "wire_messages", "wire_tools", "API_VERSION", "D
 
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")  # Usage's order
 _STOP = {"end_turn": "end", "stop_sequence": "end", "tool_use": "tool_use", "max_tokens": "max_tokens"}
 
 
@@ -105,6 +106,7 @@ class MessageStream:
         self.model = ""
         self.stop_reason: str | None = None
         self.usage: dict[str, int] = {}
+        self.problems: list[str] = []
         self._blocks: dict[int, dict[str, Any]] = {}
 
     def feed(self, sse: SSEEvent) -> list[Event]:
@@ -124,7 +126,9 @@ class MessageStream:
         elif kind == "content_block_start":
             block = payload.get("content_block") or {}
             index = int(payload.get("index", len(self._blocks)))
-            entry = {"type": block.get("type"), "id": block.get("id", ""), "name": block.get("name", ""), "json": io.StringIO()}
+            wire_id = block.get("id")  # untrusted, kept only for the wire; missing: the host invents one
+            entry = {"type": block.get("type"), "id": wire_id if isinstance(wire_id, str) else "", "name": block.get("name", ""),
+                     "json": io.StringIO()}
             if block.get("type") == "tool_use":
                 self.watch.on_call()
                 if block.get("input"):
@@ -163,10 +167,20 @@ class MessageStream:
         return []
 
     def _count(self, usage: Any) -> None:
-        if isinstance(usage, dict):
-            for name, value in usage.items():
-                if isinstance(value, int):
-                    self.usage[name] = value  # message_delta counts are cumulative
+        """Keep the latest sane figure of each count (message_delta counts are cumulative);
+        an unusable one is refused by name and the previous figure stands."""
+        from kernel_ext.providers.meter import read_count
+
+        if not isinstance(usage, dict):
+            return
+        for name in _USAGE_FIELDS:
+            if usage.get(name) is None:
+                continue
+            count, problem = read_count(name, usage[name])
+            if problem:
+                self.problems.append(problem)
+            else:
+                self.usage[name] = count
 
     def finish(self) -> list[Event]:
         if not self.done and self.stop_reason is None:
@@ -180,15 +194,10 @@ class MessageStream:
                 ErrorCode.UPSTREAM_LLM, f"the stream from {self.transport.endpoint} ended inside a tool call"
             )
         out: list[Event] = []
-        if self.usage:
+        if self.usage or self.problems:
             u = self.usage
-            usage = Usage(
-                u.get("input_tokens", 0),
-                u.get("output_tokens", 0),
-                u.get("cache_read_input_tokens", 0),
-                u.get("cache_creation_input_tokens", 0),
-            )
-            out.append(UsageUpdate(usage, self.model))
+            usage = Usage(*(u.get(name, 0) for name in _USAGE_FIELDS))
+            out.append(UsageUpdate(usage, self.model, problems=tuple(self.problems)))
         raw = self.stop_reason or ""
         out.append(Stop(_STOP.get(raw, raw or "end"), raw))
         return out

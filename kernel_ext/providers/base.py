@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Union
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.providers.messages import AssistantMessage, Conversation, Request, ToolUse
+from kernel_ext.safetext import valid_unicode
 
 if TYPE_CHECKING:  # asyncio (and with it ssl) is not needed to import this module
     import asyncio
@@ -110,6 +111,7 @@ class UsageUpdate:
     model: str = ""
     cost_usd: float | None = None
     total_cost_usd: float = 0.0
+    problems: tuple[str, ...] = ()  # figures the endpoint sent that were refused (the usage holds an estimate)
     kind: ClassVar[str] = "usage"
 
 
@@ -158,8 +160,10 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     if kind == "tool_call":
         return ToolCallDone(ToolUse(str(data["id"]), str(data["name"]), str(data["arguments"])))
     if kind == "usage":
-        usage = Usage(*(int(data.get(k, 0)) for k in Usage().to_dict()))
-        return UsageUpdate(usage, str(data.get("model", "")))
+        from kernel_ext.providers.meter import checked_usage
+
+        usage, problems = checked_usage(data)
+        return UsageUpdate(usage, str(data.get("model", "")), problems=problems)
     if kind == "stop":
         return Stop(str(data["reason"]), str(data.get("raw", "")))
     if kind == "retry":
@@ -246,6 +250,7 @@ class Provider(ABC):
             raise ProviderError(ErrorCode.CANCELLED, "cancelled before the request was sent")
         log.debug("%s: request with %d messages, %d tools", self.label, len(request.messages), len(request.tools))
         seen: list[Event] = []
+        received = 0  # characters of text and calls so far: what an estimate counts (events are not kept)
         try:
             async with aclosing(self._events(request, cancel, budget)) as events:
                 async for event in events:
@@ -253,7 +258,11 @@ class Provider(ABC):
                         self.retries += 1
                         log.info("%s: retry %d in %.2fs (%s)", self.label, event.attempt, event.delay, event.reason)
                     elif isinstance(event, UsageUpdate):
-                        event = self._price(event)
+                        event = self._price(event, request, received)
+                    elif isinstance(event, TextDelta):
+                        received += len(event.text)
+                    elif isinstance(event, ToolCallDone):
+                        received += len(event.call.arguments) + len(event.call.name)
                     if self.recorder is not None and not isinstance(event, Retrying):
                         seen.append(event)  # kept only for a cassette: a reply's pieces are many
                     yield event
@@ -265,10 +274,21 @@ class Provider(ABC):
         if self.recorder is not None:
             self.recorder.write(request, seen, None)
 
-    def _price(self, event: UsageUpdate) -> UsageUpdate:
+    def _price(self, event: UsageUpdate, request: Request, received: int) -> UsageUpdate:
+        """Price the call. Where the endpoint's figures were refused, its sizes stand in
+        (about four characters a token), so a lying endpoint still spends its budget."""
+        from kernel_ext.providers.meter import checked_usage
+
         model = event.model or self.model
-        cost, total = self.meter.add(model, event.usage)
-        return replace(event, model=model, cost_usd=cost, total_cost_usd=total)
+        usage, refused = checked_usage(event.usage.to_dict())  # any provider's figures, checked once more
+        problems = event.problems + refused
+        if problems:
+            estimate = _estimate(request, received)
+            usage = replace(usage, input_tokens=max(usage.input_tokens, estimate.input_tokens),
+                            output_tokens=max(usage.output_tokens, estimate.output_tokens))
+            log.warning("%s: usage refused (%s); counted an estimate", self.label, "; ".join(problems))
+        cost, total = self.meter.add(model, usage, problems)
+        return replace(event, usage=usage, model=model, cost_usd=cost, total_cost_usd=total, problems=problems)
 
     async def complete(
         self,
@@ -297,5 +317,14 @@ class Provider(ABC):
                     reply.retries += 1
                 elif isinstance(event, Stop):
                     reply.stop_reason = event.reason
-        reply.text = parts.getvalue()
+        reply.text = valid_unicode(parts.getvalue())  # the endpoint's text, as valid Unicode, for every later use
         return reply
+
+
+def _estimate(request: Request, received: int) -> Usage:
+    """Tokens of one call guessed from its size: what was sent, and ``received`` characters back."""
+    sent = len(request.system) + sum(len(str(t)) for t in request.tools)
+    for message in request.messages:
+        sent += len(getattr(message, "text", "") or getattr(message, "content", "") or "")
+        sent += sum(len(c.arguments) + len(c.name) for c in getattr(message, "tool_calls", ()))
+    return Usage(sent // 4 + 1, received // 4 + 1)

@@ -124,7 +124,9 @@ class LiveProvider(Provider):
     ) -> AsyncIterator[Event]:
         transport = self.transport()
         key = self._key.reveal() if self._key is not None else None
-        content = json.dumps(self._body(request), ensure_ascii=False).encode("utf-8")
+        # ASCII-only: text the endpoint sent (a lone surrogate in its reply) is echoed as the
+        # same escape, never a UnicodeEncodeError that ends the run unnamed
+        content = json.dumps(self._body(request), ensure_ascii=True).encode("ascii")
         watch = self._watch(budget, len(content), transport.endpoint)
         async with CancelGuard(cancel) as guard:
             response = None

@@ -13,12 +13,13 @@ and a note of what was omitted, never re-sent whole. The caller still acts on th
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
 __all__ = [
     "ToolUse",
+    "admit",
     "UserMessage",
     "AssistantMessage",
     "ToolResultMessage",
@@ -49,19 +50,32 @@ def summarise(text: str, limit: int) -> str:
 
 @dataclass(frozen=True)
 class ToolUse:
-    """One complete tool call a model proposed. ``arguments`` is the JSON text exactly as sent."""
+    """One complete tool call a model proposed. ``arguments`` is the JSON text exactly as sent.
+
+    ``id`` is the id on the wire: the endpoint's own (untrusted; used only to pair the result
+    with the call in the next request), or one the host invented where the endpoint sent none
+    or repeated one. ``host_id`` is the identity the host minted (``admit``): events, cards,
+    decisions and the boundary use only that. It stays out of the wire form and cassettes.
+    """
 
     id: str
     name: str
     arguments: str = "{}"
+    host_id: str = ""
 
     def parsed(self) -> dict[str, Any] | None:
-        """The arguments as a JSON object, or None when they are not one (the boundary says why)."""
+        """The arguments as a JSON object, or None when they are not one (the boundary says why).
+
+        Lone surrogates (``"\\ud800"`` decodes to one) become U+FFFD: what the host keeps from
+        here (planned tasks, the wire form) is valid text. The boundary parses the raw text itself.
+        """
+        from kernel_ext.safetext import valid_unicode
+
         try:
             value = json.loads(self.arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
-        return value if isinstance(value, dict) else None
+        return valid_unicode(value) if isinstance(value, dict) else None
 
     def bounded(self, limit: int = ECHO_ARGUMENT_CHARS) -> ToolUse:
         """This call as it may be sent back: arguments past ``limit`` become a JSON object
@@ -72,10 +86,31 @@ class ToolUse:
         return ToolUse(self.id, self.name, json.dumps({"_omitted_arguments": head}, ensure_ascii=False))
 
     def to_call(self) -> Any:
-        """The boundary's ``ToolCall`` for this proposal (imported here to keep providers light)."""
+        """The boundary's ``ToolCall`` for this proposal, under the host's id (imported here to keep providers light)."""
         from kernel_ext.boundary.calls import ToolCall
 
-        return ToolCall(self.id, self.name, self.arguments)
+        if not self.host_id:
+            raise ValueError(f"tool call {self.name!r} was not admitted: it has no host-minted id")
+        return ToolCall(self.host_id, self.name, self.arguments)
+
+
+def admit(calls: Iterable[ToolUse], mint: Callable[[], str]) -> tuple[ToolUse, ...]:
+    """Give each proposed call a host id from ``mint``, and a wire id that pairs its result.
+
+    The endpoint's id is kept for the wire when it is a non-empty string not already used in
+    this reply; otherwise (none sent, ``call_0`` twice) the host id is the wire id too, so the
+    next request still pairs each result with exactly one call.
+    """
+    out: list[ToolUse] = []
+    seen: set[str] = set()
+    for call in calls:
+        host_id = mint()
+        wire = call.id if isinstance(call.id, str) and call.id and call.id not in seen else host_id
+        while wire in seen:
+            wire += "_"
+        seen.add(wire)
+        out.append(replace(call, id=wire, host_id=host_id))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -158,11 +193,21 @@ class Conversation:
         return self._add(AssistantMessage(summarise(text, ECHO_TEXT_CHARS), tuple(c.bounded() for c in tool_calls)))
 
     def tool_result(self, call_id: str, name: str, content: str, is_error: bool = False) -> ToolResultMessage:
-        return self._add(ToolResultMessage(call_id, name, summarise(content, ECHO_RESULT_CHARS), is_error))
+        """Answer a call; ``call_id`` may be the host's id, answered under the call's wire id."""
+        return self._add(ToolResultMessage(self.wire_id(call_id), name, summarise(content, ECHO_RESULT_CHARS), is_error))
 
     def add_result(self, result: Any) -> ToolResultMessage:
         """Answer a boundary ``ToolResult`` (refusals are observations too, flagged as errors)."""
         return self.tool_result(result.call_id, result.name, result.observation, not result.ok)
+
+    def wire_id(self, call_id: str) -> str:
+        """The wire id of the latest call the host admitted as ``call_id`` (else ``call_id`` itself)."""
+        for message in reversed(self.messages):
+            if isinstance(message, AssistantMessage):
+                for call in message.tool_calls:
+                    if call.host_id and call.host_id == call_id:
+                        return call.id
+        return call_id
 
     def _add(self, message: Message) -> Any:
         self.messages.append(message)

@@ -4,16 +4,57 @@ A call's cost is known only after its reply (usage arrives at the end of a strea
 cap is enforced before each request: once the spent amount reaches the cap, the next call
 fails with ``COST_CAP`` instead of being sent. Tokens of models without a known price are
 counted apart, so an unknown price never reads as "free".
+
+The endpoint's figures are untrusted: a count that is negative, not a number (a string, a
+bool, NaN, infinity), not whole, or beyond ``MAX_TOKENS_PER_CALL`` is refused by name
+(``checked_usage``); the call is then counted as an estimate from the sizes sent and received
+(``Provider.stream``), so totals never fall and a lying endpoint cannot switch the cap off.
+Refusals wait in ``problems`` until the loop reports them as ``USAGE_REFUSED`` events.
 """
 
 from __future__ import annotations
 
+import math
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from kernel_ext.providers.base import ErrorCode, ProviderError, Usage
 
-__all__ = ["CostMeter"]
+__all__ = ["CostMeter", "MAX_TOKENS_PER_CALL", "checked_usage", "read_count"]
+
+MAX_TOKENS_PER_CALL = 10**9  # no model reads or writes a billion tokens in one call
+
+
+def read_count(name: str, value: Any) -> tuple[int, str]:
+    """A token count as reported: (the count, "") or (0, why it was refused). None counts as 0."""
+    if value is None:
+        return 0, ""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        shown = repr(value)[:40] if isinstance(value, str) else type(value).__name__
+        return 0, f"{name} is not a number ({shown})"
+    if isinstance(value, float) and not math.isfinite(value):
+        return 0, f"{name} is not a finite number ({value})"
+    if value < 0:
+        return 0, f"{name} is negative"
+    if value > MAX_TOKENS_PER_CALL:
+        return 0, f"{name} is over {MAX_TOKENS_PER_CALL:,} tokens for one call"
+    if isinstance(value, float) and not value.is_integer():
+        return 0, f"{name} is not a whole number ({value})"
+    return int(value), ""
+
+
+def checked_usage(counts: Mapping[str, Any], names: Mapping[str, str] | None = None) -> tuple[Usage, tuple[str, ...]]:
+    """A ``Usage`` from raw counts keyed by its field names; refused counts are 0 and named
+    (by their wire name from ``names`` when given, e.g. ``prompt_tokens``)."""
+    values: dict[str, int] = {}
+    problems: list[str] = []
+    for field in Usage().to_dict():
+        count, problem = read_count((names or {}).get(field, field), counts.get(field))
+        values[field] = count
+        if problem:
+            problems.append(problem)
+    return Usage(**values), tuple(problems)
 
 
 class CostMeter:
@@ -27,6 +68,7 @@ class CostMeter:
         self.calls = 0
         self.unpriced_usage = Usage()
         self.unpriced_models: set[str] = set()
+        self.problems: list[str] = []  # refused usage figures, until ``take_problems``
         self._lock = threading.Lock()
 
     @property
@@ -37,10 +79,17 @@ class CostMeter:
             self._pricing = default_pricing()
         return self._pricing
 
-    def add(self, model: str, usage: Usage) -> tuple[float | None, float]:
-        """Count one call's usage; returns (its cost or None when unpriced, the total so far)."""
+    def add(self, model: str, usage: Usage, problems: tuple[str, ...] = ()) -> tuple[float | None, float]:
+        """Count one call's usage; returns (its cost or None when unpriced, the total so far).
+
+        Every count is checked again here (any provider, any caller): totals only grow."""
+        usage, refused = checked_usage(usage.to_dict())
         cost = self.pricing.cost(model, usage)
+        if cost is not None and not (math.isfinite(cost) and cost >= 0):
+            refused += (f"the price of {model!r} gives no usable cost",)
+            cost = None
         with self._lock:
+            self.problems.extend(problems + refused)
             self.calls += 1
             self.usage = self.usage + usage
             if cost is None:
@@ -49,6 +98,12 @@ class CostMeter:
             else:
                 self.cost_usd += cost
             return cost, self.cost_usd
+
+    def take_problems(self) -> list[str]:
+        """The refused figures since the last call (each reported once)."""
+        with self._lock:
+            taken, self.problems = self.problems, []
+        return taken
 
     @property
     def remaining_usd(self) -> float | None:

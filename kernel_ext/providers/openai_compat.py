@@ -154,7 +154,7 @@ class ChatStream:
         for index in sorted(self._calls):
             call = self._calls[index]
             arguments = call["arguments"].getvalue() or "{}"
-            out.append(ToolCallDone(ToolUse(call["id"] or f"call_{index}", call["name"], arguments)))
+            out.append(ToolCallDone(ToolUse(call["id"], call["name"], arguments)))  # no id: the host invents one (``admit``)
         return out
 
     def finish(self) -> list[Event]:
@@ -165,7 +165,8 @@ class ChatStream:
             )
         out = self._complete_calls()
         if self.usage is not None:
-            out.append(UsageUpdate(usage_from_openai(self.usage), self.model))
+            usage, problems = usage_from_openai(self.usage)
+            out.append(UsageUpdate(usage, self.model, problems=problems))
         raw = self.finish_reason or ""
         reason = _STOP.get(raw, raw or "end")
         if self._calls and reason == "end":
@@ -174,15 +175,16 @@ class ChatStream:
         return out
 
 
-def usage_from_openai(usage: dict[str, Any]) -> Usage:
-    prompt = _int(usage.get("prompt_tokens"))
-    details = usage.get("prompt_tokens_details") or {}
-    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
-    return Usage(max(0, prompt - cached), _int(usage.get("completion_tokens")), cached, 0)
+def usage_from_openai(usage: dict[str, Any]) -> tuple[Usage, tuple[str, ...]]:
+    """The call's usage (cached prompt tokens apart) and the figures refused (``meter.read_count``)."""
+    from kernel_ext.providers.meter import read_count
 
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and value > 0 else 0
+    details = usage.get("prompt_tokens_details")
+    prompt, no_prompt = read_count("prompt_tokens", usage.get("prompt_tokens"))
+    output, no_output = read_count("completion_tokens", usage.get("completion_tokens"))
+    cached, no_cached = read_count("cached_tokens", details.get("cached_tokens") if isinstance(details, dict) else None)
+    cached = min(cached, prompt)
+    return Usage(prompt - cached, output, cached, 0), tuple(p for p in (no_prompt, no_output, no_cached) if p)
 
 
 def _json(text: str) -> dict[str, Any] | None:

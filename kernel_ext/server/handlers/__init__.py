@@ -5,7 +5,9 @@ from __future__ import annotations
 from kernel_ext.server.auth import API_PREFIX
 
 RUN = r"(?P<run_id>[A-Za-z0-9][A-Za-z0-9_-]{2,63})"
-CALL = r"(?P<call_id>[A-Za-z0-9][A-Za-z0-9_.:-]{0,127})"
+# Any one path segment: every host-minted id (``c1``, ``cli-1``...) and anything else, which the
+# handler answers by name (404 NO_SUCH_APPROVAL) instead of the router's bare 404.
+CALL = r"(?P<call_id>[^/]{1,256})"
 
 
 def routes() -> list[tuple[str, type]]:

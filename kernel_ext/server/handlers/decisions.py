@@ -2,7 +2,9 @@
 
 An approval is decided once: a second decision for the same call is refused with 409
 ``ALREADY_DECIDED`` (also when the first came from the card in another tab); a call that was
-asked for but can no longer be decided (its run ended) answers 409 ``APPROVAL_CLOSED``.
+asked for but can no longer be decided (its run ended) answers 409 ``APPROVAL_CLOSED``; a body
+whose ``digest`` names another request than the pending one answers 409 ``STALE_REQUEST``. Call
+ids are the host's (``c1``, ...), never the endpoint's, so a re-sent POST cannot reach the next call.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from jupyter_server.auth.decorator import authorized
 from pydantic import BaseModel, ConfigDict, ValidationError
 from tornado import web
 
-from kernel_ext.pipeline.run import Run
 from kernel_ext.server.handlers.base import BesserHandler, Refusal
 
 
@@ -19,6 +20,10 @@ class Decision(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
     approved: bool
+    digest: str | None = None  # the card's request_digest: binds the decision to the request shown
+
+
+STATUS = {"NO_SUCH_APPROVAL": 404}  # every other refusal (decided, closed, stale) is a 409 conflict
 
 
 class ApprovalHandler(BesserHandler):
@@ -30,22 +35,12 @@ class ApprovalHandler(BesserHandler):
         try:
             decision = Decision.model_validate(await self.json_body())
         except ValidationError:
-            raise Refusal(400, "INVALID_REQUEST", 'the body must be {"approved": true} or {"approved": false}') from None
+            raise Refusal(400, "INVALID_REQUEST", 'the body must be {"approved": true} or {"approved": false} (and an optional "digest")') from None
         run = self.find_run(run_id)
-        if not run.decide(call_id, decision.approved):
-            raise _why_not(run, call_id)
+        verdict = run.decide(call_id, decision.approved, digest=decision.digest)
+        if not verdict:
+            raise Refusal(STATUS.get(verdict.code, 409), verdict.code, f"run {run.id}: {verdict.reason}")
         self.reply({"run_id": run.id, "call_id": call_id, "approved": decision.approved, "status": run.status})
-
-
-def _why_not(run: Run, call_id: str) -> Refusal:
-    approver = run.context.approver
-    if call_id in approver.decided or any(
-        e.type == "approval_resolved" and e.call_id == call_id for e in run.events.events
-    ):
-        return Refusal(409, "ALREADY_DECIDED", f"{call_id!r} was already decided; a decision is final")
-    if any(e.type == "approval_requested" and e.call_id == call_id for e in run.events.events):
-        return Refusal(409, "APPROVAL_CLOSED", f"{call_id!r} can no longer be decided: the run is {run.status}")
-    return Refusal(404, "NO_SUCH_APPROVAL", f"run {run.id} has not asked for an approval of {call_id!r}")
 
 
 class CancelHandler(BesserHandler):

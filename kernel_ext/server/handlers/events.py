@@ -16,7 +16,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from kernel_ext.pipeline.events import BaseEvent
+from kernel_ext.pipeline.events import BaseEvent, to_json
 from kernel_ext.server.handlers.base import BesserHandler, Refusal
 
 RETRY_MS = 2000
@@ -24,7 +24,8 @@ EVENT_STREAM = "text/event-stream; charset=utf-8"
 
 
 def sse_frame(event: BaseEvent) -> str:
-    return f"id: {event.seq}\nevent: {event.type}\ndata: {event.model_dump_json()}\n\n"
+    """One SSE frame; ``to_json`` is ASCII-only, so no character in an event can split its data line."""
+    return f"id: {event.seq}\nevent: {event.type}\ndata: {to_json(event)}\n\n"
 
 
 class EventsHandler(BesserHandler):

@@ -42,7 +42,7 @@ class RunHandler(BesserHandler):
         summary = summarize(run)
         pending = set(run.pending_approvals())
         summary["approvals"] = [
-            {"call_id": e.call_id, "name": e.name, "category": e.category, "pending": e.call_id in pending}
+            {"call_id": e.call_id, "name": e.name, "category": e.category, "pending": e.call_id in pending, "digest": e.digest}
             for e in run.events.events
             if e.type == "approval_requested"
         ]
