@@ -68,6 +68,8 @@ async def customize(
         except ProviderError as exc:
             code = str(exc.code).upper()
             budget = code in BUDGET_CODES
+            budgets.cost_usd = provider.meter.cost_usd
+            _emit_cost(events, provider, budgets)  # what the cut-off call spent, and any usage it refused
             events.emit("error", code=code, message=exc.message, terminal=not budget)
             return LoopResult("budget" if budget else "provider_error", exc.message, budgets.turns)
         budgets.turns += 1

@@ -41,10 +41,12 @@ BAD = {
     "nan": float("nan"),
     "bool": True,
 }
-SANE = {"input": 1000, "output": 100}
+# A sane turn reports far more than its size suggests, so the budgets' own mid-stream estimate
+# (about four characters a token) never cuts the hostile turn before its usage arrives.
+SANE = {"input": 20_000, "output": 2_000}
 LIMITS = {  # (cost cap, token budget): each alone must stop the loop after the hostile turn
     "cost_cap": (True, 10**9),
-    "token_budget": (None, 2500),
+    "token_budget": (None, 33_000),
 }
 
 
