@@ -1,19 +1,27 @@
-"""What every handler of the extension shares: the capability token, JSON replies, refusals.
+"""What every handler of the extension shares: the body cap, the capability token, JSON replies.
 
 Handlers are ``APIHandler``s whose methods are decorated ``@authenticated`` and
-``@authorized`` (resources ``besser-agent:*``). ``prepare`` accepts the per-start capability
-token before the server's own identity check, so a kernel holding it is authenticated here
-and only here. Refusals answer ``{"code", "message"}`` with a stable code.
+``@authorized`` (resources ``besser-agent:*``). Refusals answer ``{"code", "message"}`` with a
+stable code. In ``prepare``, in this order:
+
+1. The body cap. Every handler streams its body (``@stream_request_body``), so Tornado does
+   not buffer it before ``prepare``: a declared ``Content-Length`` over the cap is refused with
+   413 before any authentication work, and a chunked body is counted as it arrives (413 as
+   soon as it passes the cap). Nothing is read at all until authentication has passed.
+2. The per-start capability token, accepted before the server's own identity check (so a
+   kernel holding it is authenticated here and only here), and only from this server's own
+   process tree over a direct connection (``server/peer.py``); elsewhere 403.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any
 
 from jupyter_server.base.handlers import APIHandler
-from tornado.web import HTTPError
+from tornado.web import HTTPError, stream_request_body
 
 from kernel_ext.pipeline.options import OperatorSettings
 from kernel_ext.pipeline.run import Run
@@ -26,6 +34,7 @@ from kernel_ext.server.auth import (
 from kernel_ext.server.manager import RunManager
 
 STATE_KEY = "besser_agent_state"
+MAX_BODY_BYTES = 4 * 1024 * 1024  # the default of ``BesserAgentApp.max_body_bytes``
 
 
 @dataclass
@@ -37,6 +46,8 @@ class ServerState:
     operator: OperatorSettings
     heartbeat_s: float = 15.0
     sandbox: dict[str, Any] | None = None
+    max_body_bytes: int = MAX_BODY_BYTES
+    bind_capability: bool = True  # the capability only from this server's own process tree
 
 
 class Refusal(HTTPError):
@@ -72,9 +83,11 @@ class _CapabilityAuthorizer:
         return resource.startswith(RESOURCE_PREFIX)
 
 
+@stream_request_body
 class BesserHandler(APIHandler):
     auth_resource = "besser-agent:runs"
     _capability_user: Any = None
+    _body: bytearray | None = None
 
     @property
     def state(self) -> ServerState:
@@ -90,14 +103,62 @@ class BesserHandler(APIHandler):
         return super().authorizer if self._capability_user is None else _CapabilityAuthorizer()
 
     async def prepare(self) -> None:  # type: ignore[override]
+        self._body = bytearray()
+        self._refuse_declared_body()
         token = presented_token(self.request.headers)
         if token and self.state.capability.accepts(token):
+            await self._check_capability_route()
             # Authenticated and authorized by the capability alone, whatever identity provider
             # and authorizer the server runs (plain, or JupyterHub's); XSRF-exempt like any
             # token request. The server's other handlers never run this code.
             self._capability_user = capability_user()
             self._token_authenticated = True
         await super().prepare()
+
+    # -- the body cap ---------------------------------------------------------------------------
+
+    def _refuse_declared_body(self) -> None:
+        declared = self.request.headers.get("Content-Length")
+        if declared is None:
+            return
+        try:
+            size = int(declared)
+        except ValueError:
+            raise Refusal(400, "INVALID_REQUEST", "the Content-Length header is not a number") from None
+        if size > self.state.max_body_bytes:
+            raise self._too_large()
+
+    def _too_large(self) -> Refusal:
+        return Refusal(413, "BODY_TOO_LARGE", f"a request body may hold at most {self.state.max_body_bytes} bytes")
+
+    def data_received(self, chunk: bytes) -> None:
+        """Collect the body up to the cap; past it, answer 413 once and drop the rest (the
+        connection is closed after the answer, so the client stops sending)."""
+        if self._finished or self._body is None:
+            return
+        if len(self._body) + len(chunk) > self.state.max_body_bytes:
+            self._body = None
+            self.send_error(413, exc_info=(Refusal, self._too_large(), None))
+            return
+        self._body += chunk
+
+    # -- the capability's route -----------------------------------------------------------------
+
+    async def _check_capability_route(self) -> None:
+        if not self.state.bind_capability:
+            return
+        from kernel_ext.server import peer
+
+        why = peer.through_proxy(self.request.headers)
+        connection = self.request.connection
+        if why is None and not getattr(connection, "_besser_own_process", False):
+            stream = getattr(connection, "stream", None)
+            why = await asyncio.to_thread(peer.not_our_process, getattr(stream, "socket", None))
+            if why is None:  # the same client holds a kept-alive connection: checked once
+                connection._besser_own_process = True
+        if why is not None:
+            self.log.warning("besser-agent: refused the kernels' token from %s: %s", self.request.remote_ip, why)
+            raise Refusal(403, "CAPABILITY_REFUSED", f"the kernels' token is accepted only from this server's own kernels: {why}")
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = kwargs.get("exc_info", (None, None, None))[1]
@@ -113,10 +174,11 @@ class BesserHandler(APIHandler):
         self.finish(json.dumps(data))
 
     def json_body(self) -> Any:
-        if not self.request.body:
+        body = bytes(self._body or b"")
+        if not body:
             return {}
         try:
-            return json.loads(self.request.body)
+            return json.loads(body)
         except ValueError as exc:
             raise Refusal(400, "INVALID_JSON", f"the body is not JSON: {exc}") from None
 
@@ -125,3 +187,13 @@ class BesserHandler(APIHandler):
         if run is None:
             raise Refusal(404, "RUN_NOT_FOUND", f"no run {run_id!r} on this server")
         return run
+
+
+class UnknownRouteHandler(BesserHandler):
+    """Any other path under the prefix: 404, after the same body cap (the server's own 404
+    page would read a body of up to its ``max_body_size`` first)."""
+
+    def _missing(self, *args: Any) -> None:
+        raise Refusal(404, "NOT_FOUND", "no such besser-agent endpoint")
+
+    get = post = put = patch = delete = _missing  # type: ignore[assignment]
