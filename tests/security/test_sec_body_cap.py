@@ -4,8 +4,8 @@ Every endpoint of the extension (and any other path under its prefix) reads at m
 ``BesserAgentApp.max_body_bytes`` (4 MiB) of a body. Four concurrent 50 MB POSTs per case, sent
 in 64 KiB pieces from raw sockets, with a ``Content-Length`` or chunked, with and without the
 person's credential: a declared length over the cap is answered 413 ``BODY_TOO_LARGE`` before
-any authentication (so also for nobody); a chunked body is read only once authentication has
-passed (403 for nobody, with nothing read) and answered 413 as soon as it passes the cap. The
+any authentication (so also for nobody); a chunked body is counted as it arrives (a refused
+request's is not kept) and answered 413 as soon as it passes the cap. The
 server's peak RSS stays within 64 MiB of where it started (before the cap, one such body alone
 was buffered whole), no run is started, and the server answers normally afterwards.
 """
@@ -92,7 +92,7 @@ CASES = [  # (path, chunked, with the person's token, expected status)
     ("/besser-agent/runs", False, False, 413),
     ("/besser-agent/runs", False, True, 413),
     ("/besser-agent/runs", True, True, 413),
-    ("/besser-agent/runs", True, False, 403),
+    ("/besser-agent/runs", True, False, 413),
     ("/besser-agent/runs/20250101-000000-abcdef/approvals/call-1", False, False, 413),
     ("/besser-agent/runs/20250101-000000-abcdef/cancel", True, True, 413),
     ("/besser-agent/no/such/endpoint", False, False, 413),

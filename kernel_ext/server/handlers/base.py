@@ -4,13 +4,16 @@ Handlers are ``APIHandler``s whose methods are decorated ``@authenticated`` and
 ``@authorized`` (resources ``besser-agent:*``). Refusals answer ``{"code", "message"}`` with a
 stable code. In ``prepare``, in this order:
 
-1. The body cap. Every handler streams its body (``@stream_request_body``), so Tornado does
-   not buffer it before ``prepare``: a declared ``Content-Length`` over the cap is refused with
-   413 before any authentication work, and a chunked body is counted as it arrives (413 as
-   soon as it passes the cap). Nothing is read at all until authentication has passed.
+1. The body cap (``BesserAgentApp.max_body_bytes``). Every handler streams its body
+   (``@stream_request_body``), so Tornado does not buffer it before ``prepare``: a declared
+   ``Content-Length`` over the cap is refused with 413 before any authentication work, and a
+   body is counted as it arrives (413 as soon as it passes the cap, chunked or not).
 2. The per-start capability token, accepted before the server's own identity check (so a
    kernel holding it is authenticated here and only here), and only from this server's own
    process tree over a direct connection (``server/peer.py``); elsewhere 403.
+3. The server's own authentication. Its refusal (and the capability's) is answered in place of
+   the method, after the (capped, dropped) body: the connection stays open, so a proxy in front
+   sees a 403, not a reset connection.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from jupyter_server.base.handlers import APIHandler
@@ -88,6 +92,7 @@ class BesserHandler(APIHandler):
     auth_resource = "besser-agent:runs"
     _capability_user: Any = None
     _body: bytearray | None = None
+    _received = 0
 
     @property
     def state(self) -> ServerState:
@@ -103,8 +108,18 @@ class BesserHandler(APIHandler):
         return super().authorizer if self._capability_user is None else _CapabilityAuthorizer()
 
     async def prepare(self) -> None:  # type: ignore[override]
-        self._body = bytearray()
+        self._body, self._received = bytearray(), 0
         self._refuse_declared_body()
+        try:
+            await self._authenticate()
+        except HTTPError as refused:
+            # Answered in place of the method, once the (capped, dropped) body is in: a response
+            # finished in ``prepare`` makes Tornado close the connection, and a proxy in front
+            # (the hub's) that reuses it, or is still sending the body, then answers 503.
+            self._body = None
+            setattr(self, self.request.method.lower(), partial(self._answer, refused))
+
+    async def _authenticate(self) -> None:
         token = presented_token(self.request.headers)
         if token and self.state.capability.accepts(token):
             await self._check_capability_route()
@@ -114,6 +129,9 @@ class BesserHandler(APIHandler):
             self._capability_user = capability_user()
             self._token_authenticated = True
         await super().prepare()
+
+    def _answer(self, refused: HTTPError, *args: Any, **kwargs: Any) -> None:
+        raise refused
 
     # -- the body cap ---------------------------------------------------------------------------
 
@@ -132,15 +150,16 @@ class BesserHandler(APIHandler):
         return Refusal(413, "BODY_TOO_LARGE", f"a request body may hold at most {self.state.max_body_bytes} bytes")
 
     def data_received(self, chunk: bytes) -> None:
-        """Collect the body up to the cap; past it, answer 413 once and drop the rest (the
-        connection is closed after the answer, so the client stops sending)."""
-        if self._finished or self._body is None:
+        """Count the body and keep it up to the cap (a refused request's is dropped); past the
+        cap, answer 413 once (the connection is then closed, so the client stops sending)."""
+        if self._finished:
             return
-        if len(self._body) + len(chunk) > self.state.max_body_bytes:
+        self._received += len(chunk)
+        if self._received > self.state.max_body_bytes:
             self._body = None
             self.send_error(413, exc_info=(Refusal, self._too_large(), None))
-            return
-        self._body += chunk
+        elif self._body is not None:
+            self._body += chunk
 
     # -- the capability's route -----------------------------------------------------------------
 
