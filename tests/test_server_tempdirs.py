@@ -1,0 +1,80 @@
+"""Temporary folders of hosted runs are gone when the runs end: finished, cancelled, many at once.
+
+A real Jupyter server in its own process with a private ``TMPDIR`` (so other tests' folders do
+not count). Six generate runs start over REST at once (BESSER's FastAPI generator, then Phase 3
+in the sandboxed app host; no LLM provider is configured, so nothing is faked). One is
+cancelled at once, two while app hosts are up (``besser-apphost-*`` folders exist), three
+finish. Then no ``besser-apphost-*`` folder, and no other ``besser-*`` folder, is left in the
+server's TMPDIR, while the server still runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from server_process import start_server
+
+RUNS = 6
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    process = start_server(tmp_path_factory.mktemp("tempdirs"))
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def folders(server, prefix: str = "besser-") -> list[str]:
+    return sorted(p.name for p in server.tmpdir.iterdir() if p.name.startswith(prefix))
+
+
+async def wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not (value := await predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {timeout} s")
+        await asyncio.sleep(0.1)
+    return value
+
+
+@pytest.mark.slow
+async def test_no_app_host_folder_outlives_its_run(server):
+    from kernel_ext.model.examples import build_library_model
+    from kernel_ext.model.jsonform import model_to_dict
+
+    body = {"kind": "generate", "request": "A FastAPI backend", "model_json": model_to_dict(build_library_model()),
+            "provider": "none", "target": "fastapi_backend"}
+    seen_hosts: set[str] = set()
+    async with server.api() as person:
+        api = "/besser-agent/"
+        started = await asyncio.gather(*(person.post(api + "runs", json=body) for _ in range(RUNS)))
+        ids = [answer.json()["run"]["id"] for answer in started]
+        assert (await person.post(api + f"runs/{ids[0]}/cancel", json={})).status_code == 200
+
+        async def hosts_up():
+            seen_hosts.update(folders(server, "besser-apphost-"))
+            return folders(server, "besser-apphost-")
+
+        await wait_until(hosts_up, 300, "no app host started")
+        cancelled = [(await person.post(api + f"runs/{run_id}/cancel", json={})).status_code for run_id in ids[1:3]]
+
+        async def all_ended():
+            seen_hosts.update(folders(server, "besser-apphost-"))
+            statuses = [(await person.get(api + f"runs/{run_id}")).json()["run"]["status"] for run_id in ids]
+            return statuses if not {"running", "waiting_for_approval"} & set(statuses) else None
+
+        statuses = await wait_until(all_ended, 900, "the runs did not end")
+        assert statuses[0] == "cancelled" and statuses[3:] == ["completed"] * (RUNS - 3), statuses
+        assert all(code in (200, 409) for code in cancelled)  # 409: it had already finished
+        assert seen_hosts, "no app host folder was ever made: the test proved nothing"
+        # a host closes off the event loop just after its run's last event: give it a moment
+        await wait_until(lambda: _empty(server), 30, f"left behind: {folders(server)}")
+        assert (await person.get(api + "config")).status_code == 200
+
+
+async def _empty(server) -> bool:
+    return not folders(server)
