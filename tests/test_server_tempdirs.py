@@ -2,7 +2,7 @@
 
 A real Jupyter server in its own process with a private ``TMPDIR`` (so other tests' folders do
 not count). Six generate runs start over REST at once (BESSER's FastAPI generator, then Phase 3
-in the sandboxed app host; no LLM provider is configured, so nothing is faked). One is
+in the sandboxed app host, shell tools on; no LLM provider is configured, so nothing is faked). One is
 cancelled at once, two while app hosts are up (``besser-apphost-*`` folders exist), three
 finish. Then no ``besser-apphost-*`` folder, and no other ``besser-*`` folder, is left in the
 server's TMPDIR, while the server still runs.
@@ -21,7 +21,8 @@ RUNS = 6
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    process = start_server(tmp_path_factory.mktemp("tempdirs"))
+    # shell tools on (the operator's switch), so each run also makes a sandbox home of its own
+    process = start_server(tmp_path_factory.mktemp("tempdirs"), env={"BESSER_LLM_ENABLE_SHELL_TOOLS": "1"})
     try:
         yield process
     finally:
@@ -56,21 +57,24 @@ async def test_no_app_host_folder_outlives_its_run(server):
         assert (await person.post(api + f"runs/{ids[0]}/cancel", json={})).status_code == 200
 
         async def hosts_up():
-            seen_hosts.update(folders(server, "besser-apphost-"))
+            seen_hosts.update(folders(server))
             return folders(server, "besser-apphost-")
 
         await wait_until(hosts_up, 300, "no app host started")
         cancelled = [(await person.post(api + f"runs/{run_id}/cancel", json={})).status_code for run_id in ids[1:3]]
 
         async def all_ended():
-            seen_hosts.update(folders(server, "besser-apphost-"))
+            seen_hosts.update(folders(server))
             statuses = [(await person.get(api + f"runs/{run_id}")).json()["run"]["status"] for run_id in ids]
             return statuses if not {"running", "waiting_for_approval"} & set(statuses) else None
 
         statuses = await wait_until(all_ended, 900, "the runs did not end")
         assert statuses[0] == "cancelled" and statuses[3:] == ["completed"] * (RUNS - 3), statuses
         assert all(code in (200, 409) for code in cancelled)  # 409: it had already finished
-        assert seen_hosts, "no app host folder was ever made: the test proved nothing"
+        made = {name.rsplit("-", 1)[0] for name in seen_hosts}
+        print("temporary folders seen:", sorted(made))
+        assert "besser-apphost" in made, "no app host folder was ever made: the test proved nothing"
+        assert any(name.startswith("besser-home-") for name in made)  # the runs' sandbox homes
         # a host closes off the event loop just after its run's last event: give it a moment
         await wait_until(lambda: _empty(server), 30, f"left behind: {folders(server)}")
         assert (await person.get(api + "config")).status_code == 200
