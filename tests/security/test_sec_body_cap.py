@@ -18,7 +18,6 @@ import select
 import socket
 from urllib.parse import urlsplit
 
-import httpx
 import pytest
 from server_process import start_server
 
