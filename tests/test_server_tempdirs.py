@@ -5,7 +5,8 @@ not count). Six generate runs start over REST at once (BESSER's FastAPI generato
 in the sandboxed app host, shell tools on; no LLM provider is configured, so nothing is faked). One is
 cancelled at once, two while app hosts are up (``besser-apphost-*`` folders exist), three
 finish. Then no ``besser-apphost-*`` folder, and no other ``besser-*`` folder, is left in the
-server's TMPDIR, while the server still runs.
+server's TMPDIR, while the server still runs. (The previous hosting code fails it: one
+``besser-apphost-*`` folder stayed.) A fast test pins the two ways a folder outlived its run.
 """
 
 from __future__ import annotations
@@ -82,3 +83,28 @@ async def test_no_app_host_folder_outlives_its_run(server):
 
 async def _empty(server) -> bool:
     return not folders(server)
+
+
+def test_a_closed_host_never_makes_its_folder_again():
+    """The two ways a folder outlived its run: staging source into a host that was already
+    closed (the folder was made again), and a late tool call of an ended run making a new host."""
+    from kernel_ext.errors import ToolFailure
+    from kernel_ext.tools.base import RunState
+    from kernel_ext.validation.apphost import AppHost
+    from kernel_ext.validation.hosting import app_host, close_app_hosts
+    from kernel_ext.validation.staging import Backend, Source
+
+    host = AppHost()
+    host.close()
+    assert not host.scratch.exists()
+    with pytest.raises(ToolFailure, match="closed"):
+        host.stage(Source(Backend(".", "main"), {"main.py": b"app = None\n"}, "0" * 64))
+    assert not host.scratch.exists()
+
+    state = RunState(run_id="20250101-000000-0a0b0c")
+    made = app_host(state)
+    assert close_app_hosts(state.run_id, state) == 1 and not made.scratch.exists()
+    with pytest.raises(ToolFailure, match="has ended"):
+        app_host(state)  # a worker thread still finishing the ended run's validation
+    assert app_host(RunState(run_id=state.run_id)) is not made  # a new run of the same id is served
+    close_app_hosts(state.run_id)
