@@ -22,11 +22,7 @@ from pydantic import Field
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.tools.base import Category, ToolArgs, ToolContext, ToolOutcome, ToolSpec
-from kernel_ext.validation.retained import (
-    MAX_RETAINED,
-    failing_scenarios,
-    scenario_store,
-)
+from kernel_ext.validation.retained import MAX_RETAINED, failing_scenarios, scenario_store
 from kernel_ext.validation.scenario import MAX_REQUESTS, RequestSpec
 
 __all__ = ["TOOLS", "close_app_hosts", "failing_scenarios", "replay_all", "runtime_enabled", "validate_run"]
