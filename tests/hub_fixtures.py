@@ -162,10 +162,14 @@ def start_hub(workdir: Path, operator_env: dict[str, str], timeout: float = 60) 
 
 
 class KernelSocket:
-    """One kernel of a user's server, reached through the hub proxy (legacy JSON websocket protocol)."""
+    """One kernel of a user's server, reached through the hub proxy (legacy JSON websocket protocol).
 
-    def __init__(self, hub: Hub, user: str, token: str):
+    ``hub`` may also be a lone server (server_process.ServerProcess, with ``prefix=""``).
+    """
+
+    def __init__(self, hub: Any, user: str, token: str, *, prefix: str | None = None):
         self.hub, self.user, self.token = hub, user, token
+        self.prefix = f"/user/{user}" if prefix is None else prefix
         self.kernel_id = ""
         self.session = uuid.uuid4().hex
         self._ws: Any = None
@@ -175,10 +179,10 @@ class KernelSocket:
         from tornado.websocket import websocket_connect
 
         async with self.hub.api(self.token) as client:
-            made = await client.post(f"/user/{self.user}/api/kernels", json={"name": "python3"})
+            made = await client.post(f"{self.prefix}/api/kernels", json={"name": "python3"})
             assert made.status_code == 201, made.text
             self.kernel_id = made.json()["id"]
-        ws_url = self.hub.url.replace("http://", "ws://") + f"/user/{self.user}/api/kernels/{self.kernel_id}/channels"
+        ws_url = self.hub.url.replace("http://", "ws://") + f"{self.prefix}/api/kernels/{self.kernel_id}/channels"
         request = HTTPRequest(ws_url, headers={"Authorization": f"token {self.token}"}, request_timeout=60)
         self._ws = await websocket_connect(request)
         return self
@@ -187,7 +191,7 @@ class KernelSocket:
         if self._ws is not None:
             self._ws.close()
         async with self.hub.api(self.token) as client:
-            await client.delete(f"/user/{self.user}/api/kernels/{self.kernel_id}")
+            await client.delete(f"{self.prefix}/api/kernels/{self.kernel_id}")
 
     async def execute(self, code: str, timeout: float = 180) -> tuple[dict, list[dict]]:
         """Run ``code``; the execute_reply content and every output message's content."""

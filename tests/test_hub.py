@@ -3,7 +3,9 @@ SimpleLocalProcessSpawner, DummyAuthenticator; each single-user server loads the
 
 Proven through the hub's proxy, with each user's own hub token: alice's runs and events are
 invisible to bob and forbidden to him (reading, streaming, deciding, downloading), and the
-other way round. An operator key set when the hub starts reaches each single-user server's
+other way round. Bob's kernel, having read the token alice's server gave her kernel from
+``/proc/<her kernel>/environ`` (every user is the same OS user here), is refused with it
+through the proxy and on her server's direct loopback address alike. An operator key set when the hub starts reaches each single-user server's
 environment, makes ``GET config`` say a provider is configured, and appears in no kernel
 output, no event, no API answer and no tool environment.
 """
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 import yaml
+from file_tool_helpers import tree_state
 from hub_fixtures import (
     KernelSocket,
     output_text,
@@ -113,6 +116,60 @@ async def test_each_users_runs_are_invisible_and_forbidden_to_the_other(hub, cla
     users = hub.state_dir / "users"
     assert (users / "alice" / "besser_runs" / run_id / "events.jsonl").is_file()
     assert not (users / "bob" / "besser_runs" / run_id).exists()
+
+
+THIEF = r"""
+import json
+from pathlib import Path
+import httpx
+raw = Path("/proc/{pid}/environ").read_bytes().decode(errors="replace")
+env = dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)
+token, direct = env["BESSER_AGENT_TOKEN"], env["BESSER_AGENT_URL"]
+def answer(method, url, body=None):
+    try:
+        a = httpx.request(method, url, json=body, headers={{"Authorization": f"token {{token}}"}}, timeout=60)
+    except httpx.HTTPError as exc:
+        return ["failed", repr(exc)]
+    return [a.status_code, a.json().get("code") if "json" in a.headers.get("content-type", "") else a.text[:200]]
+seen = {{route: [answer("GET", base + "runs"), answer("GET", base + "runs/{run_id}/archive"),
+                 answer("POST", base + "runs", {{"kind": "scenario"}})]
+        for route, base in (("proxy", "{proxy}"), ("direct", direct))}}
+print("SEEN " + json.dumps(seen))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_kernel_token_read_from_proc_is_refused_to_another_users_kernel(hub, classroom):
+    alice, bob = classroom["tokens"]["alice"], classroom["tokens"]["bob"]
+    mine = "/user/alice/besser-agent"
+    async with hub.api(alice) as as_alice:
+        started = await as_alice.post(f"{mine}/runs", json=SCENARIO)
+        assert started.status_code == 201, started.text
+        run_id = started.json()["run"]["id"]
+        await wait_for_pending(as_alice, mine, run_id)
+        listed = (await as_alice.get(f"{mine}/runs")).json()["runs"]
+    runs = hub.state_dir / "users" / "alice" / "besser_runs"
+    before = tree_state(runs)
+    async with KernelSocket(hub, "alice", alice) as hers, KernelSocket(hub, "bob", bob) as his:
+        code = THIEF.format(pid=pid_with(hers.kernel_id), proxy=f"{hub.url}{mine}/", run_id=run_id)
+        reply, outputs = await his.execute(code)
+        assert reply["status"] == "ok", output_text(outputs)
+        stolen = json.loads(next(x for x in output_text(outputs).splitlines() if x.startswith("SEEN "))[5:])
+        refused = [403, "CAPABILITY_REFUSED"]
+        assert stolen == {"proxy": [refused] * 3, "direct": [refused] * 3}
+        assert tree_state(runs) == before  # no run started, nothing written
+
+        # alice's own kernel still reaches her server directly with it (not through the proxy)
+        reply, outputs = await hers.execute(code.replace(f"/proc/{pid_with(hers.kernel_id)}/", "/proc/self/"))
+        own = json.loads(next(x for x in output_text(outputs).splitlines() if x.startswith("SEEN "))[5:])
+        assert own["proxy"] == [refused] * 3
+        assert [status for status, _ in own["direct"]] == [200, 200, 201]
+    async with hub.api(alice) as as_alice:  # her hub credential works through the proxy as before
+        after = (await as_alice.get(f"{mine}/runs")).json()["runs"]
+        assert {r["id"] for r in listed} < {r["id"] for r in after}
+        for run in after:
+            await as_alice.post(f"{mine}/runs/{run['id']}/cancel", json={})
 
 
 @pytest.mark.slow

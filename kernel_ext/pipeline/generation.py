@@ -47,7 +47,9 @@ def generation_body(request: RunRequest, operator: OperatorSettings, *, model: A
             shell = orchestrator.tool_context.services.get("shell")
             if shell is not None:
                 shell.close()  # every process of the run's session dies with the run
-            _close_run_resources(ctx)
+            # Off the loop (stopping a host waits for its processes); shielded, so a second
+            # cancel cannot leave a host and its temporary folder behind.
+            await asyncio.shield(asyncio.to_thread(_close_run_resources, ctx, orchestrator.tool_context.state))
 
     return body
 
@@ -156,10 +158,10 @@ def shipped_cassette(name: str) -> Path | None:
     return candidate if name and "/" not in name and candidate.is_file() else None
 
 
-def _close_run_resources(ctx: RunContext) -> None:
+def _close_run_resources(ctx: RunContext, state: Any = None) -> None:
     try:
         from kernel_ext.tools.api_test import close_app_hosts
 
-        close_app_hosts(ctx.run_id)
+        close_app_hosts(ctx.run_id, state)
     except ImportError:
         pass

@@ -15,9 +15,9 @@ from traitlets import Bool, Float, Int, Unicode
 
 from kernel_ext.pipeline.options import OperatorSettings
 from kernel_ext.secrets import secret_values
-from kernel_ext.server.auth import Capability, KernelExport, api_url
+from kernel_ext.server.auth import Capability, KernelExport, api_url, direct_url
 from kernel_ext.server.handlers import routes
-from kernel_ext.server.handlers.base import STATE_KEY, ServerState
+from kernel_ext.server.handlers.base import MAX_BODY_BYTES, STATE_KEY, ServerState
 from kernel_ext.server.manager import RunManager
 
 
@@ -37,6 +37,12 @@ class BesserAgentApp(ExtensionApp):
     max_runtime_s = Float(None, allow_none=True, config=True, help="Cap on a run's wall time in seconds.")
     heartbeat_interval = Float(15.0, config=True, help="Seconds between SSE heartbeats on a quiet stream.")
     export_to_kernels = Bool(True, config=True, help="Export BESSER_AGENT_URL and BESSER_AGENT_TOKEN to kernels started by this server.")
+    max_body_bytes = Int(MAX_BODY_BYTES, config=True, help="Largest request body the extension's endpoints read (413 beyond it).")
+    bind_kernel_token = Bool(
+        True, config=True,
+        help="Accept the kernels' token only from this server's own processes over a direct connection (not through a "
+             "proxy). Turn off only where kernels are not local processes of this server (a kernel gateway).",
+    )
 
     def initialize_settings(self) -> None:
         caps = {"max_turns": self.max_turns, "max_cost_usd": self.max_cost_usd, "max_runtime_s": self.max_runtime_s}
@@ -58,7 +64,10 @@ class BesserAgentApp(ExtensionApp):
         recovered = manager.recover()
         if recovered:
             self.log.warning("besser-agent: %d run(s) in flight at the last shutdown marked interrupted", len(recovered))
-        self.settings[STATE_KEY] = ServerState(manager, capability, operator, heartbeat_s=self.heartbeat_interval)
+        self.settings[STATE_KEY] = ServerState(
+            manager, capability, operator, heartbeat_s=self.heartbeat_interval,
+            max_body_bytes=self.max_body_bytes, bind_capability=self.bind_kernel_token,
+        )
         self._export = KernelExport()
         self._publish()
         self.log.info(
@@ -82,7 +91,7 @@ class BesserAgentApp(ExtensionApp):
             self._export.withdraw()
 
     def _publish(self) -> None:
-        url = self.serverapp.connection_url
+        url = direct_url(self.serverapp)
         if not self.export_to_kernels or not url.startswith(("http://", "https://")):
             return
         self._export.publish(api_url(url), self.settings[STATE_KEY].capability)

@@ -1,10 +1,13 @@
 """The capability token kernels use to reach this extension, and nothing else of the server.
 
-Each server start makes a fresh random token and exports it, with the extension's URL, into
-the server's environment, which the kernels it starts inherit (``BESSER_AGENT_URL``,
-``BESSER_AGENT_TOKEN``). Only this extension's handlers accept it: the server's own identity
-provider never sees it as valid, so it opens no contents, kernels or terminals. Its name marks
-it as a secret, so sandboxes scrub it from tool environments and events redact it.
+Each server start makes a fresh random token and exports it, with the extension's direct URL
+(the server's own listening address, loopback where it listens on every address, never the
+hub's public proxy), into the server's environment, which the kernels it starts inherit
+(``BESSER_AGENT_URL``, ``BESSER_AGENT_TOKEN``). Only this extension's handlers accept it, and
+only from this server's own process tree over a direct connection (``server/peer.py``): the
+server's own identity provider never sees it as valid, so it opens no contents, kernels or
+terminals. Its name marks it as a secret, so sandboxes scrub it from tool environments and
+events redact it.
 """
 
 from __future__ import annotations
@@ -41,6 +44,22 @@ def presented_token(headers: Any) -> str | None:
     """The token of an ``Authorization: token <t>`` header (never a URL parameter: URLs get logged)."""
     match = _AUTH_HEADER.match(headers.get("Authorization", "") or "")
     return match.group(1) if match else None
+
+
+_ANY_ADDRESS = {"", "0.0.0.0", "localhost"}
+
+
+def direct_url(serverapp: Any) -> str:
+    """The server's own URL as its kernels should dial it: loopback where it listens on every
+    address (``connection_url`` would name the host, whose address is not loopback), else the
+    address it listens on. TLS servers keep ``connection_url`` (a certificate names a host)."""
+    ip = str(getattr(serverapp, "ip", "") or "")
+    if getattr(serverapp, "sock", "") or getattr(serverapp, "certfile", "") or ip not in _ANY_ADDRESS | {"::"}:
+        return serverapp.connection_url
+    from urllib.parse import urlsplit
+
+    host = "[::1]" if ip == "::" else "127.0.0.1"
+    return urlsplit(serverapp.connection_url)._replace(netloc=f"{host}:{serverapp.port}").geturl()
 
 
 def api_url(connection_url: str) -> str:

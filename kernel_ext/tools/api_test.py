@@ -180,11 +180,11 @@ def run_validate_app(args: ValidateAppArgs, ctx: ToolContext) -> ToolOutcome:
     return ToolOutcome(result.to_text(), result.to_data())
 
 
-def close_app_hosts(run_id: str | None = None) -> int:
-    """End the warm hosts of ``run_id`` (call when a run ends)."""
+def close_app_hosts(run_id: str | None = None, state: Any = None) -> int:
+    """End the warm hosts of ``run_id`` (call when a run ends, with its ``state``)."""
     from kernel_ext.validation.hosting import close_app_hosts as close
 
-    return close(run_id)
+    return close(run_id, state)
 
 
 TOOLS = (

@@ -197,8 +197,11 @@ class AppHost:
     # -- source -----------------------------------------------------------------------------------
 
     def stage(self, source: Source) -> Staged:
-        """A read-only copy of ``source`` the children start from (reused while the digest holds)."""
+        """A read-only copy of ``source`` the children start from (reused while the digest holds).
+        Refused once the host is closed: its folder is gone and must not be made again."""
         with self._lock:
+            if self._closed:
+                raise ToolFailure(ErrorCode.EXECUTION_FAILED, "the app host of this run was closed")
             for staged in self._staged:
                 if staged.digest == source.digest:
                     return staged

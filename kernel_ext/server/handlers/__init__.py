@@ -13,6 +13,7 @@ CALL = r"(?P<call_id>[^/]{1,256})"
 def routes() -> list[tuple[str, type]]:
     """(pattern, handler) pairs, relative to the server's base URL."""
     from kernel_ext.server.handlers.archive import ArchiveHandler
+    from kernel_ext.server.handlers.base import UnknownRouteHandler
     from kernel_ext.server.handlers.config import ConfigHandler
     from kernel_ext.server.handlers.decisions import ApprovalHandler, CancelHandler
     from kernel_ext.server.handlers.events import EventsHandler
@@ -27,4 +28,5 @@ def routes() -> list[tuple[str, type]]:
         (rf"{prefix}/runs/{RUN}/approvals/{CALL}", ApprovalHandler),
         (rf"{prefix}/runs/{RUN}/cancel", CancelHandler),
         (rf"{prefix}/runs/{RUN}/archive", ArchiveHandler),
+        (rf"{prefix}(?:/.*)?", UnknownRouteHandler),  # last: its body is capped like every other route's
     ]

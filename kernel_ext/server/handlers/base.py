@@ -1,9 +1,19 @@
-"""What every handler of the extension shares: the capability token, JSON replies, refusals.
+"""What every handler of the extension shares: the body cap, the capability token, JSON replies.
 
 Handlers are ``APIHandler``s whose methods are decorated ``@authenticated`` and
-``@authorized`` (resources ``besser-agent:*``). ``prepare`` accepts the per-start capability
-token before the server's own identity check, so a kernel holding it is authenticated here
-and only here. Refusals answer ``{"code", "message"}`` with a stable code.
+``@authorized`` (resources ``besser-agent:*``). Refusals answer ``{"code", "message"}`` with a
+stable code. In ``prepare``, in this order:
+
+1. The body cap (``BesserAgentApp.max_body_bytes``). Every handler streams its body
+   (``@stream_request_body``), so Tornado does not buffer it before ``prepare``: a declared
+   ``Content-Length`` over the cap is refused with 413 before any authentication work, and a
+   body is counted as it arrives (413 as soon as it passes the cap, chunked or not).
+2. The per-start capability token, accepted before the server's own identity check (so a
+   kernel holding it is authenticated here and only here), and only from this server's own
+   process tree over a direct connection (``server/peer.py``); elsewhere 403.
+3. The server's own authentication. Its refusal (and the capability's) is answered in place of
+   the method, after the (capped, dropped) body: the connection stays open, so a proxy in front
+   sees a 403, not a reset connection.
 """
 
 from __future__ import annotations
@@ -11,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from jupyter_server.base.handlers import APIHandler
-from tornado.web import HTTPError
+from tornado.web import HTTPError, stream_request_body
 
 from kernel_ext.pipeline.options import OperatorSettings
 from kernel_ext.pipeline.run import Run
@@ -27,6 +38,7 @@ from kernel_ext.server.auth import (
 from kernel_ext.server.manager import RunManager
 
 STATE_KEY = "besser_agent_state"
+MAX_BODY_BYTES = 4 * 1024 * 1024  # the default of ``BesserAgentApp.max_body_bytes``
 
 
 @dataclass
@@ -38,6 +50,8 @@ class ServerState:
     operator: OperatorSettings
     heartbeat_s: float = 15.0
     sandbox: dict[str, Any] | None = None
+    max_body_bytes: int = MAX_BODY_BYTES
+    bind_capability: bool = True  # the capability only from this server's own process tree
 
 
 class Refusal(HTTPError):
@@ -110,9 +124,12 @@ class _CapabilityAuthorizer:
         return resource.startswith(RESOURCE_PREFIX)
 
 
+@stream_request_body
 class BesserHandler(APIHandler):
     auth_resource = "besser-agent:runs"
     _capability_user: Any = None
+    _body: bytearray | None = None
+    _received = 0
 
     @property
     def state(self) -> ServerState:
@@ -128,14 +145,76 @@ class BesserHandler(APIHandler):
         return super().authorizer if self._capability_user is None else _CapabilityAuthorizer()
 
     async def prepare(self) -> None:  # type: ignore[override]
+        self._body, self._received = bytearray(), 0
+        self._refuse_declared_body()
+        try:
+            await self._authenticate()
+        except HTTPError as refused:
+            # Answered in place of the method, once the (capped, dropped) body is in: a response
+            # finished in ``prepare`` makes Tornado close the connection, and a proxy in front
+            # (the hub's) that reuses it, or is still sending the body, then answers 503.
+            self._body = None
+            setattr(self, self.request.method.lower(), partial(self._answer, refused))
+
+    async def _authenticate(self) -> None:
         token = presented_token(self.request.headers)
         if token and self.state.capability.accepts(token):
+            await self._check_capability_route()
             # Authenticated and authorized by the capability alone, whatever identity provider
             # and authorizer the server runs (plain, or JupyterHub's); XSRF-exempt like any
             # token request. The server's other handlers never run this code.
             self._capability_user = capability_user()
             self._token_authenticated = True
         await super().prepare()
+
+    def _answer(self, refused: HTTPError, *args: Any, **kwargs: Any) -> None:
+        raise refused
+
+    # -- the body cap ---------------------------------------------------------------------------
+
+    def _refuse_declared_body(self) -> None:
+        declared = self.request.headers.get("Content-Length")
+        if declared is None:
+            return
+        try:
+            size = int(declared)
+        except ValueError:
+            raise Refusal(400, "INVALID_REQUEST", "the Content-Length header is not a number") from None
+        if size > self.state.max_body_bytes:
+            raise self._too_large()
+
+    def _too_large(self) -> Refusal:
+        return Refusal(413, "BODY_TOO_LARGE", f"a request body may hold at most {self.state.max_body_bytes} bytes")
+
+    def data_received(self, chunk: bytes) -> None:
+        """Count the body and keep it up to the cap (a refused request's is dropped); past the
+        cap, answer 413 once (the connection is then closed, so the client stops sending)."""
+        if self._finished:
+            return
+        self._received += len(chunk)
+        if self._received > self.state.max_body_bytes:
+            self._body = None
+            self.send_error(413, exc_info=(Refusal, self._too_large(), None))
+        elif self._body is not None:
+            self._body += chunk
+
+    # -- the capability's route -----------------------------------------------------------------
+
+    async def _check_capability_route(self) -> None:
+        if not self.state.bind_capability:
+            return
+        from kernel_ext.server import peer
+
+        why = peer.through_proxy(self.request.headers)
+        connection = self.request.connection
+        if why is None and not getattr(connection, "_besser_own_process", False):
+            stream = getattr(connection, "stream", None)
+            why = await asyncio.to_thread(peer.not_our_process, getattr(stream, "socket", None))
+            if why is None:  # the same client holds a kept-alive connection: checked once
+                connection._besser_own_process = True
+        if why is not None:
+            self.log.warning("besser-agent: refused the kernels' token from %s: %s", self.request.remote_ip, why)
+            raise Refusal(403, "CAPABILITY_REFUSED", f"the kernels' token is accepted only from this server's own kernels: {why}")
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = kwargs.get("exc_info", (None, None, None))[1]
@@ -155,12 +234,23 @@ class BesserHandler(APIHandler):
 
         Parsed in a worker thread: a large body is real work, and the event loop serves everyone.
         """
-        if not self.request.body:
+        body = bytes(self._body or b"")  # the capped body the streaming handler collected
+        if not body:
             return {}
-        return await asyncio.to_thread(parse_json_body, self.request.body)
+        return await asyncio.to_thread(parse_json_body, body)
 
     def find_run(self, run_id: str) -> Run:
         run = self.state.manager.get(run_id)
         if run is None:
             raise Refusal(404, "RUN_NOT_FOUND", f"no run {run_id!r} on this server")
         return run
+
+
+class UnknownRouteHandler(BesserHandler):
+    """Any other path under the prefix: 404, after the same body cap (the server's own 404
+    page would read a body of up to its ``max_body_size`` first)."""
+
+    def _missing(self, *args: Any) -> None:
+        raise Refusal(404, "NOT_FOUND", "no such besser-agent endpoint")
+
+    get = post = put = patch = delete = _missing  # type: ignore[assignment]
