@@ -12,8 +12,9 @@ the request's duration) and fails above ``BOUND_S`` (the issue's 100 ms). Each r
 asserts its outcome (the same checks as ``test_sec_regex.py``, so REST is that class's third
 entry point) and that nothing outside the run changed.
 
-Slots for inputs other branches move off the loop are marked ``xfail(strict=True)`` while this
-branch still stalls on them; the integrator removes the mark when the fix lands.
+``test_other_hostile_inputs_leave_the_loop_responsive`` adds the inputs whose blocking work
+moved to worker threads: a FIFO present when Phase 3 snapshots the tree, and a hostile model file
+loaded by the run body.
 """
 
 from __future__ import annotations
@@ -245,12 +246,7 @@ def hostile_model(folder: Path) -> Path:
     return path
 
 
-SLOTS = [
-    pytest.param("fifo_in_phase3", id="fifo_in_phase3",
-                 marks=pytest.mark.xfail(strict=True, reason="fixed on branch g-tree: tree digests skip FIFOs, off the loop")),
-    pytest.param("model_loading", id="model_loading",
-                 marks=pytest.mark.xfail(strict=True, reason="fixed on branch g-names: model loading bounded and off the loop")),
-]
+SLOTS = ["fifo_in_phase3", "model_loading"]
 
 
 @pytest.mark.parametrize("policy", [tier_param("bwrap")])
