@@ -109,7 +109,8 @@ class Ruleset:
 
     def limits(self, abi: int) -> list[str]:
         """What this ruleset cannot enforce on this kernel, in plain words."""
-        notes = ["no PID isolation: other processes of this user are visible"]
+        notes = ["no PID isolation: other processes of this user are visible, with their command lines "
+                 "(not their environments)"]
         if self.deny_tcp and abi < 4:
             notes.append("network not isolated: this kernel's Landlock cannot block TCP")
         elif self.deny_tcp:
