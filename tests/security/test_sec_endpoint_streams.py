@@ -168,24 +168,43 @@ async def loop_lag(stop: asyncio.Event, every: float = 0.05) -> float:
     return worst
 
 
+VIEW_HTML_BOUND = 1_000_000  # characters of a run view's HTML: what a notebook would save and render
+
+
+@pytest.mark.parametrize("entry", ["python", "notebook"])
 @pytest.mark.parametrize(("c", "protocol"), params(protocols=("openai",)))
-async def test_python_api_contains_each_misbehaving_stream(server, tmp_path, monkeypatch, c: Case, protocol: str):
+async def test_python_api_contains_each_misbehaving_stream(server, tmp_path, monkeypatch, caplog, c: Case, protocol: str, entry: str):
+    """The Python API, and the notebook's run view following the same run in-process."""
     from kernel_ext.pipeline.generation import generate
 
     for name, value in {**endpoint_env(server, protocol), **c.env}.items():
         monkeypatch.setenv(name, value)
     stop = serve(server, c, protocol)
     ended = asyncio.Event()
+    view = None
     try:
         run = generate("example:library", REQUEST, run_dir=tmp_path / "run", provider=protocol, target="pydantic",
                        approver=lambda request: False, max_runtime_s=c.max_runtime_s, max_cost_usd=c.max_cost_usd)
+        if entry == "notebook":
+            from widgets.runview import RunView
+
+            view = RunView(run_id=run.id, decide=run.decide, note="in-process")
+            view.replay(run.events.events)
+            run.events.add_listener(view.apply)
         lag = asyncio.ensure_future(loop_lag(ended))  # from the run's start (loading the model is not the stream's work)
         await asyncio.wait_for(run.wait(), PROCESS_TIMEOUT)
     finally:
         stop.set()
         ended.set()
     assert await lag < 1.0
-    check_run(tmp_path / "run", c, server)
+    events = check_run(tmp_path / "run", c, server)
+    if view is not None:  # the view took every event, ended where the log ended, and shows no key
+        assert not [r for r in caplog.records if "could not apply" in r.getMessage()]
+        assert view.state.status == events[-1]["status"]
+        html = view.to_html() + view.to_text()
+        assert KEY not in html and len(html) < VIEW_HTML_BOUND, len(html)
+        if c.code is not None:
+            assert c.code in html or c.code.lower() in html.lower(), html[-2000:]
 
 
 # -- REST on a real Jupyter server --------------------------------------------------------------
