@@ -20,10 +20,16 @@ from pathlib import Path
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.workspace import treewalk
-from kernel_ext.workspace.treebudget import TreeBudget, TreeLimits
+from kernel_ext.workspace.treebudget import (
+    HASHED_BY_METADATA,
+    TreeBudget,
+    TreeLimits,
+    file_digest,
+)
 from kernel_ext.workspace.treecopy import CopyStats, copy_tree, remove_path, sync_tree
 
-HASHED_BY_METADATA = "hashed by size and time only (past the snapshot budget)"
+__all__ = ["HASHED_BY_METADATA", "SKIPPED", "TreeSnapshot", "restore", "take", "tree_digest"]
+
 SKIPPED = frozenset({".besser", ".besser_command_output", "node_modules", "__pycache__", ".venv", ".pytest_cache", ".ruff_cache"})
 
 
@@ -68,12 +74,7 @@ def tree_digest(root: Path, notes: treewalk.Notes | None = None, limits: TreeLim
                 continue
             file_fd, fst = opened
             try:
-                if budget.fits(fst) is None:
-                    budget.add(fst)
-                    h.update(bytes.fromhex(treewalk.sha256_fd(file_fd, fst.st_size)))
-                else:
-                    notes[HASHED_BY_METADATA] += 1
-                    h.update(b"meta:%d:%d:%d" % (fst.st_size, fst.st_mtime_ns, fst.st_ino))
+                h.update(file_digest(budget, file_fd, fst, notes).encode() + b"\0")
             finally:
                 os.close(file_fd)
     return h.hexdigest()

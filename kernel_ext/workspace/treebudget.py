@@ -29,7 +29,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.workspace import treewalk
 
+HASHED_BY_METADATA = "hashed by size and time only (past the budget)"
 MIB = 1024 * 1024
 DEFAULTS: dict[str, tuple[int, int]] = {
     # kind: (max bytes by apparent size, max entries)
@@ -117,3 +119,17 @@ class TreeBudget:
         """Record where a hard-linked file was copied (bounded: every remembered inode was charged)."""
         if st.st_nlink > 1:
             self._inodes.setdefault((st.st_dev, st.st_ino), name)
+
+
+def file_digest(budget: TreeBudget, fd: int, st: os.stat_result, notes: treewalk.Notes) -> str:
+    """The sha256 of the open file ``fd`` (read no further than ``st.st_size``) while it fits ``budget``;
+    past it ``meta:<size>:<mtime_ns>:<inode>`` (counted in ``notes``), which still changes when the file does.
+
+    Digests (Phase 3's change detection, the generation ledger) never refuse: a tree past the
+    budget is still compared, by metadata where its bytes would cost too much to read.
+    """
+    if budget.fits(st) is None:
+        budget.add(st)
+        return treewalk.sha256_fd(fd, st.st_size)
+    notes[HASHED_BY_METADATA] += 1
+    return f"meta:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"

@@ -6,7 +6,8 @@ sparse files (``truncate -s``) and hard links (``ln``), or with a flood of empty
 host-side operation that goes name by name over that tree would turn the claim into real bytes
 in host state or hours of server CPU. Operations: ``sh_checkpoint`` (tool through the real
 Executor and the Python API, the plant made by a real bubblewrap sandbox), Phase 3's snapshots
-and digests (``snapshots.take``/``tree_digest``, ``run_phase3``), and the run archive over REST
+and digests (``snapshots.take``/``tree_digest``, ``run_phase3``), the generation ledger
+(``tree_hashes``, read when a run finishes), and the run archive over REST
 (``GET runs/{id}/archive`` of a real jupyter_server). Budgets are set low through the
 operator's environment variables (``BESSER_<KIND>_MAX_BYTES``/``_MAX_FILES``) so plants stay small.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -34,11 +36,13 @@ from jupyter_fixtures import (  # noqa: F401
 from shell_tools_fixtures import h, needs_bwrap  # noqa: F401 - h is a fixture
 
 from kernel_ext.errors import ToolFailure
+from kernel_ext.generation.manifest import tree_hashes
 from kernel_ext.pipeline import snapshots
 from kernel_ext.pipeline.phase3 import RoundOutcome, run_phase3
 from kernel_ext.server.archive import NOTES_NAME, OVER_BUDGET
 from kernel_ext.validation.report import Finding, ValidationReport
-from kernel_ext.workspace.treebudget import TreeBudget, TreeLimits
+from kernel_ext.workspace import treewalk
+from kernel_ext.workspace.treebudget import HASHED_BY_METADATA, TreeBudget, TreeLimits
 from kernel_ext.workspace.treecopy import clone_file
 
 from .test_sec_tree_links import fetch_archive, no_hang, waiting_run
@@ -71,8 +75,6 @@ def real_bytes(root: Path) -> int:
 
 def plant_here(folder: Path, plant: str) -> None:
     """The same plant, made by the host (for the snapshot and archive cases)."""
-    import subprocess  # noqa: PLC0415 - a test making its fixture tree, not product code
-
     folder.mkdir(parents=True, exist_ok=True)
     subprocess.run(["sh", "-c", PLANTS[plant]], cwd=folder, check=True)
 
@@ -162,12 +164,21 @@ def test_snapshot_within_budget_keeps_holes_and_links(tmp_path):
 def test_digest_past_its_budget_hashes_by_size_and_time_and_still_sees_changes(tmp_path, low_budgets):
     app = tmp_path / "app"
     plant_here(app, "sparse-hardlinks")
-    notes = snapshots.treewalk.Notes()
+    notes = treewalk.Notes()
     first = no_hang(snapshots.tree_digest, app, notes)
-    assert notes[snapshots.HASHED_BY_METADATA] == 6  # 5 names x 200 KiB fit in 1 MiB; never read past it
+    assert notes[HASHED_BY_METADATA] == 6  # 5 names x 200 KiB fit in 1 MiB; never read past it
     assert no_hang(snapshots.tree_digest, app) == first
     os.truncate(app / "big", 3 * MIB)
     assert no_hang(snapshots.tree_digest, app) != first
+
+
+def test_generation_ledger_hashes_within_the_budget(tmp_path, low_budgets):
+    app = tmp_path / "app"
+    plant_here(app, "sparse-hardlinks")
+    notes = treewalk.Notes()
+    hashes = no_hang(tree_hashes, app, notes=notes)
+    assert len(hashes) == 11 and notes[HASHED_BY_METADATA] == 6
+    assert sum(v.startswith("meta:") for v in hashes.values()) == 6
 
 
 def test_phase3_goes_on_without_a_snapshot_past_the_budget_and_rolls_back_to_the_last_one(tmp_path, low_budgets):
