@@ -31,6 +31,7 @@ class ErrorCode(StrEnum):
     NOT_FOUND = "not_found"
     ALREADY_EXISTS = "already_exists"
     TOO_LARGE = "too_large"
+    TREE_TOO_LARGE = "tree_too_large"  # a copy, snapshot, checkpoint, digest or archive past its budget (workspace/treebudget.py)
     HARD_LINK_REFUSED = "hard_link_refused"
     FILE_BUSY = "file_busy"
     NOT_TEXT = "not_text"

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kernel_ext.workspace import treewalk
+from kernel_ext.workspace.treebudget import TreeBudget, TreeLimits, file_digest
 
 SKIPPED_DIRS = frozenset({".besser", ".git", "__pycache__", "node_modules", ".venv", "venv", ".pytest_cache"})
 
@@ -33,16 +34,20 @@ def tree_hashes(root: str | os.PathLike[str], *, skip: Iterable[str] = SKIPPED_D
     """``{relative path: sha256}`` of the regular files under ``root``.
 
     Through descriptors (``treewalk.regular_files``): links never followed, FIFOs, sockets and
-    devices never opened (counted in ``notes``), a file swapped for one mid-walk skipped.
+    devices never opened (counted in ``notes``), a file swapped for one mid-walk skipped. Bytes
+    are read within the snapshot budget (``treebudget``: apparent size, every name); past it a
+    file is recorded by size and time, so sparse files or hard links cannot cost hours of hashing.
     """
+    notes = treewalk.Notes() if notes is None else notes
+    budget = TreeBudget(TreeLimits.for_kind("snapshot"))
     out: dict[str, str] = {}
     try:
         fd = treewalk.open_dir(root)
     except OSError:
         return out
     try:
-        for rel, file_fd, _st in treewalk.regular_files(fd, frozenset(skip), notes):
-            out[rel] = treewalk.sha256_fd(file_fd)
+        for rel, file_fd, st in treewalk.regular_files(fd, frozenset(skip), notes):
+            out[rel] = file_digest(budget, file_fd, st, notes)
     finally:
         os.close(fd)
     return out

@@ -106,7 +106,7 @@ def _collect(out: Path, subdir: str) -> dict[str, bytes]:
             total += st.st_size
             if len(files) >= MAX_OUTPUT_FILES or total > MAX_OUTPUT_BYTES:
                 raise ToolFailure(ErrorCode.TOO_LARGE, "the generator produced more output than a run accepts")
-            files[prefix + rel] = b"".join(treewalk.read_chunks(file_fd))
+            files[prefix + rel] = b"".join(treewalk.read_chunks(file_fd, st.st_size))  # never past what was counted
     finally:
         os.close(fd)
     return files

@@ -7,7 +7,10 @@ then (blocker count). Every strictly better tree is snapshotted. The loop stops 
 reach zero, after two rounds in a row without progress, after three rounds that changed the
 tree without improving it, when the round budget is spent, or when ``should_continue`` says
 so. A tree that ends worse than the best is rolled back to the best snapshot. Snapshots and
-digests read the whole tree, so they run in a worker thread, never on the event loop.
+digests read the whole tree, so they run in a worker thread, never on the event loop. A
+snapshot past the operator's budget (``tree_too_large``: sparse files, many hard links, a huge
+tree) is not taken: a warning finding names why and Phase 3 goes on; rollback then uses the
+best snapshot that was taken, or is not possible (said in a second finding).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.pipeline import snapshots
 from kernel_ext.validation.report import Finding, ValidationReport
 
@@ -63,8 +67,10 @@ async def run_phase3(
     emit = emit or (lambda *a, **k: None)
     report = await validate()
     best_report = report
-    best = await asyncio.to_thread(snapshots.take, app_dir, snapshots_dir, "phase3-start")
-    emit("snapshot", snapshot_id=best.snapshot_id, reason="the tree before Phase 3", rank=list(report.rank()), skipped=best.skipped)
+    best = await _snapshot(app_dir, snapshots_dir, "phase3-start", emit)
+    kept_report = best_report  # the report of the tree ``best`` holds
+    if best is not None:
+        emit("snapshot", snapshot_id=best.snapshot_id, reason="the tree before Phase 3", rank=list(report.rank()), skipped=best.skipped)
     result = Phase3Result(report)
     max_rounds = max(MIN_ROUNDS, turns_left)
     no_progress = plateau = 0
@@ -91,9 +97,11 @@ async def run_phase3(
         result.history.append((result.rounds, report.rank(), changed))
         if improved:
             best_report = report
-            best = await asyncio.to_thread(snapshots.take, app_dir, snapshots_dir, f"phase3-round-{result.rounds}")
-            emit("snapshot", snapshot_id=best.snapshot_id, reason=f"round {result.rounds} improved the tree", rank=list(report.rank()),
-                 skipped=best.skipped)
+            taken = await _snapshot(app_dir, snapshots_dir, f"phase3-round-{result.rounds}", emit)
+            if taken is not None:
+                best, kept_report = taken, report
+                emit("snapshot", snapshot_id=best.snapshot_id, reason=f"round {result.rounds} improved the tree", rank=list(report.rank()),
+                     skipped=best.skipped)
         no_progress = 0 if (improved or outcome.obligations_changed) else no_progress + 1
         plateau = plateau + 1 if (changed and not improved) else 0
         if no_progress >= NO_PROGRESS_ROUNDS:
@@ -103,10 +111,25 @@ async def run_phase3(
             result.stop_reason = f"{PLATEAU_ROUNDS} rounds changed the tree without improving it"
             break
 
-    if report.rank() > best_report.rank():
+    if best is not None and report.rank() > kept_report.rank():
         await asyncio.to_thread(snapshots.restore, best, app_dir)
-        emit("snapshot", snapshot_id=best.snapshot_id, reason="the repair ended worse; back to the best tree", rank=list(best_report.rank()), action="restored")
-        report = best_report
+        emit("snapshot", snapshot_id=best.snapshot_id, reason="the repair ended worse; back to the best tree", rank=list(kept_report.rank()), action="restored")
+        report = kept_report
         result.rolled_back = True
+    elif best is None and report.rank() > best_report.rank():
+        emit("finding", severity="warning", source="phase3-snapshot",
+             message="the repair ended worse than the best tree, but no snapshot of it could be taken: the tree is kept as it is")
     result.report = report
     return result
+
+
+async def _snapshot(app_dir: Path, snapshots_dir: Path, snapshot_id: str, emit: Emit) -> snapshots.TreeSnapshot | None:
+    """Take a snapshot off the event loop; None (and a named warning finding) when it is past the budget."""
+    try:
+        return await asyncio.to_thread(snapshots.take, app_dir, snapshots_dir, snapshot_id)
+    except ToolFailure as exc:
+        if exc.code != ErrorCode.TREE_TOO_LARGE:
+            raise
+        emit("finding", severity="warning", source="phase3-snapshot",
+             message=f"snapshot {snapshot_id!r} not taken ({exc.code}): {exc.message}; Phase 3 goes on without it")
+        return None

@@ -20,7 +20,15 @@ from pathlib import Path
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.workspace import treewalk
+from kernel_ext.workspace.treebudget import (
+    HASHED_BY_METADATA,
+    TreeBudget,
+    TreeLimits,
+    file_digest,
+)
 from kernel_ext.workspace.treecopy import CopyStats, copy_tree, remove_path, sync_tree
+
+__all__ = ["HASHED_BY_METADATA", "SKIPPED", "TreeSnapshot", "restore", "take", "tree_digest"]
 
 SKIPPED = frozenset({".besser", ".besser_command_output", "node_modules", "__pycache__", ".venv", ".pytest_cache", ".ruff_cache"})
 
@@ -38,12 +46,16 @@ class TreeSnapshot:
         return treewalk.describe(treewalk.Notes(self.skipped))
 
 
-def tree_digest(root: Path, notes: treewalk.Notes | None = None) -> str:
+def tree_digest(root: Path, notes: treewalk.Notes | None = None, limits: TreeLimits | None = None) -> str:
     """A digest of every file's relative path and bytes (links by their target text).
 
     FIFOs, sockets and devices enter by path and kind only (never opened); ``notes`` counts them.
+    Bytes are read under the snapshot budget (apparent size, every name): past it a file enters
+    by size and modification time instead (``HASHED_BY_METADATA``), so a sparse file or a
+    thousand hard links cannot cost the server hours of hashing per repair round.
     """
     notes = treewalk.Notes() if notes is None else notes
+    budget = TreeBudget(limits or TreeLimits.for_kind("snapshot"))
     h = hashlib.sha256()
     with _opened(root) as fd:
         for rel, parent, name, st in treewalk.walk_at(fd, SKIPPED):
@@ -60,23 +72,33 @@ def tree_digest(root: Path, notes: treewalk.Notes | None = None) -> str:
             if opened is None:
                 h.update(b"special:%o" % stat.S_IFMT(st.st_mode))
                 continue
-            file_fd, _ = opened
+            file_fd, fst = opened
             try:
-                h.update(bytes.fromhex(treewalk.sha256_fd(file_fd)))
+                h.update(file_digest(budget, file_fd, fst, notes).encode() + b"\0")
             finally:
                 os.close(file_fd)
     return h.hexdigest()
 
 
-def take(app_dir: Path, snapshots_dir: Path, snapshot_id: str) -> TreeSnapshot:
+def take(app_dir: Path, snapshots_dir: Path, snapshot_id: str, limits: TreeLimits | None = None) -> TreeSnapshot:
+    """Copy ``app_dir`` under ``snapshots_dir/snapshot_id`` within the snapshot budget.
+
+    Past the budget (``BESSER_SNAPSHOT_MAX_BYTES`` / ``_MAX_FILES``) it is refused
+    (``tree_too_large``) and nothing of it is kept; Phase 3 goes on without that snapshot.
+    """
+    limits = limits or TreeLimits.for_kind("snapshot")
     target = snapshots_dir / snapshot_id
     remove_path(target)
     target.mkdir(parents=True, mode=0o700)
     stats = CopyStats()
-    with _opened(app_dir) as src, treewalk.opened_dir(target) as dst:
-        copy_tree(src, dst, SKIPPED, stats)
+    try:
+        with _opened(app_dir) as src, treewalk.opened_dir(target) as dst:
+            copy_tree(src, dst, SKIPPED, stats, budget=TreeBudget(limits))
+    except BaseException:
+        remove_path(target)
+        raise
     skipped = {treewalk.SKIPPED_SPECIAL: stats.specials} if stats.specials else {}
-    return TreeSnapshot(snapshot_id, target, tree_digest(target), skipped)
+    return TreeSnapshot(snapshot_id, target, tree_digest(target, limits=limits), skipped)
 
 
 def restore(snapshot: TreeSnapshot, app_dir: Path) -> None:

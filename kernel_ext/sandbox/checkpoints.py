@@ -12,7 +12,10 @@ The origin is kept as components below the project, and both taking and restorin
 through the fence: every component opened no-follow from the project's descriptor (created the
 same way on restore), so a folder the sandbox swapped for a link is refused by name
 (``symlink_refused``), never followed out of the project. The copying itself is
-``workspace/treecopy`` (descriptors only; links kept as links; FIFOs and devices never opened).
+``workspace/treecopy`` (descriptors only; links kept as links; FIFOs and devices never opened),
+under the operator's checkpoint budget (``workspace/treebudget``: apparent bytes, entries), so a
+sparse file or a thousand hard links cannot fill the host's disk; past it the checkpoint is
+refused (``tree_too_large``) and its partial copy removed.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.workspace import treewalk
 from kernel_ext.workspace.fence import Location, Workspace
+from kernel_ext.workspace.treebudget import TreeBudget, TreeLimits
 from kernel_ext.workspace.treecopy import CopyStats, copy_tree, remove_path, sync_tree
 
 LABEL_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -56,8 +60,9 @@ def check_label(label: str) -> str:
 class CheckpointStore:
     """The checkpoints of one project, under ``state_dir/checkpoints/<project hash>/``."""
 
-    def __init__(self, state_dir: str | os.PathLike[str], project: str | os.PathLike[str]):
+    def __init__(self, state_dir: str | os.PathLike[str], project: str | os.PathLike[str], limits: TreeLimits | None = None):
         self.project = Path(os.path.realpath(project))
+        self.limits = limits  # None: the operator's BESSER_CHECKPOINT_MAX_BYTES / _MAX_FILES, read per checkpoint
         self.root = Path(state_dir) / "checkpoints" / project_key(self.project)
         self.fence = Workspace(self.project, internal=(), protected=())
 
@@ -87,14 +92,20 @@ class CheckpointStore:
         generation = f".gen-{label}-{secrets.token_hex(4)}"
         (self.root / generation / "tree").mkdir(parents=True, mode=0o700)
         stats = CopyStats()
+        budget = TreeBudget(self.limits or TreeLimits.for_kind("checkpoint"))
         try:
             with self._opened(loc) as src, treewalk.opened_dir(self.root / generation / "tree") as dst:
-                copy_tree(src, dst, skip, stats)
+                try:
+                    copy_tree(src, dst, skip, stats, budget=budget)
+                except ToolFailure as exc:
+                    if exc.code != ErrorCode.TREE_TOO_LARGE:
+                        raise
+                    raise ToolFailure(exc.code, f"checkpoint {label!r} of {loc.display!r} refused, nothing kept: {exc.message}") from None
                 os.fchmod(dst, stat.S_IMODE(os.fstat(src).st_mode))
             meta = {
                 "label": label, "origin": str(source), "origin_parts": list(loc.parts), "project": str(self.project),
                 "created_at": time.time(), "files": stats.files, "dirs": stats.dirs, "links": stats.links,
-                "bytes": stats.bytes, "method": stats.method, "skipped": sorted(skip), "specials_skipped": stats.specials,
+                "bytes": stats.bytes, "hardlinked": stats.hardlinked, "method": stats.method, "skipped": sorted(skip), "specials_skipped": stats.specials,
             }
             (self.root / generation / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
             link = self.root / f".link-{secrets.token_hex(4)}"

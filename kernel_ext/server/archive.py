@@ -14,6 +14,13 @@ Entry names must extract safely everywhere: a name with ``\\``, ``:``, a drive l
 Windows device name (``CON``, ``PRN``, ``AUX``, ``NUL``, ``COM1``-``9``, ``LPT1``-``9``, with any
 extension), characters Windows refuses, or a trailing dot or space is renamed; ``..``, empty and
 absolute names never occur. What was renamed or left out is listed in ``ARCHIVE-NOTES.txt``.
+
+The zip is bounded by the archive budget (``workspace/treebudget``): every file is charged its
+apparent size (a sparse file what it claims, each hard-linked name again) before a byte is
+read, and read no further than that. A file that does not fit is left out and named in the
+notes, and the walk goes on, so ``events.jsonl`` and ``run.json`` still make it in: a download
+with a clear list of what is missing is worth more than a refusal, and the server's CPU and
+spool stay bounded either way.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from typing import IO
 
 from kernel_ext.workspace import treewalk
 from kernel_ext.workspace.publish import is_temp_name
+from kernel_ext.workspace.treebudget import TreeBudget, TreeLimits
 
 EXCLUDED_NAMES = frozenset({".besser", ".besser_command_output", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules", ".venv"})
 NOTES_NAME = "ARCHIVE-NOTES.txt"
@@ -39,6 +47,8 @@ _RESERVED = frozenset(
 _UNPORTABLE = re.compile(r'[\\:*?"<>|\x00-\x1f\x7f]')
 RENAMED = "renamed to a portable name"
 COLLIDED = "left out: its portable name was already taken"
+OVER_BUDGET = "left out: past the archive budget (apparent size; BESSER_ARCHIVE_MAX_BYTES / BESSER_ARCHIVE_MAX_FILES)"
+LISTED = 200  # names listed in the notes; the rest are counted
 
 
 def is_internal(name: str) -> bool:
@@ -65,14 +75,16 @@ def portable_name(parts: list[str] | tuple[str, ...]) -> str | None:
     return "/".join(p for p in fixed if p is not None)
 
 
-def write_archive(run_dir: Path, out: IO[bytes], notes: Counter | None = None) -> int:
+def write_archive(run_dir: Path, out: IO[bytes], notes: Counter | None = None, limits: TreeLimits | None = None) -> int:
     """Write the zip of ``run_dir`` to ``out``; the number of files it holds.
 
     ``notes`` counts what was left out or renamed, by reason (also written to the notes entry).
+    ``limits``: the archive budget (default: the operator's, from the environment).
     """
     notes = treewalk.Notes() if notes is None else notes
+    budget = TreeBudget(limits or TreeLimits.for_kind("archive"))
     prefix = portable_part(run_dir.name) or "run"
-    renamed: list[str] = []
+    listed: list[str] = []
     used: set[str] = set()
     count = 0
     fd = treewalk.open_dir(run_dir)
@@ -85,16 +97,22 @@ def write_archive(run_dir: Path, out: IO[bytes], notes: Counter | None = None) -
                     continue
                 if name in used or name == NOTES_NAME:
                     notes[COLLIDED] += 1
-                    renamed.append(f"{rel!a} (left out: {name!r} is taken)")
+                    listed.append(f"{rel!a} (left out: {name!r} is taken)")
                     continue
+                if budget.fits(st) is not None:
+                    notes[OVER_BUDGET] += 1
+                    listed.append(f"{rel!a} (left out: claims {st.st_size} bytes, past the archive budget)")
+                    continue
+                budget.add(st)
                 if name != rel:
                     notes[RENAMED] += 1
-                    renamed.append(f"{rel!a} -> {name}")
+                    listed.append(f"{rel!a} -> {name}")
                 used.add(name)
                 _write_entry(archive, f"{prefix}/{name}", file_fd, st)
                 count += 1
             if notes:
-                lines = [f"{n} {reason}" for reason, n in sorted(notes.items())] + ["", *renamed]
+                more = [f"... and {len(listed) - LISTED} more"] if len(listed) > LISTED else []
+                lines = [f"{n} {reason}" for reason, n in sorted(notes.items())] + ["", *listed[:LISTED], *more]
                 archive.writestr(f"{prefix}/{NOTES_NAME}", "\n".join(lines) + "\n")
     finally:
         os.close(fd)
@@ -108,5 +126,5 @@ def _write_entry(archive: zipfile.ZipFile, name: str, fd: int, st: os.stat_resul
     info.external_attr = (stat.S_IFREG | stat.S_IMODE(st.st_mode)) << 16
     info.compress_type = zipfile.ZIP_DEFLATED
     with archive.open(info, "w", force_zip64=st.st_size > (1 << 30)) as entry:
-        for chunk in treewalk.read_chunks(fd):
+        for chunk in treewalk.read_chunks(fd, st.st_size):  # never past what was charged
             entry.write(chunk)

@@ -6,7 +6,9 @@ fence; every entry below them is listed with ``lstat`` and opened relative to it
 descriptor (``treewalk``), files with ``open_regular_at`` (no-follow, non-blocking). Links are
 copied as links (their text; never followed); FIFOs, sockets and devices are counted, never
 opened. Files are cloned copy-on-write where the filesystem offers it (``FICLONE``) and copied
-with ``copy_file_range`` otherwise. ``sync_tree`` can also only count what it would do
+with ``copy_file_range`` otherwise, holes kept as holes and never past the size they were
+charged at. A copy into host state runs under a ``treebudget.TreeBudget`` (apparent bytes and
+entries; ``TREE_TOO_LARGE`` past it), and copies a hard-linked file once, linking its other names. ``sync_tree`` can also only count what it would do
 (``apply=False``), which is what a restore's approval card shows.
 """
 
@@ -23,6 +25,7 @@ from pathlib import Path
 from kernel_ext.errors import ToolFailure
 from kernel_ext.workspace import treewalk
 from kernel_ext.workspace.fence import open_regular_at
+from kernel_ext.workspace.treebudget import TreeBudget
 
 _FICLONE = 0x40049409
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -36,45 +39,92 @@ class CopyStats:
     bytes: int = 0
     specials: int = 0
     reflinked: int = 0
+    hardlinked: int = 0
     written: int = 0
     removed: int = 0
     unchanged: int = 0
 
     @property
     def method(self) -> str:
-        if not self.files:
+        copied = self.files - self.hardlinked
+        if not copied:
             return "copy"
-        return "reflink" if self.reflinked == self.files else "copy" if not self.reflinked else "reflink+copy"
+        return "reflink" if self.reflinked == copied else "copy" if not self.reflinked else "reflink+copy"
 
 
-def clone_file(src: int, dst: int) -> bool:
-    """Copy ``src`` into the empty ``dst``; True when it was a copy-on-write clone."""
+def clone_file(src: int, dst: int, size: int | None = None) -> bool:
+    """Copy the first ``size`` bytes of ``src`` (default: all) into the empty ``dst``; True for a clone.
+
+    Never more than ``size``: a file a background job keeps growing cannot outrun what was
+    charged for it. Holes stay holes (``SEEK_DATA``/``SEEK_HOLE``), so a sparse file costs the
+    host what it occupies, not what it claims.
+    """
+    size = os.fstat(src).st_size if size is None else size
     try:
         fcntl.ioctl(dst, _FICLONE, src)
+        if os.fstat(dst).st_size > size:
+            os.ftruncate(dst, size)
         return True
     except OSError:
         pass
-    try:
-        while os.copy_file_range(src, dst, 1 << 30):
-            pass
-        return False
-    except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
-            raise
-    os.lseek(src, 0, os.SEEK_SET)
-    os.lseek(dst, 0, os.SEEK_SET)
-    os.ftruncate(dst, 0)
-    for chunk in treewalk.read_chunks(src):
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(dst, view) :]
+    for start, end in _data_spans(src, size):
+        _copy_span(src, dst, start, end)
+    os.ftruncate(dst, size)
     return False
 
 
-def copy_tree(src: int, dst: int, skip: frozenset[str], stats: CopyStats, depth: int = 0) -> None:
-    """Copy the directory ``src`` into the empty directory ``dst`` (modes and times kept)."""
+def _data_spans(fd: int, size: int) -> list[tuple[int, int]]:
+    """The ``[start, end)`` ranges below ``size`` that hold data (all of it where holes are not reported)."""
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    while offset < size:
+        try:
+            start = os.lseek(fd, offset, os.SEEK_DATA)
+            end = os.lseek(fd, start, os.SEEK_HOLE)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # nothing but a hole from here on
+                break
+            return [*spans, (offset, size)]  # holes not reported here: copy the rest whole
+        if start >= size:
+            break
+        spans.append((start, min(end, size)))
+        offset = end
+    return spans
+
+
+def _copy_span(src: int, dst: int, start: int, end: int) -> None:
+    offset = start
+    try:
+        while offset < end:
+            done = os.copy_file_range(src, dst, end - offset, offset, offset)
+            if not done:
+                return  # the file shrank since it was charged
+            offset += done
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
+            raise
+    while offset < end:
+        chunk = os.pread(src, min(treewalk.CHUNK, end - offset), offset)
+        if not chunk:
+            return
+        view = memoryview(chunk)
+        while view:
+            written = os.pwrite(dst, view, offset)
+            view, offset = view[written:], offset + written
+
+
+def copy_tree(src: int, dst: int, skip: frozenset[str], stats: CopyStats, depth: int = 0, *,
+              budget: TreeBudget | None = None, root: int | None = None, prefix: str = "") -> None:
+    """Copy the directory ``src`` into the empty directory ``dst`` (modes and times kept).
+
+    Under ``budget`` every entry is charged before it is written (``TREE_TOO_LARGE`` past it; the
+    caller removes the partial copy), and a hard-linked file is copied once: its later names
+    become hard links to the first copy.
+    """
     if depth >= treewalk.MAX_DEPTH:
         return
+    root = dst if root is None else root
     for name, st in treewalk.entries(src, skip):
         if stat.S_ISDIR(st.st_mode):
             try:
@@ -82,43 +132,80 @@ def copy_tree(src: int, dst: int, skip: frozenset[str], stats: CopyStats, depth:
             except OSError:
                 continue
             try:
+                if budget is not None:
+                    budget.charge(st)
                 os.mkdir(name, 0o700, dir_fd=dst)
                 with treewalk.opened_dir(name, dst) as out:
-                    copy_tree(child, out, skip, stats, depth + 1)
+                    copy_tree(child, out, skip, stats, depth + 1, budget=budget, root=root, prefix=f"{prefix}{name}/")
                     os.fchmod(out, stat.S_IMODE(st.st_mode))
                     os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
                 stats.dirs += 1
             finally:
                 os.close(child)
         elif stat.S_ISREG(st.st_mode):
-            _copy_file(src, name, dst, name, stats)
+            _copy_file(src, name, dst, name, stats, budget, (root, f"{prefix}{name}"))
         elif stat.S_ISLNK(st.st_mode):
+            if budget is not None:
+                budget.charge(st)
             os.symlink(os.readlink(name, dir_fd=src), name, dir_fd=dst)
             stats.links += 1
         else:
             stats.specials += 1  # FIFOs, sockets, devices: never opened, not copied
 
 
-def _copy_file(src_dir: int, name: str, dst_dir: int, dst_name: str, stats: CopyStats) -> bool:
-    """Copy one regular file by descriptor; False (and counted) when it is no longer one."""
+def _copy_file(src_dir: int, name: str, dst_dir: int, dst_name: str, stats: CopyStats,
+               budget: TreeBudget | None = None, place: tuple[int, str] | None = None) -> bool:
+    """Copy one regular file by descriptor; False (and counted) when it is no longer one.
+
+    ``place`` is (destination root, path below it): with a budget, a second name of an inode
+    already copied there becomes a hard link to that copy instead of a second copy.
+    """
     try:
         fd, st = open_regular_at(src_dir, name)
     except ToolFailure:
         stats.specials += 1  # replaced by a link or special file, or removed, since the listing
         return False
     try:
+        if budget is not None:
+            budget.charge(st)
+            first = budget.first_name(st)
+            if place is not None and first is not None and _link_copy(place[0], first, dst_dir, dst_name):
+                stats.files += 1
+                stats.hardlinked += 1
+                stats.bytes += st.st_size
+                return True
         out = os.open(dst_name, _NEW_FILE, 0o600, dir_fd=dst_dir)
         try:
-            stats.reflinked += clone_file(fd, out)
+            stats.reflinked += clone_file(fd, out, st.st_size)
             os.fchmod(out, stat.S_IMODE(st.st_mode))
             os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
         finally:
             os.close(out)
+        if budget is not None and place is not None:
+            budget.remember(st, place[1])
         stats.files += 1
         stats.bytes += st.st_size
         return True
     finally:
         os.close(fd)
+
+
+def _link_copy(root: int, first: str, dst_dir: int, dst_name: str) -> bool:
+    """Hard-link the copy at ``first`` (below ``root``, reached no-follow) as ``dst_name``; False if it cannot."""
+    *folders, base = first.split("/")
+    fds: list[int] = []
+    try:
+        parent = root
+        for folder in folders:
+            parent = treewalk.open_dir(folder, parent)
+            fds.append(parent)
+        os.link(base, dst_name, src_dir_fd=parent, dst_dir_fd=dst_dir, follow_symlinks=False)
+        return True
+    except OSError:
+        return False  # e.g. too many links on this filesystem: copy it instead (already charged)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def sync_tree(src: int, dst: int | None, skip: frozenset[str], stats: CopyStats, depth: int = 0, *, apply: bool = True) -> None:

@@ -128,15 +128,24 @@ def regular_files(fd: int, skip: Skip = frozenset(), notes: Notes | None = None)
             os.close(file_fd)
 
 
-def read_chunks(fd: int) -> Iterator[bytes]:
-    """The descriptor's bytes from its current offset, in chunks."""
-    while chunk := os.read(fd, CHUNK):
+def read_chunks(fd: int, limit: int | None = None) -> Iterator[bytes]:
+    """The descriptor's bytes from its current offset, in chunks; at most ``limit`` bytes when given.
+
+    A budgeted reader passes the size it charged, so a file that keeps growing cannot outrun it.
+    """
+    left = limit
+    while left is None or left > 0:
+        chunk = os.read(fd, CHUNK if left is None else min(CHUNK, left))
+        if not chunk:
+            return
+        if left is not None:
+            left -= len(chunk)
         yield chunk
 
 
-def sha256_fd(fd: int) -> str:
+def sha256_fd(fd: int, limit: int | None = None) -> str:
     digest = hashlib.sha256()
-    for chunk in read_chunks(fd):
+    for chunk in read_chunks(fd, limit):
         digest.update(chunk)
     return digest.hexdigest()
 
