@@ -152,9 +152,10 @@ def _read(path: Path) -> bytes:
         raise ToolFailure(ErrorCode.NOT_FOUND, f"model file {str(path)!r} does not exist") from None
     except OSError as exc:
         raise ToolFailure(ErrorCode.NOT_FOUND, f"model file {str(path)!r} cannot be opened: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ToolFailure(ErrorCode.NOT_REGULAR_FILE, f"{str(path)!r} is not a regular file")
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ToolFailure(ErrorCode.NOT_REGULAR_FILE, f"{str(path)!r} is not a regular file")
         data = handle.read(MAX_MODEL_FILE_BYTES + 1)
     if len(data) > MAX_MODEL_FILE_BYTES:
         raise ToolFailure(ErrorCode.TOO_LARGE, f"{str(path)!r} is larger than {MAX_MODEL_FILE_BYTES} bytes")

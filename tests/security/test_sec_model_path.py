@@ -123,3 +123,15 @@ async def test_a_model_under_the_root_still_loads(jp_fetch, jp_serverapp, runs_d
 async def _past_loading(run) -> None:
     while not any(e.type in ("phase", "done") for e in run.events.events):
         await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("case", ["fifo", "a_folder"])
+def test_the_library_loader_never_waits_on_a_fifo(places, case):
+    """Without a root (library, CLI) the path is the caller's, but a FIFO is refused, never waited on."""
+    from kernel_ext.errors import ToolFailure
+    from kernel_ext.model.loading import load_model
+
+    path = places["root"] / REFUSED_BY_THE_RUN[case][0]
+    with pytest.raises(ToolFailure) as refused:
+        load_model(path)
+    assert refused.value.code == "not_regular_file"
