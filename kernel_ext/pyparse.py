@@ -6,6 +6,11 @@ CPython's parser and compiler answer deeply nested code (``-`` a hundred thousan
 the call as an internal error. Every parse of such source goes through here, which turns
 both into ``TooDeep``, a ``SyntaxError``, so every existing handler reports it as what it
 is: code the checker cannot read, with a named reason.
+
+Size is bounded too: a parse costs the host about 250 bytes of memory per byte of source in
+the worst shape (``x=1+1+1...``: 1 MiB took 280 MB, 6 MB took 1.4 GB), so source over
+``MAX_SOURCE_BYTES`` is not parsed at all: ``TooLarge``, also a ``SyntaxError``. Generator
+output (Phase 1's check, shaped by BESSER's templates) passes its own, larger bound.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from __future__ import annotations
 import ast
 from types import CodeType
 
-__all__ = ["TooDeep", "compile_source", "parse_source"]
+__all__ = ["MAX_SOURCE_BYTES", "TooDeep", "TooLarge", "check_size", "compile_source", "parse_source"]
+
+MAX_SOURCE_BYTES = 1024 * 1024
 
 
 class TooDeep(SyntaxError):
@@ -27,16 +34,40 @@ class TooDeep(SyntaxError):
         self.filename = filename
 
 
-def parse_source(source: str | bytes, filename: str = "<unknown>") -> ast.Module:
-    """``ast.parse``; SyntaxError (``TooDeep`` included) when it cannot be parsed."""
+class TooLarge(SyntaxError):
+    """Source larger than the host parses."""
+
+    code = "too_large"
+
+    def __init__(self, filename: str, size: int, limit: int):
+        super().__init__(f"{size} bytes of source is more than the {limit} the host parses")
+        self.filename = filename
+        self.size = size
+        self.limit = limit
+
+
+def check_size(source: str | bytes, filename: str = "<unknown>", max_bytes: int | None = MAX_SOURCE_BYTES) -> None:
+    """``TooLarge`` when ``source`` is over ``max_bytes`` (None: no bound)."""
+    if max_bytes is None or len(source) <= max_bytes // 4:
+        return  # four bytes a character at most: no need to encode
+    size = len(source) if isinstance(source, bytes) else len(source.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise TooLarge(filename, size, max_bytes)
+
+
+def parse_source(source: str | bytes, filename: str = "<unknown>", max_bytes: int | None = MAX_SOURCE_BYTES) -> ast.Module:
+    """``ast.parse``; SyntaxError (``TooDeep``, ``TooLarge`` included) when it cannot be parsed."""
+    check_size(source, filename, max_bytes)
     try:
         return ast.parse(source, filename=filename)
     except (RecursionError, MemoryError) as exc:
         raise TooDeep(filename, exc) from None
 
 
-def compile_source(source: str | bytes | ast.Module, filename: str = "<unknown>") -> CodeType:
-    """Bytecode for ``source`` (text or a parsed module); SyntaxError (``TooDeep`` included) otherwise."""
+def compile_source(source: str | bytes | ast.Module, filename: str = "<unknown>", max_bytes: int | None = MAX_SOURCE_BYTES) -> CodeType:
+    """Bytecode for ``source`` (text or a parsed module); SyntaxError (``TooDeep``, ``TooLarge`` included) otherwise."""
+    if not isinstance(source, ast.Module):
+        check_size(source, filename, max_bytes)
     try:
         return compile(source, filename, "exec", dont_inherit=True)
     except (RecursionError, MemoryError) as exc:

@@ -26,6 +26,10 @@ from pathlib import Path, PurePosixPath
 from kernel_ext.pyparse import parse_source
 from kernel_ext.validation.report import Finding  # the one finding shape of the pipeline
 
+# Generator output is shaped by BESSER's templates (no hostile nesting), and a large model makes
+# large modules: parsed up to the workspace read cap, past pyparse's bound for LLM-written code.
+GENERATED_MAX_BYTES = 8 * 1024 * 1024
+
 IMPORT_TIMEOUT_S = 60.0
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
@@ -60,7 +64,7 @@ def check_files(files: dict[str, bytes], app_root: str = "", entrypoint: str | N
     resolved: set[str] = set(local) | set(sys.stdlib_module_names)
     for path, data in sorted(python.items()):
         try:
-            tree = parse_source(data.decode("utf-8"), filename=path)
+            tree = parse_source(data.decode("utf-8"), filename=path, max_bytes=GENERATED_MAX_BYTES)
         except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
             line = getattr(exc, "lineno", None)
             where = f"{path} line {line}" if line is not None else path

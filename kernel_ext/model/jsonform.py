@@ -18,6 +18,7 @@ import hashlib
 import json
 from typing import Any
 
+from kernel_ext import safejson
 from kernel_ext.errors import ErrorCode, ToolFailure
 
 FORMAT = "besser-jupyter-agent/domain-model"
@@ -157,11 +158,11 @@ def model_digest(model: Any) -> str:
 
 def loads(text: str | bytes) -> Any:
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        data = safejson.loads(text)
+    except safejson.JsonTooDeep as exc:
+        raise ToolFailure(ErrorCode.NOT_A_MODEL, f"the JSON is nested too deeply to be a model document ({exc})") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         raise ToolFailure(ErrorCode.NOT_A_MODEL, f"the file is not JSON: {exc}") from None
-    except RecursionError:
-        raise ToolFailure(ErrorCode.NOT_A_MODEL, "the JSON is nested too deeply to be a model document") from None
     return model_from_dict(data)
 
 

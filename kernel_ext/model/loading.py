@@ -7,12 +7,19 @@ Every model is checked: not a model -> ``not_a_model``; no classes -> ``empty_mo
 BESSER's ``validate()`` fails -> ``invalid_model`` listing its errors. Model files are bounded
 (``MAX_MODEL_FILE_BYTES``, and each form's own work bounds): ``too_large``. Loading is
 synchronous: a server run calls it in a worker thread (``pipeline/generation.py``).
+
+A file is never waited on (opened non-blocking, a FIFO refused). Given a ``root`` (the server
+passes its root folder for REST ``model_path``), the path must lie under it and is opened
+through the workspace fence: every component no-follow, so no link leads out
+(``outside_workspace``, ``symlink_refused``...). Without one (library, CLI, an in-process magic)
+the path is the caller's own choice.
 """
 
 from __future__ import annotations
 
 import keyword
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,18 +42,18 @@ class LoadedModel:
     warnings: tuple[str, ...] = ()  # BESSER validate() warnings
 
 
-def load(source: Any, *, variable: str | None = None, check: bool = True) -> LoadedModel:
-    """Load ``source``: a DomainModel, a path, or ``example:<name>``; then check it."""
-    loaded = _load_unchecked(source, variable)
+def load(source: Any, *, variable: str | None = None, check: bool = True, root: str | os.PathLike[str] | None = None) -> LoadedModel:
+    """Load ``source``: a DomainModel, a path (under ``root`` when given), or ``example:<name>``; then check it."""
+    loaded = _load_unchecked(source, variable, root)
     if not check:
         return loaded
     warnings = check_model(loaded.model, origin=loaded.origin)
     return LoadedModel(loaded.model, loaded.kind, loaded.origin, loaded.notes, tuple(warnings))
 
 
-def load_model(source: Any, *, variable: str | None = None) -> Any:
+def load_model(source: Any, *, variable: str | None = None, root: str | os.PathLike[str] | None = None) -> Any:
     """The checked ``DomainModel`` of ``source`` (see ``load``)."""
-    return load(source, variable=variable).model
+    return load(source, variable=variable, root=root).model
 
 
 def check_model(model: Any, *, origin: str = "the model") -> list[str]:
@@ -69,13 +76,13 @@ def check_model(model: Any, *, origin: str = "the model") -> list[str]:
     return list(result.get("warnings", []))
 
 
-def _load_unchecked(source: Any, variable: str | None) -> LoadedModel:
+def _load_unchecked(source: Any, variable: str | None, root: str | os.PathLike[str] | None = None) -> LoadedModel:
     if isinstance(source, LoadedModel):
         return source
     if isinstance(source, str) and source.startswith(EXAMPLE_PREFIX):
         return _example(source[len(EXAMPLE_PREFIX):])
     if isinstance(source, (str, os.PathLike)):
-        return load_file(Path(source), variable=variable)
+        return load_file(Path(source), variable=variable, root=root)
     return LoadedModel(source, "object", f"the {type(source).__name__} object")
 
 
@@ -87,9 +94,9 @@ def _example(name: str) -> LoadedModel:
     return LoadedModel(EXAMPLES[name](), "example", f"example:{name}")
 
 
-def load_file(path: Path, *, variable: str | None = None) -> LoadedModel:
+def load_file(path: Path, *, variable: str | None = None, root: str | os.PathLike[str] | None = None) -> LoadedModel:
     """Read a model file (by suffix, else by content) without checking it."""
-    text = _read(path)
+    text = _decode(path, _read_confined(path, root) if root is not None else _read(path))
     origin = str(path)
     suffix = path.suffix.lower()
     stripped = text.lstrip("\ufeff \t\r\n")
@@ -137,19 +144,50 @@ def _python(text: str, origin: str, variable: str | None) -> LoadedModel:
     return LoadedModel(result.namespace[name], "python", origin, tuple(result.skipped))
 
 
-def _read(path: Path) -> str:
+def _read(path: Path) -> bytes:
+    """The file's bytes, opened non-blocking (a FIFO is refused, never waited on)."""
     try:
-        st = path.stat()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise ToolFailure(ErrorCode.NOT_FOUND, f"model file {str(path)!r} does not exist") from None
-    if not path.is_file():
+    except OSError as exc:
+        raise ToolFailure(ErrorCode.NOT_FOUND, f"model file {str(path)!r} cannot be opened: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
         raise ToolFailure(ErrorCode.NOT_REGULAR_FILE, f"{str(path)!r} is not a regular file")
-    if st.st_size > MAX_MODEL_FILE_BYTES:
-        raise ToolFailure(ErrorCode.TOO_LARGE, f"{str(path)!r} is larger than {MAX_MODEL_FILE_BYTES} bytes")
-    with path.open("rb") as handle:
-        data = handle.read(MAX_MODEL_FILE_BYTES + 1)  # the file may have grown since stat
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(MAX_MODEL_FILE_BYTES + 1)
     if len(data) > MAX_MODEL_FILE_BYTES:
         raise ToolFailure(ErrorCode.TOO_LARGE, f"{str(path)!r} is larger than {MAX_MODEL_FILE_BYTES} bytes")
+    return data
+
+
+def _read_confined(path: Path, root: str | os.PathLike[str]) -> bytes:
+    """The file's bytes through the fence of ``root``: under it, no link followed, no FIFO opened."""
+    ws, loc = locate_model_path(path, root)
+    data, _ = ws.read_bytes(loc, MAX_MODEL_FILE_BYTES)
+    return data
+
+
+def locate_model_path(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> tuple[Any, Any]:
+    """``(Workspace(root), Location)`` of a model path; ``outside_workspace`` when it is not under ``root``.
+
+    Lexical only (the read walks the fence), so a server can refuse a request before a run exists.
+    """
+    from kernel_ext.workspace import Workspace
+
+    ws = Workspace(root)
+    try:
+        return ws, ws.locate(os.fspath(path))
+    except ToolFailure as exc:
+        if exc.code != ErrorCode.OUTSIDE_WORKSPACE:
+            raise
+        raise ToolFailure(
+            ErrorCode.OUTSIDE_WORKSPACE, f"model file {os.fspath(path)!r} is outside the server's root folder; put it under {str(ws.root)!r}"
+        ) from None
+
+
+def _decode(path: Path, data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

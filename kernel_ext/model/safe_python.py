@@ -10,8 +10,10 @@ collections. Anything else is refused with ``unsafe_model_source`` naming the li
 
 Work and memory are bounded: source size, expressions evaluated, calls, the length of built
 strings and the expanded size of collections (``t = (t, t)`` repeated would otherwise cost
-exponential time to hash) and CPU time (thousands of ``add_type`` calls cost quadratic time in
-BESSER itself), each with a named ``too_large``; a ``MemoryError`` or
+exponential time to hash), the bytes of every value the evaluator builds, summed over the whole
+file (each string under its cap, thousands of ``b = a + "1"`` would still hold gigabytes), and
+CPU time (thousands of ``add_type`` calls cost quadratic time in BESSER itself), each with a
+named ``too_large``; a ``MemoryError`` or
 ``RecursionError`` that still escapes is ``too_large`` too, never a traceback.
 
 Names imported from other modules (generators, ``os``...) and top-level ``def``/``class``
@@ -22,6 +24,7 @@ are opaque: a statement that uses one is skipped, never evaluated, and reported.
 from __future__ import annotations
 
 import ast
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -38,6 +41,7 @@ MAX_CALLS = 20_000         # B-UML constructor and method calls
 MAX_STRING_CHARS = 256 * 1024  # a string the evaluator builds with '+'
 MAX_VALUE_WEIGHT = 100_000     # elements in a collection, counting nested collections in full
 MAX_CPU_SECONDS = 5.0          # this thread's CPU time: B-UML's own add_* calls grow quadratically
+MAX_BUILT_BYTES = 64 * 1024 * 1024  # bytes of all values built (strings, collections, call results), summed
 _ALLOWED_MODULES = ("besser.BUML.metamodel.structural", "besser.BUML.metamodel")
 
 # B-UML methods a model file may call, and attributes it may assign.
@@ -131,6 +135,7 @@ class _Evaluator:
         self.calls = 0
         self.cpu_deadline = time.thread_time() + MAX_CPU_SECONDS
         self.weights: dict[int, tuple[Any, int]] = {}  # id -> (the collection, kept alive; its weight)
+        self.built = 0  # bytes of every value built so far (never decreases: an upper bound on what is held)
 
     # -- statements ---------------------------------------------------------------------------
 
@@ -269,9 +274,9 @@ class _Evaluator:
             if isinstance(left, str) and isinstance(right, str):
                 if len(left) + len(right) > MAX_STRING_CHARS:
                     self._too_large(node, f"a string longer than {MAX_STRING_CHARS} characters")
-                return left + right
+                return self._charged(node, left + right)  # one string is at most 1 MiB; the sum is what grows
             if isinstance(left, (int, float)) and isinstance(right, (int, float)):
-                return left + right
+                return self._charged(node, left + right)
         self._refuse(node, f"a {type(node).__name__} expression")
 
     def _attribute(self, node: ast.Attribute, depth: int) -> Any:
@@ -308,9 +313,11 @@ class _Evaluator:
             self._too_large(node, f"more than {MAX_CALLS} calls")
         arguments = [*args, *kwargs.values()]
         self._weigh(node, arguments)  # set(...), tuple(...) or a constructor would hash or copy them
+        # A constructor may copy the collections it is given: they count again.
+        self._charge(node, sum(sys.getsizeof(a) for a in arguments if isinstance(a, (list, tuple, set, frozenset, dict))))
         result = target(*args, **kwargs)
         self._check_cpu(node)
-        return self._weighed(node, result, arguments) if isinstance(result, (list, tuple, set, frozenset, dict)) else result
+        return self._weighed(node, result, arguments) if isinstance(result, (list, tuple, set, frozenset, dict)) else self._charged(node, result)
 
     # -- bounds -------------------------------------------------------------------------------
 
@@ -332,6 +339,16 @@ class _Evaluator:
 
     def _weighed(self, node: ast.AST, value: Any, items: list[Any]) -> Any:
         self.weights[id(value)] = (value, self._weigh(node, items))
+        return self._charged(node, value)
+
+    def _charge(self, node: ast.AST, nbytes: int) -> None:
+        """Add ``nbytes`` to what the file has built; past ``MAX_BUILT_BYTES`` the load is refused."""
+        self.built += nbytes
+        if self.built > MAX_BUILT_BYTES:
+            self._too_large(node, f"values of more than {MAX_BUILT_BYTES // (1024 * 1024)} MiB in all")
+
+    def _charged(self, node: ast.AST, value: Any) -> Any:
+        self._charge(node, sys.getsizeof(value))
         return value
 
     def _check_cpu(self, node: ast.AST) -> None:

@@ -28,7 +28,7 @@ def generation_body(request: RunRequest, operator: OperatorSettings, *, model: A
 
         try:
             # A model file is parsed and evaluated in a worker thread: a hostile one cannot stall the loop.
-            loaded = model if model is not None else await asyncio.to_thread(_load_model, request)
+            loaded = model if model is not None else await asyncio.to_thread(_load_model, request, operator.model_root)
             check_names(loaded)  # names are identifiers before they are code (model/names.py)
             chosen = provider if provider is not None else _provider(request, operator)
         except ToolFailure as exc:
@@ -108,21 +108,21 @@ def check_names(model: Any) -> None:
     check(model)
 
 
-def _load_model(request: RunRequest) -> Any:
+def _load_model(request: RunRequest, root: str | None = None) -> Any:
     from kernel_ext.errors import ErrorCode, ToolFailure
     from kernel_ext.model.jsonform import model_from_dict
 
     if request.model_json is not None:
         return model_from_dict(request.model_json)
     if request.model_path:
-        return _load_model_value(request.model_path)
+        return _load_model_value(request.model_path, root)
     raise ToolFailure(ErrorCode.MISSING_ARGUMENT, "the request names no model (model_path or model_json)")
 
 
-def _load_model_value(source: Any) -> Any:
+def _load_model_value(source: Any, root: str | None = None) -> Any:
     from kernel_ext.model.loading import load_model
 
-    return load_model(source)
+    return load_model(source, root=root)
 
 
 def _provider(request: RunRequest, operator: OperatorSettings) -> Any:

@@ -59,6 +59,9 @@ class OperatorSettings:
     llm_model: str | None = None
     approval_timeout_s: float | None = None
     model_method_bodies: str = "ask"  # "ask" (a card) | "off" (stubs): model/method_bodies.py
+    # Where a request's ``model_path`` may point: a file under this folder, opened through the fence
+    # (the server sets its root_dir). None: any path (library callers, the CLI, in-process magics).
+    model_root: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -53,6 +53,7 @@ class BesserAgentApp(ExtensionApp):
             provider=self.provider,
             llm_model=self.llm_model,
             approval_timeout_s=self.approval_timeout,
+            model_root=str(self.serverapp.root_dir),  # REST model_path: only files under the server's root
             extra={k: v for k, v in caps.items() if v is not None},
         )
         capability = Capability.new()

@@ -68,7 +68,26 @@ def resolve_body(request: RunRequest | ScenarioRequest, operator: OperatorSettin
         return side_effects_body(allowed=tuple(request.allow))
     from kernel_ext.pipeline.generation import generation_body
 
+    _confine_model_path(request, operator)
     return generation_body(capped(request, operator), operator)
+
+
+def _confine_model_path(request: RunRequest, operator: OperatorSettings) -> None:
+    """A ``model_path`` outside the operator's model root is refused before a run exists.
+
+    The run then reads it through the fence (``model/loading.py``), so a link is refused there too.
+    """
+    path = request.model_path
+    if operator.model_root is None or not path or path.startswith("example:"):
+        return
+    from kernel_ext.errors import ErrorCode, ToolFailure
+    from kernel_ext.model.loading import locate_model_path
+
+    try:
+        locate_model_path(path, operator.model_root)
+    except ToolFailure as exc:
+        code = "MODEL_PATH_OUTSIDE_ROOT" if exc.code == ErrorCode.OUTSIDE_WORKSPACE else str(exc.code).upper()
+        raise RequestRefused(code, exc.message) from None
 
 
 def _describe(exc: ValidationError) -> str:

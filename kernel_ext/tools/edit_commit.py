@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from kernel_ext import pyparse
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.tools import pysyntax
 from kernel_ext.tools.base import ToolContext
@@ -71,6 +72,15 @@ def check_python(plan: EditPlan) -> None:
     """``syntax_error`` when a Python file that compiled (or did not exist) no longer does."""
     if not plan.loc.name.endswith(PYTHON_SUFFIXES):
         return
+    try:
+        pyparse.check_size(plan.new_data, plan.loc.display)
+    except pyparse.TooLarge as exc:
+        raise ToolFailure(
+            ErrorCode.TOO_LARGE,
+            f"{plan.loc.display!r} would be {exc.size} bytes of Python, more than the {exc.limit} the host parses "
+            "to check its syntax. Nothing was written",
+            {"reason": exc.code},
+        ) from None
     if plan.before is None:
         error = pysyntax.compiles(plan.new_text, plan.loc.display)
     else:

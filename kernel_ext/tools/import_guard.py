@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernel_ext import safejson
 from kernel_ext.errors import ErrorCode, ToolFailure
 
 GUARDED_NAMES = frozenset({"sql_alchemy.py", "pydantic_classes.py"})
@@ -145,7 +146,7 @@ class ImportChecker:
         assert self._proc is not None and self._proc.stdout is not None
         fd = self._proc.stdout.fileno()
         (length,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
-        return json.loads(_read_exact(fd, length, deadline).decode("utf-8"))
+        return safejson.loads(_read_exact(fd, length, deadline).decode("utf-8"))
 
     def _stop(self) -> None:
         proc, self._proc, self._ready = self._proc, None, False

@@ -8,13 +8,13 @@ The edit tools' own gates live in ``edit_gates`` (gutter, elisions) and ``pysynt
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 
 from pydantic import Field
 
+from kernel_ext import pyparse, safejson
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.tools import pysyntax
 from kernel_ext.tools.base import Category, ToolArgs, ToolContext, ToolOutcome, ToolSpec
@@ -32,11 +32,19 @@ def check_text(text: str, path: str) -> tuple[str, str]:
     """(checker name, error or ''); raises ``checker_unavailable`` for unsupported types."""
     suffix = os.path.splitext(path)[1].lower()
     if suffix in (".py", ".pyi"):
+        try:
+            pyparse.check_size(text, path)
+        except pyparse.TooLarge as exc:
+            raise ToolFailure(ErrorCode.TOO_LARGE, f"{path}: {exc.msg}; it was not checked", {"path": path, "reason": exc.code}) from None
         return "python compile", pysyntax.compiles(text, path)
     if suffix == ".json":
         try:
-            json.loads(text)
-        except json.JSONDecodeError as exc:
+            safejson.loads(text, max_depth=None)  # only checked, never walked: the parser's own limit
+        except safejson.JsonTooDeep as exc:
+            raise ToolFailure(ErrorCode.TOO_LARGE, f"{path}: {exc}; it was not checked", {"path": path, "reason": exc.code}) from None
+        except ValueError as exc:
+            if not hasattr(exc, "lineno"):
+                return "json", str(exc)[:200]
             return "json", f"{exc.msg} (line {exc.lineno}, column {exc.colno})"
         return "json", ""
     if suffix in _JS:

@@ -15,6 +15,7 @@ import time
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from kernel_ext import safejson
 from kernel_ext.secrets import is_secret_name, redact, redact_text
 from kernel_ext.validation.assertions import field_checks, status_check
 from kernel_ext.validation.lifespan import ErrorRecorder, Lifespan
@@ -98,7 +99,7 @@ def parse_body(content: bytes, content_type: str) -> tuple[Any, str]:
         return MISSING, text
     if "json" in content_type or text.lstrip()[:1] in "{[":
         try:
-            return json.loads(text), text
+            return safejson.loads(text), text
         except ValueError:
             pass
     return MISSING, text

@@ -11,7 +11,11 @@ import os
 import struct
 from typing import Any
 
+from kernel_ext import safejson  # standard library only, like this module
+
 MAX_FRAME = 32 * 1024 * 1024
+# A frame's nesting: a response body (parsed at most safejson.DEFAULT_MAX_DEPTH deep) inside its envelope.
+MAX_FRAME_DEPTH = 2 * safejson.DEFAULT_MAX_DEPTH
 _HEADER = struct.Struct(">I")
 
 
@@ -64,7 +68,7 @@ def read_frame(fd: int) -> Any:
 
 def decode_body(body: bytes) -> Any:
     try:
-        return json.loads(body.decode("utf-8"))
+        return safejson.loads(body.decode("utf-8"), MAX_FRAME_DEPTH)
     except (UnicodeDecodeError, ValueError) as exc:
         raise FrameError(f"frame is not UTF-8 JSON: {exc}") from None
 

@@ -251,12 +251,12 @@ SLOTS = ["fifo_in_phase3", "model_loading"]
 
 @pytest.mark.parametrize("policy", [tier_param("bwrap")])
 @pytest.mark.parametrize("kind", SLOTS)
-async def test_other_hostile_inputs_leave_the_loop_responsive(jp_fetch, jp_serverapp, runs_dir, world, scripts, tmp_path, kind, policy):
+async def test_other_hostile_inputs_leave_the_loop_responsive(jp_fetch, jp_serverapp, runs_dir, world, scripts, tmp_path, jp_root_dir, kind, policy):
     if kind == "model_loading":
         scripts[SCRIPT_SPEC] = Responder([])
         async with LoopLag() as lag:
             start = time.time()
-            run = await start_run(jp_fetch, jp_serverapp, model_path=str(hostile_model(tmp_path)))
+            run = await start_run(jp_fetch, jp_serverapp, model_path=str(hostile_model(jp_root_dir)))
             await poll(lambda: any(e.type in ("phase", "error", "done") and getattr(e, "phase", "") != "select"
                                    for e in run.events.events), timeout=RUN_TIMEOUT_S)
             end = time.time()

@@ -17,6 +17,7 @@ import asyncio
 import gc
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -49,6 +50,9 @@ PAYLOADS = {
     "string_doubling": ("m.py", "a = 'x'\n" + "a = a + a\n" * 40, "too_large"),
     "tuple_dag_hash": ("m.py", "t = (1, 2)\n" + "t = (t, t)\n" * 40 + "s = {t}\n", "too_large"),
     "list_copies": ("m.py", "t = [1]\n" + "t = list([t, t, t, t])\n" * 40, "too_large"),
+    # Each value under its own cap, thousands of them together: the sum is bounded (64 MiB).
+    "many_strings": ("m.py", "a = 'x'\n" + "a = a + a\n" * 17 + "".join(f"b{i} = a + '1'\n" for i in range(6000)), "too_large"),
+    "many_list_copies": ("m.py", "t = [" + "0, " * 20_000 + "]\n" + "".join(f"b{i} = list(t)\n" for i in range(3000)), "too_large"),
     "quadratic_add_type": ("m.py", HEAD + "m = DomainModel(name='M')\n"
                            + "".join(f"m.add_type(Class(name='K{i}'))\n" for i in range(9000)), "too_large"),
     "deep_nesting": ("m.py", "x = " + "[" * 5000 + "]" * 5000 + "\n", "not_a_model"),
@@ -82,6 +86,8 @@ def test_an_expensive_model_file_is_refused_by_name(tmp_path, payload, entry):
             load_model(source)
         assert refused.value.code == code, refused.value.message
         assert "MemoryError" not in refused.value.message and "RecursionError" not in refused.value.message
+        if payload.startswith("many_"):
+            assert re.search(r"line \d+: values of more than 64 MiB in all", refused.value.message), refused.value.message
     else:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         done = subprocess.run([sys.executable, "-m", "kernel_ext", "generate", str(source), "--out", str(out)],
@@ -114,10 +120,10 @@ def frozen_heap():
     gc.unfreeze()
 
 
-@pytest.mark.parametrize("payload", ["quadratic_add_type", "tuple_dag_hash", "json_too_many_elements"])
-async def test_a_rest_run_loads_the_model_off_the_loop_and_refuses_it(jp_fetch, jp_serverapp, runs_dir, tmp_path, payload,
-                                                                     frozen_heap):
-    source = write(tmp_path, payload)
+@pytest.mark.parametrize("payload", ["quadratic_add_type", "tuple_dag_hash", "json_too_many_elements", "many_strings"])
+async def test_a_rest_run_loads_the_model_off_the_loop_and_refuses_it(jp_fetch, jp_serverapp, runs_dir, jp_root_dir, tmp_path,
+                                                                     payload, frozen_heap):
+    source = write(jp_root_dir, payload)  # REST model paths lie under the server's root (test_sec_model_path.py)
     before = tree_state(source.parent)
     body = {"kind": "generate", "request": "A FastAPI backend", "provider": "none", "model_path": str(source)}
     response = await jp_fetch("besser-agent", "runs", method="POST", body=json.dumps(body))

@@ -141,8 +141,8 @@ def test_a_bad_name_is_refused_by_name_with_nothing_written(tmp_path, case, entr
 
 
 @pytest.mark.parametrize("case", ["newline", "keyword", "model_name_payload", "startuml"])
-async def test_rest_runs_refuse_a_bad_name_by_name(jp_fetch, jp_serverapp, runs_dir, tmp_path, case):
-    source = model_file(tmp_path, case)
+async def test_rest_runs_refuse_a_bad_name_by_name(jp_fetch, jp_serverapp, runs_dir, jp_root_dir, tmp_path, case):
+    source = model_file(jp_root_dir, case)  # REST model paths lie under the server's root
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "keep.txt").write_text("host file\n")

@@ -30,7 +30,8 @@ SANDBOX = "kernel_ext/sandbox/"
 # (module, callee) -> why it may start a process without the sandbox. Keep it this short.
 ALLOWED: dict[tuple[str, str], str] = {
     ("kernel_ext/tools/search.py", "subprocess.run"):
-        "ripgrep (a host binary, linear-time regex, --no-config --no-follow) reads workspace files; it executes nothing",
+        "ripgrep (a host binary, linear-time regex, --no-config --no-follow) reads workspace files from the folder the "
+        "fence opened (cwd /proc/self/fd/N); it executes nothing, and its answer counts only if no folder changed meanwhile",
     ("kernel_ext/tools/syntax.py", "subprocess.run"):
         "node --check parses JavaScript from stdin and executes none of it",
     ("kernel_ext/validation/source_checks.py", "subprocess.run"):

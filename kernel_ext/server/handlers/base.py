@@ -27,6 +27,7 @@ from typing import Any
 from jupyter_server.base.handlers import APIHandler
 from tornado.web import HTTPError, stream_request_body
 
+from kernel_ext import safejson
 from kernel_ext.pipeline.options import OperatorSettings
 from kernel_ext.pipeline.run import Run
 from kernel_ext.server.auth import (
@@ -69,35 +70,17 @@ MAX_JSON_DEPTH = 64  # arrays and objects inside each other; a run request needs
 def parse_json_body(body: bytes) -> Any:
     """``body`` parsed, or a ``Refusal`` (400): ``INVALID_JSON``, or ``JSON_TOO_DEEP`` past ``MAX_JSON_DEPTH``.
 
-    ``json.loads`` answers a hostile nesting (100,000 ``[``) with ``RecursionError``, and a
-    nesting it does accept would reach validators and model loaders that recurse: both end
-    here as one named line, never a 500.
+    ``kernel_ext.safejson`` bounds the nesting (a hostile one would raise ``RecursionError`` or
+    reach validators and model loaders that recurse): one named line, never a 500.
     """
     if not body:
         return {}
     try:
-        value = json.loads(body)
-    except RecursionError:
-        raise Refusal(400, "JSON_TOO_DEEP", f"the body nests arrays or objects too deep; at most {MAX_JSON_DEPTH} levels are accepted") from None
+        return safejson.loads(body, MAX_JSON_DEPTH)
+    except safejson.JsonTooDeep as exc:
+        raise Refusal(400, "JSON_TOO_DEEP", f"the body's {exc}; at most {MAX_JSON_DEPTH} levels are accepted") from None
     except ValueError as exc:
         raise Refusal(400, "INVALID_JSON", f"the body is not JSON: {str(exc)[:200]}") from None
-    if json_deeper_than(value, MAX_JSON_DEPTH):
-        raise Refusal(400, "JSON_TOO_DEEP", f"the body nests arrays or objects more than {MAX_JSON_DEPTH} levels deep")
-    return value
-
-
-def json_deeper_than(value: Any, limit: int) -> bool:
-    """True when containers nest more than ``limit`` deep (iterative: no recursion to exhaust)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return False
 
 
 class _CapabilityIdentity:
