@@ -84,7 +84,7 @@ def fill_during_write(ws: Path, runs: str) -> dict:
     (ws / "ballast.bin").write_bytes(b"\0" * max(free - 256 * 1024, 0))  # leave ~256 KB
     executor = _executor(ws)
     out: dict = {}
-    big = "'" + "x" * 1_000_000 + "'\n"  # one long statement: the syntax gate stays cheap, the disk does not
+    big = "'" + "x" * 600_000 + "'\n"  # one long statement, under the 1 MiB the syntax gate parses; past the ~256 KB free
     out["write_big"] = _call(executor, "write_file", path="big.py", content="DATA = " + big)
     out["big_exists"] = (ws / "big.py").exists()
     read = executor.execute_sync(ToolCall("r", "read_file", {"path": "keep.py", "offset": 0, "limit": 5}))
