@@ -1,7 +1,8 @@
 """Run one target into a private temporary directory, then publish its files through the fence.
 
 BESSER's generators write wherever they are pointed, so they are pointed at an empty
-temporary directory outside the workspace; their output is read back as bytes and only then
+temporary directory outside the workspace (a generator that starts processes runs whole in a
+sandbox over that directory: ``confined.py``); their output is read back as bytes and only then
 written into the workspace with ``kernel_ext.workspace.publish`` (atomic, no-follow, inside
 the fence). Generator output is never rewritten: bytes go in as produced.
 """
@@ -38,6 +39,13 @@ class GeneratedOutput:
     options: Options
     files: dict[str, bytes]  # workspace-relative path -> bytes (subdir included)
     seconds: float
+    tier: str = ""  # the sandbox tier a confined generator ran under ("" when it ran in-process)
+
+    def findings(self) -> list[Any]:
+        """What a person must know about how it ran (a confined generator under ``off``)."""
+        from kernel_ext.generation.confined import off_findings
+
+        return off_findings(self.spec.label, self.tier) if self.tier else []
 
     def manifest(self) -> list[GeneratedFile]:
         return [GeneratedFile(p, sha256_bytes(b), len(b)) for p, b in sorted(self.files.items())]
@@ -60,8 +68,12 @@ def parse_options(spec: GeneratorSpec, options: Any) -> Options:
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"{spec.name} options: {problems}") from None
 
 
-def generate(spec: GeneratorSpec, models: dict[str, Any], options: Any = None) -> GeneratedOutput:
-    """Run ``spec`` on ``models`` (``{"domain": DomainModel, ...}``) and read its output back."""
+def generate(spec: GeneratorSpec, models: dict[str, Any], options: Any = None, *, policy: str | None = None) -> GeneratedOutput:
+    """Run ``spec`` on ``models`` (``{"domain": DomainModel, ...}``) and read its output back.
+
+    A ``confined`` target runs in a one-off sandbox under ``policy`` (default: the operator's),
+    the scratch folder its only writable place; the others run in this process.
+    """
     missing = spec.missing(frozenset(k for k, v in models.items() if v is not None))
     if missing:
         raise ToolFailure(ErrorCode.GENERATOR_UNAVAILABLE, f"{spec.name} needs a {' and a '.join(missing)} model")
@@ -74,23 +86,29 @@ def generate(spec: GeneratorSpec, models: dict[str, Any], options: Any = None) -
     try:
         out = scratch / "out"
         out.mkdir()
-        with _BESSER_LOCK:
-            started = time.perf_counter()
-            try:
-                spec.produce(models, out, opts)
-            except ToolFailure:
-                raise
-            except Exception as exc:  # BESSER raised: name it, keep the run alive
-                raise ToolFailure(
-                    ErrorCode.GENERATION_FAILED, f"BESSER's {spec.label} generator failed: {type(exc).__name__}: {exc}"
-                ) from None
-            seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        tier = ""
+        if spec.confined:  # its own process in its own sandbox: no shared BESSER state to guard
+            from kernel_ext.generation.confined import produce_confined
+
+            tier = produce_confined(spec, models, scratch, out, opts, policy=policy)
+        else:
+            with _BESSER_LOCK:
+                try:
+                    spec.produce(models, out, opts)
+                except ToolFailure:
+                    raise
+                except Exception as exc:  # BESSER raised: name it, keep the run alive
+                    raise ToolFailure(
+                        ErrorCode.GENERATION_FAILED, f"BESSER's {spec.label} generator failed: {type(exc).__name__}: {exc}"
+                    ) from None
+        seconds = time.perf_counter() - started
         files = _collect(out, spec.subdir)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if not files:
         raise ToolFailure(ErrorCode.GENERATION_FAILED, f"BESSER's {spec.label} generator wrote no files")
-    return GeneratedOutput(spec, opts, files, seconds)
+    return GeneratedOutput(spec, opts, files, seconds, tier)
 
 
 def _collect(out: Path, subdir: str) -> dict[str, bytes]:
