@@ -35,9 +35,15 @@ def main(argv: list[str]) -> int:
         spec.produce(job["models"], Path(out), options)
     except BaseException as exc:  # noqa: BLE001 - any failure is one named line for the host
         traceback.print_exc(limit=4, file=sys.stderr)
-        print(f"\n{FAILED}{type(exc).__name__}: {exc}".replace("\n", " ").strip()[:4000], file=sys.stderr)
+        print(f"\n{FAILED}{_one_line(f'{type(exc).__name__}: {exc}')}", file=sys.stderr)
         return 1
     return 0
+
+
+def _one_line(text: str, limit: int = 1500) -> str:
+    """One bounded line: the start says what failed, the end says why (a script's last error)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else f"{flat[:400]} ... {flat[-(limit - 405):]}"
 
 
 if __name__ == "__main__":  # pragma: no cover - started by the boot line in the sandbox

@@ -207,8 +207,10 @@ def via_api_generate(attack: Attack, form: str, env: dict[str, str]) -> str:
     return _run([sys.executable, "-c", API_GENERATE, str(attack.model_file(form)), str(attack.run_dir)], env)
 
 
-def via_rest(attack: Attack, form: str, env: dict[str, str]) -> str:
-    """A real ``jupyter server`` (the extension enabled, runs under ``run_dir``) started with the key."""
+def via_rest(attack: Attack, form: str, env: dict[str, str], **body_fields: str) -> str:
+    """A real ``jupyter server`` (the extension enabled, runs under ``run_dir``) started with the key.
+
+    ``body_fields`` replace fields of the ``POST runs`` body (``test_sec_generator_code.py``: ``target="sql"``)."""
     config, root = attack.tmp / "jupyter-config", attack.tmp / "server-root"
     config.mkdir()
     root.mkdir()
@@ -230,7 +232,7 @@ def via_rest(attack: Attack, form: str, env: dict[str, str]) -> str:
         with httpx.Client(headers=headers, timeout=30) as client:
             _wait_for(lambda: _answers(client, f"{api}/config"), 90, lambda: process.poll() is not None)
             body = {"kind": "generate", "request": "A FastAPI backend", "provider": "none", "target": "fastapi_backend",
-                    "model_json": json.loads(attack.model_file("json").read_text())}
+                    "model_json": json.loads(attack.model_file("json").read_text()), **body_fields}
             started = client.post(f"{api}/runs", json=body)
             assert started.status_code == 201, started.text
             run_id = started.json()["run"]["id"]
