@@ -40,10 +40,12 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _one_line(text: str, limit: int = 1500) -> str:
-    """One bounded line: the start says what failed, the end says why (a script's last error)."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else f"{flat[:400]} ... {flat[-(limit - 405):]}"
+def _one_line(text: str, limit: int = 1000) -> str:
+    """One bounded line: the first line says what failed, the last says why (the error a script
+    BESSER ran ended with, its traceback between them dropped)."""
+    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()] or [""]
+    head, tail = lines[0][: limit // 2], lines[-1][-(limit // 2):]
+    return head if len(lines) == 1 else f"{head} ... {tail}"
 
 
 if __name__ == "__main__":  # pragma: no cover - started by the boot line in the sandbox

@@ -90,6 +90,31 @@ print(executor.execute_sync(ToolCall("api-1", "generate_sql", "{}")).to_json())
 """
 
 
+# Phase 2 of a pipeline whose target bundles no SQL: the (scripted, labelled) LLM calls generate_sql.
+API_PHASE2 = """
+import asyncio, sys
+from kernel_ext.pipeline.generation import generate
+from kernel_ext.providers.scripted import Script, ScriptedProvider, Turn, call
+
+turns = [Turn("", (call("submit_tasks", {"tasks": ["add the SQL DDL of the domain"]}),)),
+         Turn("", (call("generate_sql", {}),)), *[Turn("Done.")] * 8]
+
+async def main():
+    run = generate(sys.argv[1], "Python classes and their SQL tables", run_dir=sys.argv[2], target="python_classes",
+                   provider=ScriptedProvider(Script.of("generate-sql-in-phase-2", turns)), approve="all")
+    await asyncio.wait_for(run.wait(), 500)
+    for event in run.events.events:
+        if event.type == "tool_result":
+            print(event)
+
+asyncio.run(main())
+"""
+
+
+def via_api_phase2(attack: Attack, env: dict[str, str]) -> str:
+    return _run([sys.executable, "-c", API_PHASE2, str(attack.model_file("json")), str(attack.run_dir)], env)
+
+
 def via_api_phase1(attack: Attack, env: dict[str, str]) -> str:
     return _run([sys.executable, "-c", API_PHASE1, str(attack.model_file("json")), str(attack.run_dir)], env)
 
@@ -100,7 +125,8 @@ def via_api_tool_denied(attack: Attack, env: dict[str, str]) -> str:
 
 
 ENTRY_POINTS = {"cli_phase1": via_cli_phase1, "cli_pipeline": via_cli_pipeline, "rest": via_rest_sql,
-                "tool_yes": via_tool_yes, "api_phase1": via_api_phase1, "api_tool_denied": via_api_tool_denied}
+                "tool_yes": via_tool_yes, "api_phase1": via_api_phase1, "api_phase2": via_api_phase2,
+                "api_tool_denied": via_api_tool_denied}
 CASES = [(entry, "bwrap") for entry in ENTRY_POINTS] + [("cli_phase1", "landlock"), ("tool_yes", "landlock")]
 
 
