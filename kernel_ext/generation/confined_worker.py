@@ -26,7 +26,7 @@ def main(argv: list[str]) -> int:
     with open(job_file, "rb") as handle:
         # The job was written by the host from its own in-memory models (host -> sandbox only;
         # the host never unpickles anything a sandbox wrote).
-        job = pickle.load(handle)  # noqa: S301
+        job = pickle.load(handle)
     from kernel_ext.generation.registry import get_target
 
     spec = get_target(job["target"])

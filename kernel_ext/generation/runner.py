@@ -103,7 +103,12 @@ def generate(spec: GeneratorSpec, models: dict[str, Any], options: Any = None, *
                         ErrorCode.GENERATION_FAILED, f"BESSER's {spec.label} generator failed: {type(exc).__name__}: {exc}"
                     ) from None
         seconds = time.perf_counter() - started
-        files = _collect(out, spec.subdir)
+        try:
+            files = _collect(out, spec.subdir)
+        except OSError as exc:  # a confined generator left a link (or worse) where its output folder was
+            raise ToolFailure(ErrorCode.GENERATION_FAILED,
+                              f"BESSER's {spec.label} generator left no plain output folder ({exc.strerror}); "
+                              "nothing was read from it") from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if not files:

@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the attack fixture imported from test_sec_model_code is requested by name
 """A generator that runs model-derived code runs it in the sandbox: BESSER's SQL generator.
 
 BESSER's ``SQLGenerator`` writes ``sql_alchemy.py`` with the model's method bodies pasted in and
@@ -20,7 +21,9 @@ point that reaches the generator with the body kept:
 payload never runs and the answer is ``approval_denied``. Each entry point is a real host
 process started with a fake key in its environment. Asserted every time: the listener got
 nothing, the planted folder is unchanged, nothing landed in ``/tmp`` or the run folder, neither
-secret appears in any output or file. A benign model still gets its ``tables_sqlite.sql``, byte
+secret appears in any output or file. Links a payload leaves for the host (the output folder
+swapped for a link, a link or FIFO inside it) are never followed or read by the host. A benign
+model still gets its ``tables_sqlite.sql``, byte
 for byte what BESSER gives in-process; with no sandbox tier the generator is refused
 (``sandbox_unavailable``) and nothing ran; under ``off`` it runs and says ``sandbox_off``.
 """
@@ -36,7 +39,15 @@ from pathlib import Path
 import pytest
 from sandbox_fixtures import tier_param
 
-from .test_sec_model_code import MARKER, ROOT, Attack, _run, assert_contained, attack, via_rest  # noqa: F401
+from .test_sec_model_code import (  # noqa: F401
+    MARKER,
+    ROOT,
+    Attack,
+    _run,
+    assert_contained,
+    attack,
+    via_rest,
+)
 
 SQL = "sql/tables_sqlite.sql"
 
@@ -200,3 +211,47 @@ def test_the_operators_off_tier_runs_the_sql_generator_and_says_so(tmp_path):
     # (the finding's code is ``sandbox_off``; the event shape of a finding carries source and message)
     assert any(f["source"] == "phase1.generator" and f["severity"] == "warning" and "ran unconfined" in f["message"]
                for f in result["findings"]), result["findings"]
+
+
+# Run inside the generator's sandbox (by the DDL script BESSER starts): find the worker's output
+# folder (the last argument of its command line) and leave links for the host to follow.
+LINK_PAYLOAD = r'''
+import os, shutil
+args = [a for a in open("/proc/%d/cmdline" % os.getppid(), "rb").read().split(b"\0") if a]
+out = args[-1].decode()
+if MODE == "folder":
+    decoy = os.path.join(os.path.dirname(out), "decoy")
+    os.mkdir(decoy)
+    with open(os.path.join(decoy, "stolen.txt"), "w") as handle:
+        handle.write("decoy")
+    shutil.rmtree(out)
+    os.symlink(decoy, out)
+else:
+    os.symlink(SECRET_FILE, os.path.join(out, "secret.sql"))
+    os.mkfifo(os.path.join(out, "stall.sql"))
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["folder", "entry"])
+def test_links_a_confined_generator_leaves_are_never_followed_by_the_host(attack, mode):
+    """The host reads the sandbox's output through descriptors: a linked output folder is refused by
+    name, a link or FIFO inside it is skipped; the host secret it points at is read by nobody."""
+    from kernel_ext.errors import ToolFailure
+    from kernel_ext.generation import run_phase1
+    from kernel_ext.model import build_library_model
+
+    source = LINK_PAYLOAD.replace("MODE", repr(mode)).replace("SECRET_FILE", repr(str(attack.outside / "secret.txt")))
+    model = build_library_model()
+    book = next(t for t in model.types if getattr(t, "name", "") == "Book")
+    next(m for m in book.methods if m.name == "is_long").code = (
+        f"def is_long(self, threshold=exec({source!r}, {{}}) or 10):\n    return self.pages > threshold\n")
+    if mode == "folder":
+        with pytest.raises(ToolFailure) as failure:
+            run_phase1(model, attack.run_dir, "sql", sandbox_policy="bwrap")
+        assert failure.value.code == "generation_failed" and "no plain output folder" in failure.value.message
+        assert not any(attack.run_dir.rglob("*"))
+    else:
+        result = run_phase1(model, attack.run_dir, "sql", sandbox_policy="bwrap")
+        assert [f.path for f in result.files] == [SQL]
+    assert_contained(attack, "", ran=False)
