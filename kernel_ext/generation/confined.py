@@ -20,7 +20,6 @@ output carries a ``sandbox_off`` finding, like Phase 1's app import (``checks.py
 from __future__ import annotations
 
 import pickle
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +30,6 @@ from kernel_ext.validation.report import Finding
 GENERATE_TIMEOUT_S = 300.0
 SANDBOX_OFF = "sandbox_off"
 _JOB = "job.pickle"
-# Load kernel_ext from this very folder (``-I`` drops the environment's paths), then run the worker.
-_BOOT = (
-    "import importlib.util, os, sys; pkg = sys.argv[1]; "
-    "spec = importlib.util.spec_from_file_location('kernel_ext', os.path.join(pkg, '__init__.py'), "
-    "submodule_search_locations=[pkg]); module = importlib.util.module_from_spec(spec); "
-    "sys.modules['kernel_ext'] = module; spec.loader.exec_module(module); "
-    "from kernel_ext.generation.confined_worker import main; sys.exit(main(sys.argv[2:]))"
-)
 
 
 def produce_confined(spec: GeneratorSpec, models: dict[str, Any], scratch: Path, out: Path, options: Options,
@@ -47,6 +38,7 @@ def produce_confined(spec: GeneratorSpec, models: dict[str, Any], scratch: Path,
 
     Raises ``ToolFailure``: ``sandbox_unavailable`` (nothing ran), ``timeout``, ``generation_failed``.
     """
+    from kernel_ext.sandbox.boot import package_program
     from kernel_ext.sandbox.oneoff import run_confined
 
     job = scratch / _JOB
@@ -57,8 +49,7 @@ def produce_confined(spec: GeneratorSpec, models: dict[str, Any], scratch: Path,
         raise ToolFailure(ErrorCode.GENERATION_FAILED,
                           f"the model could not be handed to the sandboxed {spec.label} generator: {type(exc).__name__}") from None
     job.write_bytes(data)
-    package = str(Path(__file__).resolve().parents[1])
-    argv = [sys.executable, "-I", "-B", "-c", _BOOT, package, str(job), str(out)]
+    argv = package_program("kernel_ext.generation.confined_worker", str(job), str(out))
     try:
         record = run_confined(argv, scratch, timeout, network=False, cwd=scratch, env={"PYTHONDONTWRITEBYTECODE": "1"},
                               policy=policy, spill_output=False, label=f"BESSER {spec.label} generator")

@@ -8,7 +8,7 @@ target, its options), runs the target's ``produce`` into the output folder, and 
 reads the output back through descriptors and publishes it; nothing here talks back to it but
 the exit code and the last line of stderr.
 
-Usage (set up by ``confined.py``): ``python -I -B -c BOOT PACKAGE_DIR JOB_FILE OUT_DIR``.
+Started by ``confined.py`` as ``sandbox.boot.package_program(<this module>, JOB_FILE, OUT_DIR)``.
 """
 
 from __future__ import annotations
