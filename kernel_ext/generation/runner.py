@@ -40,12 +40,19 @@ class GeneratedOutput:
     files: dict[str, bytes]  # workspace-relative path -> bytes (subdir included)
     seconds: float
     tier: str = ""  # the sandbox tier a confined generator ran under ("" when it ran in-process)
+    stubbed: int = 0  # model method bodies the operator's ``off`` turned into stubs here
 
     def findings(self) -> list[Any]:
-        """What a person must know about how it ran (a confined generator under ``off``)."""
+        """What a person must know about how it ran (a confined generator under ``off``, stubs)."""
         from kernel_ext.generation.confined import off_findings
+        from kernel_ext.model.method_bodies import ENV
+        from kernel_ext.validation.report import Finding
 
-        return off_findings(self.spec.label, self.tier) if self.tier else []
+        found = off_findings(self.spec.label, self.tier) if self.tier else []
+        if self.stubbed:
+            found.append(Finding("warning", "model", f"{self.stubbed} model method bodies were generated as stubs "
+                                 f"(the operator turned model method bodies off: {ENV}=off)", code="model_method_bodies_removed"))
+        return found
 
     def manifest(self) -> list[GeneratedFile]:
         return [GeneratedFile(p, sha256_bytes(b), len(b)) for p, b in sorted(self.files.items())]
@@ -82,6 +89,7 @@ def generate(spec: GeneratorSpec, models: dict[str, Any], options: Any = None, *
         from kernel_ext.model.names import check_names
 
         check_names(models["domain"])  # every generator call: names are identifiers before they are code
+        models, stubbed = _operator_stubs(models)
     scratch = Path(tempfile.mkdtemp(prefix=f"besser-gen-{spec.name}-"))
     try:
         out = scratch / "out"
@@ -113,7 +121,20 @@ def generate(spec: GeneratorSpec, models: dict[str, Any], options: Any = None, *
         shutil.rmtree(scratch, ignore_errors=True)
     if not files:
         raise ToolFailure(ErrorCode.GENERATION_FAILED, f"BESSER's {spec.label} generator wrote no files")
-    return GeneratedOutput(spec, opts, files, seconds, tier)
+    return GeneratedOutput(spec, opts, files, seconds, tier, stubbed)
+
+
+def _operator_stubs(models: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The operator's ``BESSER_MODEL_METHOD_BODIES=off`` holds on every path into a generator
+    (the cards and flags upstream decide the ``ask`` case): foreign bodies become stubs."""
+    from kernel_ext.model.method_bodies import ENV, foreign_bodies, method_mode, without_bodies
+
+    if method_mode(os.environ.get(ENV)) != "off":
+        return models, 0
+    bodies = foreign_bodies(models["domain"])
+    if not bodies:
+        return models, 0
+    return {**models, "domain": without_bodies(models["domain"], bodies)}, len(bodies)
 
 
 def _collect(out: Path, subdir: str) -> dict[str, bytes]:

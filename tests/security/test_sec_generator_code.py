@@ -255,3 +255,19 @@ def test_links_a_confined_generator_leaves_are_never_followed_by_the_host(attack
         result = run_phase1(model, attack.run_dir, "sql", sandbox_policy="bwrap")
         assert [f.path for f in result.files] == [SQL]
     assert_contained(attack, "", ran=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", ["api_phase1", "api_tool_denied"])
+def test_the_operators_off_for_method_bodies_holds_on_the_python_api(attack, entry):
+    """``BESSER_MODEL_METHOD_BODIES=off``: a model handed straight to ``run_phase1`` or a tool
+    context (no card, no flag on the way) is still generated with stubs; the payload never runs."""
+    output = ENTRY_POINTS[entry](attack, attack.env("bwrap", BESSER_MODEL_METHOD_BODIES="off"))
+    assert_contained(attack, output, ran=False)
+    if entry == "api_phase1":
+        result = json.loads(output[output.index("{"):output.rindex("}") + 1])
+        assert [f["path"] for f in result["files"]] == [SQL]
+        assert any("generated as stubs" in f["message"] for f in result["findings"]), result["findings"]
+    else:
+        result = json.loads(output[output.index("{"):output.rindex("}") + 1])
+        assert result["ok"] is False and result["error"]["code"] == "approval_denied", result
