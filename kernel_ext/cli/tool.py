@@ -52,10 +52,9 @@ def handle(args: argparse.Namespace) -> int:
     context = ToolContext(services={"workspace": Workspace(args.workspace)})
     if args.model:
         from kernel_ext.errors import ToolFailure
-        from kernel_ext.model.loading import load
 
         try:
-            context.services["domain_model"] = load(args.model).model
+            context.services["domain_model"] = _settled_model(args)
         except ToolFailure as exc:
             print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
             return 2
@@ -69,6 +68,23 @@ def handle(args: argparse.Namespace) -> int:
     finally:
         if shell is not None:
             shell.close()
+
+
+def _settled_model(args: argparse.Namespace) -> Any:
+    """The model as ``generate`` without a request takes it: names checked, foreign method bodies
+    kept only with ``--approve yes`` (the one answer this command has), else stubs (a note on stderr)."""
+    from kernel_ext.model.loading import load
+    from kernel_ext.model.names import check_names
+    from kernel_ext.pipeline.method_bodies import decide_without_card
+    from kernel_ext.pipeline.options import OperatorSettings
+
+    loaded = load(args.model)
+    check_names(loaded.model, origin=loaded.origin)
+    settled = decide_without_card(loaded.model, OperatorSettings.from_environment().model_method_bodies,
+                                  args.approve == "yes", hint="pass --approve yes to keep them")
+    for finding in settled.findings:
+        print(f"note: [{finding.severity}] {finding.code}: {finding.message}", file=sys.stderr)
+    return settled.model
 
 
 def _execute(args: argparse.Namespace, context: Any) -> int:

@@ -84,7 +84,8 @@ def run_phase1(
 ) -> Phase1Result:
     """Generate ``generator``'s output for ``model`` into ``out_dir`` (a path or a Workspace).
 
-    The app-import check runs sandboxed under ``sandbox_policy`` (default: the server's policy).
+    A generator that starts processes, and the app-import check, run sandboxed under
+    ``sandbox_policy`` (default: the server's policy).
     """
     from kernel_ext.model.jsonform import model_digest
     from kernel_ext.model.loading import load
@@ -102,7 +103,7 @@ def run_phase1(
     else:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         workspace = Workspace(out_dir)
-    output = generate(spec, models, options)
+    output = generate(spec, models, options, policy=sandbox_policy)
     published = publish_output(workspace, output)
     manifest = output.manifest()
     if ledger is not None:
@@ -111,6 +112,7 @@ def run_phase1(
         checks = check_files(output.files, spec.check_root, spec.entrypoint, import_app=import_app, policy=sandbox_policy)
     else:
         checks = CheckReport(app_import="skipped: not requested" if not check else "skipped: build files only")
+    checks.findings[:0] = output.findings()  # how the generator itself ran (a confined one under ``off``)
     return Phase1Result(
         generator=spec.name,
         kind=spec.kind,

@@ -1,7 +1,8 @@
 """Run one target into a private temporary directory, then publish its files through the fence.
 
 BESSER's generators write wherever they are pointed, so they are pointed at an empty
-temporary directory outside the workspace; their output is read back as bytes and only then
+temporary directory outside the workspace (a generator that starts processes runs whole in a
+sandbox over that directory: ``confined.py``); their output is read back as bytes and only then
 written into the workspace with ``kernel_ext.workspace.publish`` (atomic, no-follow, inside
 the fence). Generator output is never rewritten: bytes go in as produced.
 """
@@ -38,6 +39,20 @@ class GeneratedOutput:
     options: Options
     files: dict[str, bytes]  # workspace-relative path -> bytes (subdir included)
     seconds: float
+    tier: str = ""  # the sandbox tier a confined generator ran under ("" when it ran in-process)
+    stubbed: int = 0  # model method bodies the operator's ``off`` turned into stubs here
+
+    def findings(self) -> list[Any]:
+        """What a person must know about how it ran (a confined generator under ``off``, stubs)."""
+        from kernel_ext.generation.confined import off_findings
+        from kernel_ext.model.method_bodies import ENV
+        from kernel_ext.validation.report import Finding
+
+        found = off_findings(self.spec.label, self.tier) if self.tier else []
+        if self.stubbed:
+            found.append(Finding("warning", "model", f"{self.stubbed} model method bodies were generated as stubs "
+                                 f"(the operator turned model method bodies off: {ENV}=off)", code="model_method_bodies_removed"))
+        return found
 
     def manifest(self) -> list[GeneratedFile]:
         return [GeneratedFile(p, sha256_bytes(b), len(b)) for p, b in sorted(self.files.items())]
@@ -60,8 +75,12 @@ def parse_options(spec: GeneratorSpec, options: Any) -> Options:
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"{spec.name} options: {problems}") from None
 
 
-def generate(spec: GeneratorSpec, models: dict[str, Any], options: Any = None) -> GeneratedOutput:
-    """Run ``spec`` on ``models`` (``{"domain": DomainModel, ...}``) and read its output back."""
+def generate(spec: GeneratorSpec, models: dict[str, Any], options: Any = None, *, policy: str | None = None) -> GeneratedOutput:
+    """Run ``spec`` on ``models`` (``{"domain": DomainModel, ...}``) and read its output back.
+
+    A ``confined`` target runs in a one-off sandbox under ``policy`` (default: the operator's),
+    the scratch folder its only writable place; the others run in this process.
+    """
     missing = spec.missing(frozenset(k for k, v in models.items() if v is not None))
     if missing:
         raise ToolFailure(ErrorCode.GENERATOR_UNAVAILABLE, f"{spec.name} needs a {' and a '.join(missing)} model")
@@ -70,27 +89,52 @@ def generate(spec: GeneratorSpec, models: dict[str, Any], options: Any = None) -
         from kernel_ext.model.names import check_names
 
         check_names(models["domain"])  # every generator call: names are identifiers before they are code
+        models, stubbed = _operator_stubs(models)
     scratch = Path(tempfile.mkdtemp(prefix=f"besser-gen-{spec.name}-"))
     try:
         out = scratch / "out"
         out.mkdir()
-        with _BESSER_LOCK:
-            started = time.perf_counter()
-            try:
-                spec.produce(models, out, opts)
-            except ToolFailure:
-                raise
-            except Exception as exc:  # BESSER raised: name it, keep the run alive
-                raise ToolFailure(
-                    ErrorCode.GENERATION_FAILED, f"BESSER's {spec.label} generator failed: {type(exc).__name__}: {exc}"
-                ) from None
-            seconds = time.perf_counter() - started
-        files = _collect(out, spec.subdir)
+        started = time.perf_counter()
+        tier = ""
+        if spec.confined:  # its own process in its own sandbox: no shared BESSER state to guard
+            from kernel_ext.generation.confined import produce_confined
+
+            tier = produce_confined(spec, models, scratch, out, opts, policy=policy)
+        else:
+            with _BESSER_LOCK:
+                try:
+                    spec.produce(models, out, opts)
+                except ToolFailure:
+                    raise
+                except Exception as exc:  # BESSER raised: name it, keep the run alive
+                    raise ToolFailure(
+                        ErrorCode.GENERATION_FAILED, f"BESSER's {spec.label} generator failed: {type(exc).__name__}: {exc}"
+                    ) from None
+        seconds = time.perf_counter() - started
+        try:
+            files = _collect(out, spec.subdir)
+        except OSError as exc:  # a confined generator left a link (or worse) where its output folder was
+            raise ToolFailure(ErrorCode.GENERATION_FAILED,
+                              f"BESSER's {spec.label} generator left no plain output folder ({exc.strerror}); "
+                              "nothing was read from it") from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if not files:
         raise ToolFailure(ErrorCode.GENERATION_FAILED, f"BESSER's {spec.label} generator wrote no files")
-    return GeneratedOutput(spec, opts, files, seconds)
+    return GeneratedOutput(spec, opts, files, seconds, tier, stubbed)
+
+
+def _operator_stubs(models: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The operator's ``BESSER_MODEL_METHOD_BODIES=off`` holds on every path into a generator
+    (the cards and flags upstream decide the ``ask`` case): foreign bodies become stubs."""
+    from kernel_ext.model.method_bodies import ENV, foreign_bodies, method_mode, without_bodies
+
+    if method_mode(os.environ.get(ENV)) != "off":
+        return models, 0
+    bodies = foreign_bodies(models["domain"])
+    if not bodies:
+        return models, 0
+    return {**models, "domain": without_bodies(models["domain"], bodies)}, len(bodies)
 
 
 def _collect(out: Path, subdir: str) -> dict[str, bytes]:

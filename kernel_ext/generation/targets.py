@@ -2,9 +2,11 @@
 each needs, the workspace folder it writes, and the call that runs it.
 
 Each ``produce`` calls one BESSER generator class, unchanged, into an empty directory; the
-caller publishes what it wrote. Options models are plain pydantic (extra fields refused,
-frozen) so the tool layer can reuse them as argument schemas. Signatures and outputs are
-those of BESSER 8.4.1 (see the reference notes); React and web-app need a GUI model.
+caller publishes what it wrote. A target whose generator starts processes is ``confined``: the
+runner runs it in a sandbox (``confined.py``) instead of calling ``produce`` in-process.
+Options models are plain pydantic (extra fields refused, frozen) so the tool layer can reuse
+them as argument schemas. Signatures and outputs are those of BESSER 8.4.1
+(see the reference notes); React and web-app need a GUI model.
 """
 
 from __future__ import annotations
@@ -94,6 +96,9 @@ class GeneratorSpec:
     bundles: frozenset[str] = frozenset()  # other targets this one already contains
     needs_executable: str | None = None
     app_root: str | None = None  # where the entry module lives, when not ``subdir`` itself
+    # BESSER's generator starts processes (running model-derived code): it runs whole in a
+    # one-off sandbox (``confined.py``), never in the host process.
+    confined: bool = False
 
     @property
     def check_root(self) -> str:
@@ -219,7 +224,7 @@ BESSER_TARGETS: tuple[GeneratorSpec, ...] = (
                   RestApiOptions, _DOMAIN, "rest_api", _rest_api, stack=("python", "fastapi", "backend"),
                   entrypoint="rest_api", bundles=frozenset({"pydantic"})),
     GeneratorSpec("sql", "SQL DDL", "CREATE TABLE statements for the domain (tables_<dialect>.sql).",
-                  SQLOptions, _DOMAIN, "sql", _sql, stack=("sql",)),
+                  SQLOptions, _DOMAIN, "sql", _sql, stack=("sql",), confined=True),
     GeneratorSpec("json_schema", "JSON Schema", "A JSON Schema of the domain (json_schema.json).",
                   JSONSchemaOptions, _DOMAIN, "json_schema", _json_schema, stack=("json",)),
     GeneratorSpec("python_classes", "Python classes", "Plain Python classes for the domain (classes.py).",
@@ -232,7 +237,8 @@ BESSER_TARGETS: tuple[GeneratorSpec, ...] = (
                   SupabaseOptions, _DOMAIN, "supabase", _supabase, stack=("sql", "supabase")),
     GeneratorSpec("django", "Django project", "A Django project with models, admin and views for the domain.",
                   DjangoOptions, _DOMAIN, "django", _django, stack=("python", "django", "backend"),
-                  bundles=frozenset({"pydantic", "sqlalchemy", "json_schema", "sql"}), needs_executable="django-admin"),
+                  bundles=frozenset({"pydantic", "sqlalchemy", "json_schema", "sql"}), needs_executable="django-admin",
+                  confined=True),
     GeneratorSpec("react", "React frontend", "A React (Vite) frontend built from the domain and GUI models.",
                   NoOptions, _DOMAIN_GUI, "frontend", _react, stack=("react", "frontend", "typescript")),
     GeneratorSpec("web_app", "Web application", "A full web application (React frontend + FastAPI backend) "

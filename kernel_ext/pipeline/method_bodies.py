@@ -6,8 +6,8 @@ Before Phase 1 the orchestrator asks, once per run, on an approval card of categ
 scripted host approver answer it like any other card). Approved: the model is generated as
 given. Denied, timed out, or the operator's ``BESSER_MODEL_METHOD_BODIES=off``: Phase 1
 generates from a copy whose methods are stubs, and a named finding says so. The package's own
-example bodies need no card. The same decision serves the command line's Phase-1-only path,
-where nobody is there to ask (``decide_without_card``).
+example bodies need no card. The same decision serves the command line's Phase-1-only path and
+``tool --model``, where nobody is there to ask (``decide_without_card``).
 """
 
 from __future__ import annotations
@@ -76,13 +76,14 @@ async def settle_method_bodies(model: Any, mode: str, approver: Any, observe: An
     return _stripped(model, bodies, "the card showing them was not approved")
 
 
-def decide_without_card(model: Any, mode: str, approved: bool) -> Settled:
-    """Where nobody can be asked (the Phase-1-only command line): ``approved`` is the person's flag."""
+def decide_without_card(model: Any, mode: str, approved: bool, *, hint: str = "pass --approve edits to keep them") -> Settled:
+    """Where nobody can be asked (the Phase-1-only command line, ``tool --model``): ``approved`` is
+    the person's flag given up front; ``hint`` says which flag that is."""
     bodies = foreign_bodies(model)
     if not bodies or (mode != "off" and approved):
         return Settled(model)
     why = f"the operator turned model method bodies off ({ENV}=off)" if mode == "off" else (
-        "nobody was there to approve them (pass --approve edits to keep them)")
+        f"nobody was there to approve them ({hint})")
     return _stripped(model, bodies, why)
 
 

@@ -4,7 +4,10 @@ Arguments are the target's options with BESSER's own names (``http_methods``, ``
 ``backend``, ``nested_creations``...). ``prepare`` runs the generator into a private
 directory (it is deterministic and has no side effect there) so the approval request can
 say exactly which files will be created or overwritten, and so the boundary snapshots the
-files that will be overwritten; ``run`` publishes that output (files that were new at
+files that will be overwritten. That preview is no side effect even for a generator that
+executes model-derived code (SQL, Django): such a target runs whole in a one-off sandbox
+(``generation/confined.py``: network off, no host secrets, writes only to a scratch folder
+that is then removed), so a denied card truly means nothing reached the host. ``run`` publishes that output (files that were new at
 preparation must still be new), records the files in the run's generation ledger (for the
 authorship split) and reports syntax and import findings. A tool is offered only when the
 models its generator needs are services of the run. Both steps run in a worker thread so a
@@ -47,6 +50,10 @@ def _make(spec: GeneratorSpec) -> ToolSpec:
         from kernel_ext.generation.runner import existing_targets, generate
 
         models = _models(spec, ctx)
+        # Runs before the card on purpose (the card lists the exact files). Safe to run unasked:
+        # in-process targets only render templates into a private folder, and a target that
+        # starts processes runs confined (``spec.confined``), so the preview changes nothing
+        # outside its own removed scratch folder and "approval_denied ... nothing ran" holds.
         output = generate(spec, models, args)
         existing = existing_targets(ctx.service("workspace"), output)
         pending = ctx.state.store(_PENDING, dict)
@@ -77,6 +84,7 @@ def _make(spec: GeneratorSpec) -> ToolSpec:
         report = publish_output(workspace, output, must_be_new=new)
         ledger_of(ctx.state).record(spec.name, output.manifest(), output.options.model_dump())
         checks = check_files(output.files, spec.check_root, spec.entrypoint, import_app=False)
+        checks.findings[:0] = output.findings()  # a confined generator under the operator's ``off``
         return ToolOutcome(_observation(spec, output, report, checks), {
             "generator": spec.name,
             "options": output.options.model_dump(),

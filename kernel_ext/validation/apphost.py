@@ -15,7 +15,6 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 from concurrent.futures import Future
@@ -32,15 +31,6 @@ log = logging.getLogger(__name__)
 START_TIMEOUT_S = 90.0
 JOB_TIMEOUT_S = 60.0
 KEEP_STAGED = 4
-# Loads the package from its own folder (the only part of its parent a sandbox shows or lets
-# list), then runs the host.
-_BOOT = (
-    "import importlib.util, os, sys; pkg = sys.argv[1]; "
-    "spec = importlib.util.spec_from_file_location('kernel_ext', os.path.join(pkg, '__init__.py'), "
-    "submodule_search_locations=[pkg]); module = importlib.util.module_from_spec(spec); "
-    "sys.modules['kernel_ext'] = module; spec.loader.exec_module(module); "
-    "from kernel_ext.validation.apphost_main import main; sys.exit(main(sys.argv[2:]))"
-)
 
 
 @dataclass(frozen=True)
@@ -111,8 +101,9 @@ class AppHost:
 
         conf = Confinement.for_run(self.scratch / "rw", self.scratch / "home", network=False,
                                    readable=[self.scratch / "src"])
-        package = str(Path(__file__).resolve().parents[1])
-        argv = [sys.executable, "-I", "-B", "-c", _BOOT, package, *([] if self.standby else ["--no-standby"])]
+        from kernel_ext.sandbox.boot import package_program
+
+        argv = package_program("kernel_ext.validation.apphost_main", *([] if self.standby else ["--no-standby"]))
         self._log = open(self.scratch / "host.log", "ab")
         try:
             worker = start_worker(argv, conf, policy=self.policy, stderr=self._log)

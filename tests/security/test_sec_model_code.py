@@ -172,7 +172,7 @@ def _run(argv: list[str], env: dict[str, str], timeout: float = 600) -> str:
 
 def via_cli(attack: Attack, form: str, env: dict[str, str]) -> str:
     return _run([sys.executable, "-m", "kernel_ext", "generate", str(attack.model_file(form)), "--out", str(attack.run_dir),
-                 "--json"], env)
+                 "--approve", "edits", "--json"], env)  # the flag keeps the model's method bodies (no card here)
 
 
 API_PHASE1 = """
@@ -187,7 +187,8 @@ import asyncio, sys
 from kernel_ext.pipeline.generation import generate
 
 async def main():
-    run = generate(sys.argv[1], "A FastAPI backend", run_dir=sys.argv[2], provider="none", target="fastapi_backend")
+    run = generate(sys.argv[1], "A FastAPI backend", run_dir=sys.argv[2], provider="none", target="fastapi_backend",
+                   approve="all")  # the method-body card approved: the body reaches the generated code
     for _ in range(6000):
         if any(e.type == "phase" and e.phase == "generate" and e.status != "started" for e in run.events.events):
             break
@@ -207,8 +208,10 @@ def via_api_generate(attack: Attack, form: str, env: dict[str, str]) -> str:
     return _run([sys.executable, "-c", API_GENERATE, str(attack.model_file(form)), str(attack.run_dir)], env)
 
 
-def via_rest(attack: Attack, form: str, env: dict[str, str]) -> str:
-    """A real ``jupyter server`` (the extension enabled, runs under ``run_dir``) started with the key."""
+def via_rest(attack: Attack, form: str, env: dict[str, str], **body_fields: str) -> str:
+    """A real ``jupyter server`` (the extension enabled, runs under ``run_dir``) started with the key.
+
+    ``body_fields`` replace fields of the ``POST runs`` body (``test_sec_generator_code.py``: ``target="sql"``)."""
     config, root = attack.tmp / "jupyter-config", attack.tmp / "server-root"
     config.mkdir()
     root.mkdir()
@@ -230,7 +233,7 @@ def via_rest(attack: Attack, form: str, env: dict[str, str]) -> str:
         with httpx.Client(headers=headers, timeout=30) as client:
             _wait_for(lambda: _answers(client, f"{api}/config"), 90, lambda: process.poll() is not None)
             body = {"kind": "generate", "request": "A FastAPI backend", "provider": "none", "target": "fastapi_backend",
-                    "model_json": json.loads(attack.model_file("json").read_text())}
+                    "approve": "all", "model_json": json.loads(attack.model_file("json").read_text()), **body_fields}
             started = client.post(f"{api}/runs", json=body)
             assert started.status_code == 201, started.text
             run_id = started.json()["run"]["id"]
