@@ -10,6 +10,12 @@ bool, NaN, infinity), not whole, or beyond ``MAX_TOKENS_PER_CALL`` is refused by
 (``checked_usage``); the call is then counted as an estimate from the sizes sent and received
 (``Provider.stream``), so totals never fall and a lying endpoint cannot switch the cap off.
 Refusals wait in ``problems`` until the loop reports them as ``USAGE_REFUSED`` events.
+
+Usage is always priced at the operator's configured model (``Provider.model``), never at the
+name the endpoint puts in its stream: a stream naming an unpriced model would otherwise count
+as unpriced and the cap would never fire. A different reported name is noted once
+(``MODEL_MISMATCH``, in ``notices``). A cost cap over a configured model with no known price
+cannot be kept: ``unpriced_cap`` names it, and ``check`` refuses the call (``COST_UNPRICED``).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from typing import Any
 
 from kernel_ext.providers.base import ErrorCode, ProviderError, Usage
 
-__all__ = ["CostMeter", "MAX_TOKENS_PER_CALL", "checked_usage", "read_count"]
+__all__ = ["CostMeter", "MAX_TOKENS_PER_CALL", "checked_usage", "read_count", "same_model", "unpriced_cap"]
 
 MAX_TOKENS_PER_CALL = 10**9  # no model reads or writes a billion tokens in one call
 
@@ -57,6 +63,28 @@ def checked_usage(counts: Mapping[str, Any], names: Mapping[str, str] | None = N
     return Usage(**values), tuple(problems)
 
 
+def same_model(reported: str, configured: str) -> bool:
+    """True when ``reported`` is the configured model or one of its dated snapshots/aliases."""
+    a, b = reported.strip().lower(), configured.strip().lower().rsplit("/", 1)[-1]
+    a = a.rsplit("/", 1)[-1]
+    return a == b or (a.startswith(b) and a[len(b):len(b) + 1] in "-:@_.")
+
+
+def unpriced_cap(model: str, cap_usd: float | None, pricing: Any = None) -> str | None:
+    """Why a cost cap of ``cap_usd`` cannot be kept for ``model`` (no known price), or None."""
+    if cap_usd is None or cap_usd <= 0:
+        return None
+    if pricing is None:
+        from kernel_ext.providers.pricing import default_pricing
+
+        pricing = default_pricing()
+    if pricing.price(model) is not None:
+        return None
+    return (f"the configured model {model[:128]!r} has no known price, so a cost cap of ${cap_usd:.4f} cannot be kept; "
+            "add its price to the price table (kernel_ext/providers/data/prices.json) or run it without a cost cap "
+            "(the token and wall-time budgets still bound the run)")
+
+
 class CostMeter:
     def __init__(self, cap_usd: float | None = None, pricing: Any = None):
         if cap_usd is not None and cap_usd < 0:
@@ -69,6 +97,8 @@ class CostMeter:
         self.unpriced_usage = Usage()
         self.unpriced_models: set[str] = set()
         self.problems: list[str] = []  # refused usage figures, until ``take_problems``
+        self.notices: list[tuple[str, str]] = []  # (code, message), e.g. MODEL_MISMATCH, until ``take_notices``
+        self._noted: set[str] = set()
         self._lock = threading.Lock()
 
     @property
@@ -99,6 +129,22 @@ class CostMeter:
                 self.cost_usd += cost
             return cost, self.cost_usd
 
+    def note_reported_model(self, reported: str, configured: str) -> None:
+        """The endpoint named another model: noted once per name (shown, never priced)."""
+        if not reported or same_model(reported, configured):
+            return
+        with self._lock:
+            if reported in self._noted or len(self._noted) >= 8:
+                return
+            self._noted.add(reported)
+            self.notices.append(("MODEL_MISMATCH", f"the endpoint reports model {reported[:128]!r}, not the configured "
+                                 f"{configured[:128]!r}; usage is priced at the configured model"))
+
+    def take_notices(self) -> list[tuple[str, str]]:
+        with self._lock:
+            taken, self.notices = self.notices, []
+        return taken
+
     def take_problems(self) -> list[str]:
         """The refused figures since the last call (each reported once)."""
         with self._lock:
@@ -109,8 +155,12 @@ class CostMeter:
     def remaining_usd(self) -> float | None:
         return None if self.cap_usd is None else max(0.0, self.cap_usd - self.cost_usd)
 
-    def check(self) -> None:
-        """Refuse the next call when the cap is spent."""
+    def check(self, model: str | None = None) -> None:
+        """Refuse the next call when the cap is spent, or cannot be kept for ``model`` (no known price)."""
+        if model is not None:
+            why = unpriced_cap(model, self.cap_usd, self.pricing)
+            if why is not None:
+                raise ProviderError(ErrorCode.COST_UNPRICED, why, {"cap_usd": self.cap_usd})
         if self.cap_usd is not None and self.cost_usd >= self.cap_usd:
             raise ProviderError(
                 ErrorCode.COST_CAP,

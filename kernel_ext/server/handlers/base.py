@@ -27,6 +27,7 @@ from typing import Any
 from jupyter_server.base.handlers import APIHandler
 from tornado.web import HTTPError, stream_request_body
 
+from kernel_ext.jsondepth import MAX_JSON_DEPTH, json_deeper_than  # noqa: F401 - re-exported for handlers
 from kernel_ext.pipeline.options import OperatorSettings
 from kernel_ext.pipeline.run import Run
 from kernel_ext.server.auth import (
@@ -63,7 +64,6 @@ class Refusal(HTTPError):
         self.message = message
 
 
-MAX_JSON_DEPTH = 64  # arrays and objects inside each other; a run request needs a handful
 
 
 def parse_json_body(body: bytes) -> Any:
@@ -84,20 +84,6 @@ def parse_json_body(body: bytes) -> Any:
     if json_deeper_than(value, MAX_JSON_DEPTH):
         raise Refusal(400, "JSON_TOO_DEEP", f"the body nests arrays or objects more than {MAX_JSON_DEPTH} levels deep")
     return value
-
-
-def json_deeper_than(value: Any, limit: int) -> bool:
-    """True when containers nest more than ``limit`` deep (iterative: no recursion to exhaust)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return False
 
 
 class _CapabilityIdentity:
