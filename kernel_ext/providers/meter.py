@@ -21,6 +21,7 @@ cannot be kept: ``unpriced_cap`` names it, and ``check`` refuses the call (``COS
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -63,11 +64,15 @@ def checked_usage(counts: Mapping[str, Any], names: Mapping[str, str] | None = N
     return Usage(**values), tuple(problems)
 
 
+_SNAPSHOT = re.compile(r"([-@](\d{4}-?\d{2}-?\d{2}|\d{4}|latest|v\d+(:\d+)?)|:[\w.-]+)")
+
+
 def same_model(reported: str, configured: str) -> bool:
-    """True when ``reported`` is the configured model or one of its dated snapshots/aliases."""
-    a, b = reported.strip().lower(), configured.strip().lower().rsplit("/", 1)[-1]
-    a = a.rsplit("/", 1)[-1]
-    return a == b or (a.startswith(b) and a[len(b):len(b) + 1] in "-:@_.")
+    """True when ``reported`` is the configured model or a dated snapshot, ``-latest`` alias or
+    ``:tag`` of it (``gpt-4o-2024-08-06`` for ``gpt-4o``; not ``gpt-4o-mini``)."""
+    a = reported.strip().lower().rsplit("/", 1)[-1]
+    b = configured.strip().lower().rsplit("/", 1)[-1]
+    return a == b or (a.startswith(b) and _SNAPSHOT.fullmatch(a[len(b):]) is not None)
 
 
 def unpriced_cap(model: str, cap_usd: float | None, pricing: Any = None) -> str | None:
