@@ -207,6 +207,9 @@ async def _host_callback(callback: Any, argument: Any) -> Any:
         raise RuntimeError(f"host callback raised ToolFailure ({exc.code}); refusing to treat it as a tool observation") from exc
 
 
+_TOO_DEEP = f"arguments nest arrays or objects more than {MAX_JSON_DEPTH} levels deep; no tool accepts that"
+
+
 def _parse_arguments(raw: Any) -> dict[str, Any]:
     if isinstance(raw, str):
         if len(raw.encode("utf-8", "surrogatepass")) > MAX_ARGUMENT_BYTES:
@@ -217,7 +220,9 @@ def _parse_arguments(raw: Any) -> dict[str, Any]:
             parsed = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise ToolFailure(ErrorCode.INVALID_JSON, f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-        except (ValueError, RecursionError) as exc:  # a 5,000-digit integer, nesting thousands deep
+        except RecursionError:  # nesting thousands deep: past what the parser follows
+            raise ToolFailure(ErrorCode.ARGUMENTS_TOO_DEEP, _TOO_DEEP) from None
+        except ValueError as exc:  # a 5,000-digit integer
             raise ToolFailure(ErrorCode.INVALID_JSON, f"arguments are JSON no tool accepts: {str(exc)[:120]}") from None
     elif raw is None:
         parsed = {}
@@ -226,8 +231,7 @@ def _parse_arguments(raw: Any) -> dict[str, Any]:
     if not isinstance(parsed, dict):
         raise ToolFailure(ErrorCode.INVALID_JSON, f"arguments must be a JSON object, got {type(parsed).__name__}")
     if json_deeper_than(parsed, MAX_JSON_DEPTH):  # no tool takes this; every walker after here would recurse as deep
-        raise ToolFailure(ErrorCode.ARGUMENTS_TOO_DEEP,
-                          f"arguments nest arrays or objects more than {MAX_JSON_DEPTH} levels deep; no tool accepts that")
+        raise ToolFailure(ErrorCode.ARGUMENTS_TOO_DEEP, _TOO_DEEP)
     try:
         # A deep copy through JSON: the caller's dict is never used again.
         copied = json.loads(json.dumps(parsed))

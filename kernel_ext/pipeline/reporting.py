@@ -64,7 +64,9 @@ def report_call(events: EventLog, call: ToolCall) -> None:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
-        except (ValueError, RecursionError):  # not JSON, or nested past what a parser follows
+        except RecursionError:  # nested past what a parser follows
+            arguments = {"_omitted": f"arguments nested more than {MAX_JSON_DEPTH} levels deep"}
+        except ValueError:  # not JSON
             arguments = {"_raw": arguments[:SUMMARY_CHARS]}
     if not isinstance(arguments, dict):
         arguments = {"_raw": str(arguments)[:SUMMARY_CHARS]}
