@@ -149,7 +149,8 @@ def event_to_dict(event: Event) -> dict[str, Any]:
         c = event.call
         return {"kind": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments}
     if isinstance(event, UsageUpdate):
-        return {"kind": "usage", "model": event.model, **event.usage.to_dict()}
+        reported = {"reported_model": event.reported_model} if event.reported_model else {}
+        return {"kind": "usage", "model": event.model, **reported, **event.usage.to_dict()}
     if isinstance(event, Stop):
         return {"kind": "stop", "reason": event.reason, "raw": event.raw}
     if isinstance(event, Retrying):
@@ -167,7 +168,8 @@ def event_from_dict(data: dict[str, Any]) -> Event:
         from kernel_ext.providers.meter import checked_usage
 
         usage, problems = checked_usage(data)
-        return UsageUpdate(usage, str(data.get("model", "")), problems=problems)
+        # as a stream would hand it over: the name the endpoint reported (a replay prices it anew)
+        return UsageUpdate(usage, str(data.get("reported_model") or data.get("model", "")), problems=problems)
     if kind == "stop":
         return Stop(str(data["reason"]), str(data.get("raw", "")))
     if kind == "retry":
