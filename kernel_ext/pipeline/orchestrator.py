@@ -113,27 +113,19 @@ class Orchestrator:
         self._finish(await asyncio.to_thread(tree_hashes, self.ctx.layout.app_dir))  # reads every file: off the loop
 
     def _hold_cost_cap(self) -> None:
-        """A cost cap over a live model with no known price cannot be kept: said once, by name.
-
-        An explicit cap (``max_cost_usd`` given by the caller) is then refused: the model is not
-        called at all. The default cap is noted as not applying; the token and wall-time budgets
-        still bound the run (local models, free to run, keep working without a flag).
-        """
-        from kernel_ext.providers.meter import unpriced_cap
+        """A cost cap over a live model with no known price cannot be kept: said once, by name;
+        an explicit cap is refused and the model not called (``meter.unpriced_verdict``)."""
+        from kernel_ext.providers.meter import unpriced_verdict
 
         if self.provider is None or getattr(self.provider, "kind", "") != "live":
             return
-        why = unpriced_cap(str(self.provider.model), self.budgets.max_cost_usd, self.provider.meter.pricing)
-        if why is None:
-            return
-        if "max_cost_usd" in self.request.model_fields_set:
-            self.events.emit("error", code="COST_UNPRICED", message=f"{why}; the model is not called in this run", terminal=False)
-            self.no_model, self.provider = f"COST_UNPRICED: {why}", None
-            return
-        self.events.emit("error", code="COST_UNPRICED", terminal=False, message=(
-            f"the configured model {str(self.provider.model)[:128]!r} has no known price: the default cost cap "
-            f"(${self.budgets.max_cost_usd:.2f}) cannot apply to it; the token budget ({self.budgets.max_tokens:,} tokens) "
-            "and the wall-time budget bound the run. An explicit cost cap with this model is refused."))
+        verdict = unpriced_verdict(str(self.provider.model), self.provider.meter, self.budgets.max_cost_usd,
+                                   "max_cost_usd" in self.request.model_fields_set, self.budgets.max_tokens)
+        if verdict is not None:
+            refused, message = verdict
+            self.events.emit("error", code="COST_UNPRICED", message=message, terminal=False)
+            if refused:
+                self.no_model, self.provider = f"COST_UNPRICED: {message}", None
 
     async def _phase(self, name: str, step: Callable[[], Awaitable[PhaseOutcome]]) -> None:
         self.events.emit("phase", phase=name, status="started")

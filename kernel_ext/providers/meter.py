@@ -28,7 +28,7 @@ from typing import Any
 
 from kernel_ext.providers.base import ErrorCode, ProviderError, Usage
 
-__all__ = ["CostMeter", "MAX_TOKENS_PER_CALL", "checked_usage", "read_count", "same_model", "unpriced_cap"]
+__all__ = ["CostMeter", "MAX_TOKENS_PER_CALL", "checked_usage", "read_count", "same_model", "unpriced_cap", "unpriced_verdict"]
 
 MAX_TOKENS_PER_CALL = 10**9  # no model reads or writes a billion tokens in one call
 
@@ -88,6 +88,25 @@ def unpriced_cap(model: str, cap_usd: float | None, pricing: Any = None) -> str 
     return (f"the configured model {model[:128]!r} has no known price, so a cost cap of ${cap_usd:.4f} cannot be kept; "
             "add its price to the price table (kernel_ext/providers/data/prices.json) or run it without a cost cap "
             "(the token and wall-time budgets still bound the run)")
+
+
+def unpriced_verdict(model: str, meter: CostMeter, run_cap: float, run_cap_explicit: bool,
+                     max_tokens: int) -> tuple[bool, str] | None:
+    """What a run says when its live ``model`` has no known price: None (priced, or no cap),
+    else (refused, why). An explicit cap (the caller's or the operator's ``max_cost_usd``, or the
+    provider's ``BESSER_LLM_MAX_COST_USD``) is refused: the model is not called. Under only the
+    default cap the run goes on, told that the cap cannot apply and what bounds it instead (a
+    local model, free to run, keeps working without a flag; ``--max-cost 0`` says "no cap")."""
+    explicit = unpriced_cap(model, meter.cap_usd, meter.pricing)
+    if explicit is None and run_cap_explicit:
+        explicit = unpriced_cap(model, run_cap, meter.pricing)
+    if explicit is not None:
+        return True, f"{explicit}; the model is not called in this run"
+    if unpriced_cap(model, run_cap, meter.pricing) is None:
+        return None
+    return False, (f"the configured model {model[:128]!r} has no known price: the default cost cap (${run_cap:.2f}) "
+                   f"cannot apply to it; the token budget ({max_tokens:,} tokens) and the wall-time budget bound the "
+                   "run. An explicit cost cap with this model is refused.")
 
 
 class CostMeter:
