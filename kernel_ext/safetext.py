@@ -23,8 +23,17 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["safe_text", "safe_value", "valid_unicode", "WALK_DEPTH", "DEEP", "clip", "MAX_TOOL_NAME_CHARS", "MAX_CALL_ID_CHARS",
-           "shown_text"]
+__all__ = [
+    "DEEP",
+    "MAX_CALL_ID_CHARS",
+    "MAX_TOOL_NAME_CHARS",
+    "WALK_DEPTH",
+    "clip",
+    "safe_text",
+    "safe_value",
+    "shown_text",
+    "valid_unicode",
+]
 
 # What an endpoint may name: a tool (every real one is a short identifier) and a call's wire id.
 # A stream past either is cut off (providers/bounds.py); any other path clips (``clip``).

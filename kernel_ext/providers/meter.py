@@ -28,7 +28,7 @@ from typing import Any
 
 from kernel_ext.providers.base import ErrorCode, ProviderError, Usage
 
-__all__ = ["CostMeter", "MAX_TOKENS_PER_CALL", "checked_usage", "read_count", "same_model", "unpriced_cap", "unpriced_verdict"]
+__all__ = ["MAX_TOKENS_PER_CALL", "CostMeter", "checked_usage", "read_count", "same_model", "unpriced_cap", "unpriced_verdict"]
 
 MAX_TOKENS_PER_CALL = 10**9  # no model reads or writes a billion tokens in one call
 
@@ -161,8 +161,9 @@ class CostMeter:
             if reported in self._noted or len(self._noted) >= 8:
                 return
             self._noted.add(reported)
-            self.notices.append(("MODEL_MISMATCH", f"the endpoint reports model {reported[:128]!r}, not the configured "
-                                 f"{configured[:128]!r}; usage is priced at the configured model"))
+            message = (f"the endpoint reports model {reported[:128]!r}, not the configured {configured[:128]!r}; "
+                       "usage is priced at the configured model")
+            self.notices.append(("MODEL_MISMATCH", message))
 
     def take_notices(self) -> list[tuple[str, str]]:
         with self._lock:

@@ -201,7 +201,7 @@ async def test_a_digest_from_another_run_settles_nothing(entry, server, tmp_path
     if entry == "rest":
         start = jp_serverapp.web_app.settings[STATE_KEY].manager.start_body
     else:
-        start = lambda body: start_run(body, RunLayout.create(tmp_path / "runs"))  # noqa: E731
+        start = lambda body: start_run(body, RunLayout.create(tmp_path / "runs"))
     runs, spaces = [], []
     for name in ("a", "b"):
         ws = tmp_path / f"ws-{name}"

@@ -38,7 +38,14 @@ from kernel_ext.providers.base import ProviderError
 from kernel_ext.providers.messages import Conversation, ToolUse, admit
 from kernel_ext.providers.meter import CostMeter
 from kernel_ext.providers.openai_compat import OpenAICompatProvider
-from kernel_ext.safetext import DEEP, MAX_CALL_ID_CHARS, MAX_TOOL_NAME_CHARS, safe_value, shown_text, valid_unicode
+from kernel_ext.safetext import (
+    DEEP,
+    MAX_CALL_ID_CHARS,
+    MAX_TOOL_NAME_CHARS,
+    safe_value,
+    shown_text,
+    valid_unicode,
+)
 from kernel_ext.secrets import redact
 from kernel_ext.tools.base import ToolContext
 from kernel_ext.tools.registry import default_catalog
@@ -190,11 +197,10 @@ def test_the_run_view_shows_bidi_controls_and_separators_escaped():
 
     spoof = "paid \u202e$0.01\u202c, \u2066rtl\u2069, line\u2028two\x85three"
     view = RunView(run_id="r-1", decide=lambda *a, **k: None, note="in-process")
-    seq = 0
-    for type_, fields in (("run_started", {"request": spoof, "provider_label": "p", "provider_kind": "live"}),
-                          ("text", {"text": spoof}),
-                          ("tool_call", {"call_id": "c1", "name": "write_file", "summary": spoof, "arguments": {"path": spoof}})):
-        seq += 1
+    shown = (("run_started", {"request": spoof, "provider_label": "p", "provider_kind": "live"}),
+             ("text", {"text": spoof}),
+             ("tool_call", {"call_id": "c1", "name": "write_file", "summary": spoof, "arguments": {"path": spoof}}))
+    for seq, (type_, fields) in enumerate(shown, start=1):
         view.apply(make_event(type_, "r-1", **fields).model_copy(update={"seq": seq}))
     for rendered in (view.to_html(), str(view), view._repr_mimebundle_()["text/plain"]):  # what a page or a terminal shows
         assert not [c for c in "\u202e\u202c\u2066\u2069\u2028\x85" if c in rendered], rendered[-500:]

@@ -27,7 +27,7 @@ from typing import Any
 from jupyter_server.base.handlers import APIHandler
 from tornado.web import HTTPError, stream_request_body
 
-from kernel_ext.jsondepth import MAX_JSON_DEPTH, json_deeper_than  # noqa: F401 - re-exported for handlers
+from kernel_ext.jsondepth import MAX_JSON_DEPTH, json_deeper_than
 from kernel_ext.pipeline.options import OperatorSettings
 from kernel_ext.pipeline.run import Run
 from kernel_ext.server.auth import (
