@@ -16,6 +16,7 @@ class ErrorCode(StrEnum):
     # boundary: resolving and validating a call
     UNKNOWN_TOOL = "unknown_tool"
     TOOL_NOT_OFFERED = "tool_not_offered"
+    ARGUMENTS_TOO_DEEP = "arguments_too_deep"  # tool arguments nested past safejson.MAX_JSON_DEPTH
     INVALID_JSON = "invalid_json"
     MISSING_ARGUMENT = "missing_argument"
     INVALID_ARGUMENT = "invalid_argument"
@@ -77,6 +78,8 @@ class ErrorCode(StrEnum):
     BAD_REQUEST = "bad_request"
     CANCELLED = "cancelled"
     COST_CAP = "cost_cap"
+    COST_UNPRICED = "cost_unpriced"  # a cost cap and a configured model with no known price (meter.unpriced_cap)
+    MODEL_MISMATCH = "model_mismatch"  # the endpoint named another model than the configured one (noted, never priced)
     USAGE_REFUSED = "usage_refused"  # an endpoint's token counts no meter can take (counted as an estimate)
     NOT_CONFIGURED = "not_configured"
     REPLAY_DIVERGED = "replay_diverged"

@@ -12,9 +12,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["DEFAULT_MAX_DEPTH", "JsonTooDeep", "deeper_than", "loads"]
+__all__ = ["DEFAULT_MAX_DEPTH", "MAX_JSON_DEPTH", "JsonTooDeep", "deeper_than", "loads"]
 
 DEFAULT_MAX_DEPTH = 100  # arrays and objects inside each other; real documents need a handful
+# A REST body and a model's tool arguments: refused by name past this where they enter
+# (``server/handlers/base.py`` ``parse_json_body``; the boundary's argument parser), so no walker
+# after them (validators, ``safetext``, event building) recurses deeper.
+MAX_JSON_DEPTH = 64
 
 
 class JsonTooDeep(ValueError):
@@ -39,15 +43,15 @@ def loads(text: str | bytes, max_depth: int | None = DEFAULT_MAX_DEPTH) -> Any:
     return value
 
 
-def deeper_than(value: Any, limit: int) -> bool:
+def deeper_than(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     """True when containers nest more than ``limit`` deep (iterative: no recursion to exhaust)."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, (list, tuple)) else None
         if children is None:
             continue
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
     return False

@@ -10,15 +10,38 @@ as an escape (``\\x1b``), ``\\r\\n`` becoming ``\\n``. Non-finite floats inside 
 ``valid_unicode`` is the lighter rule for data the host keeps (a model's text, the values of
 its tool calls as the planner reads them): lone surrogates only, control characters kept, so
 any file or request body can hold it.
+
+Both walk containers to at most ``WALK_DEPTH`` levels (deeper than any JSON the host accepts,
+``safejson.MAX_JSON_DEPTH``, plus an event's own wrapping); a subtree below that becomes the
+string ``DEEP``, so no event build can exhaust the interpreter's recursion limit.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["safe_text", "safe_value", "valid_unicode"]
+__all__ = [
+    "DEEP",
+    "MAX_CALL_ID_CHARS",
+    "MAX_TOOL_NAME_CHARS",
+    "WALK_DEPTH",
+    "clip",
+    "safe_text",
+    "safe_value",
+    "shown_text",
+    "valid_unicode",
+]
+
+# What an endpoint may name: a tool (every real one is a short identifier) and a call's wire id.
+# A stream past either is cut off (providers/bounds.py); any other path clips (``clip``).
+MAX_TOOL_NAME_CHARS = 128
+MAX_CALL_ID_CHARS = 256
+
+WALK_DEPTH = 128
+DEEP = f"[nested deeper than {WALK_DEPTH} levels; not shown]"
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -29,6 +52,29 @@ def _replace(match: re.Match[str]) -> str:
     return "\ufffd" if "\ud800" <= char <= "\udfff" else f"\\x{ord(char):02x}"
 
 
+# What a terminal or a page must show, not obey: line and paragraph separators (U+2028/9,
+# U+0085) and every format character (Unicode category Cf: the bidi embeddings, overrides and
+# isolates U+202A-U+202E / U+2066-U+2069 that reorder a line, marks, zero-width spaces, tags),
+# except ZWNJ/ZWJ (U+200C/D), which only join letters and emoji. Kept to this table (tests
+# check it against ``unicodedata``) so import stays fast.
+_SPOOF = re.compile(
+    "[\x85\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b\u200e\u200f"
+    "\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0001\U000e0020-\U000e007f]"
+)
+
+
+def shown_text(text: str) -> str:
+    """``text`` (already ``safe_text``) for a terminal line or an HTML page: each separator and
+    format character is shown as its escape (``\\u202e``), so nothing can reorder or split what
+    a person reads."""
+    text = safe_text(text)
+    if _SPOOF.search(text) is None:
+        return text
+    return _SPOOF.sub(lambda m: f"\\u{ord(m.group()):04x}" if ord(m.group()) < 0x10000 else f"\\U{ord(m.group()):08x}", text)
+
+
 def safe_text(text: str) -> str:
     """``text`` as valid, printable-safe Unicode (unchanged when it already is)."""
     if _UNSAFE.search(text) is None:
@@ -36,25 +82,35 @@ def safe_text(text: str) -> str:
     return _UNSAFE.sub(_replace, text.replace("\r\n", "\n"))
 
 
-def safe_value(value: Any) -> Any:
-    """``value`` with every string (dict keys too) made safe, recursively; a new container."""
+def clip(text: str, limit: int = MAX_TOOL_NAME_CHARS) -> str:
+    """``text`` cut to ``limit`` characters plus a note of the cut (unchanged when it fits)."""
+    return text if len(text) <= limit else f"{text[:limit]}...[{len(text) - limit} chars cut]"
+
+
+def _walk(value: Any, on_text: Callable[[str], str], depth: int, finite: bool) -> Any:
     if isinstance(value, str):
-        return safe_text(value)
+        return on_text(value)
+    if isinstance(value, (dict, list, tuple)) and depth >= WALK_DEPTH:
+        return DEEP
     if isinstance(value, dict):
-        return {safe_value(k) if isinstance(k, str) else k: safe_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [safe_value(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
+        return {_walk(k, on_text, depth, finite) if isinstance(k, str) else k: _walk(v, on_text, depth + 1, finite)
+                for k, v in value.items()}
+    if isinstance(value, list) or (finite and isinstance(value, tuple)):
+        return [_walk(v, on_text, depth + 1, finite) for v in value]
+    if finite and isinstance(value, float) and not math.isfinite(value):
         return None
     return value
 
 
+def safe_value(value: Any) -> Any:
+    """``value`` with every string (dict keys too) made safe, depth-bounded; a new container."""
+    return _walk(value, safe_text, 0, True)
+
+
+def _valid_text(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
 def valid_unicode(value: Any) -> Any:
-    """``value`` with every lone surrogate (in strings, keys, nested) replaced by U+FFFD."""
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
-    if isinstance(value, dict):
-        return {valid_unicode(k): valid_unicode(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [valid_unicode(v) for v in value]
-    return value
+    """``value`` with every lone surrogate (in strings, keys, nested) replaced by U+FFFD, depth-bounded."""
+    return _walk(value, _valid_text, 0, False)

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kernel_ext.safetext import DEEP, WALK_DEPTH
+
 REDACTED = "[redacted]"
 
 # Parts of a name that mark its value as a secret (matched on word pieces, case-insensitive).
@@ -64,15 +66,22 @@ def redact(value: Any, known: Iterable[str] = ()) -> Any:
     (the model chooses those) is rewritten like any other string. Two keys that redact alike
     stay apart (``[redacted]``, ``[redacted]#2``), so no value is lost by the rewrite.
     """
-    known = tuple(known)
+    return _redact(value, tuple(known), 0)
+
+
+def _redact(value: Any, known: tuple[str, ...], depth: int) -> Any:
+    """``redact`` to ``safetext.WALK_DEPTH`` levels; a deeper subtree becomes ``safetext.DEEP`` (no
+    nesting a model sends can exhaust the recursion limit while an event is built)."""
+    if isinstance(value, (dict, list, tuple)) and depth >= WALK_DEPTH:
+        return DEEP
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         for key, item in value.items():
             secret_field = isinstance(key, str) and isinstance(item, str) and item and is_secret_name(key)
-            out[_free_key(redact_key(key, known), out)] = REDACTED if secret_field else redact(item, known)
+            out[_free_key(redact_key(key, known), out)] = REDACTED if secret_field else _redact(item, known, depth + 1)
         return out
     if isinstance(value, (list, tuple)):
-        return [redact(item, known) for item in value]
+        return [_redact(item, known, depth + 1) for item in value]
     if isinstance(value, str):
         return redact_text(value, known)
     return value

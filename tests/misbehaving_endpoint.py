@@ -34,10 +34,17 @@ def reply(
     text: Iterable[str] = (),
     call: tuple[str, Iterable[str]] | None = None,
     finish: bool = True,
+    *,
+    model: str | None = None,
+    call_id: str | None = None,
+    usage: tuple[int, int] | None = None,
 ) -> Iterator[bytes]:
-    """A streamed reply, lazily: text pieces, then one tool call (name, argument pieces)."""
+    """A streamed reply, lazily: text pieces, then one tool call (name, argument pieces).
+
+    ``model``: the name the endpoint reports (default: the configured one); ``call_id``: the
+    call's wire id; ``usage``: (input, output) tokens reported at the end."""
     if protocol == "openai":
-        base = {"id": "c1", "object": "chat.completion.chunk", "model": "gpt-4o-mini"}
+        base = {"id": "c1", "object": "chat.completion.chunk", "model": model or "gpt-4o-mini"}
 
         def chunk(delta: dict, finish_reason: str | None = None) -> bytes:
             return event({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]})
@@ -46,17 +53,19 @@ def reply(
         for piece in text:
             yield chunk({"content": piece})
         if call is not None:
-            yield chunk({"tool_calls": [{"index": 0, "id": "call_big", "type": "function",
+            yield chunk({"tool_calls": [{"index": 0, "id": call_id or "call_big", "type": "function",
                                          "function": {"name": call[0], "arguments": ""}}]})
             for piece in call[1]:
                 yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
         if finish:
             yield chunk({}, "tool_calls" if call is not None else "stop")
+            if usage is not None:
+                yield event({**base, "choices": [], "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]}})
             yield event("[DONE]")
         return
-    usage = {"input_tokens": 10, "output_tokens": 1}
+    counts = {"input_tokens": usage[0] if usage else 10, "output_tokens": 1}
     yield event({"type": "message_start", "message": {"id": "m1", "type": "message", "role": "assistant",
-                                                      "model": "claude-sonnet-4-5", "content": [], "usage": usage}}, "message_start")
+                                                      "model": model or "claude-sonnet-4-5", "content": [], "usage": counts}}, "message_start")
     index = 0
     for position, piece in enumerate(text):
         if position == 0:
@@ -66,7 +75,7 @@ def reply(
     if index:
         yield event({"type": "content_block_stop", "index": 0}, "content_block_stop")
     if call is not None:
-        block = {"type": "tool_use", "id": "toolu_big", "name": call[0], "input": {}}
+        block = {"type": "tool_use", "id": call_id or "toolu_big", "name": call[0], "input": {}}
         yield event({"type": "content_block_start", "index": index, "content_block": block}, "content_block_start")
         for piece in call[1]:
             delta = {"type": "input_json_delta", "partial_json": piece}
@@ -74,7 +83,8 @@ def reply(
         yield event({"type": "content_block_stop", "index": index}, "content_block_stop")
     if finish:
         stop = "tool_use" if call is not None else "end_turn"
-        yield event({"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 5}}, "message_delta")
+        yield event({"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": usage[1] if usage else 5}},
+                    "message_delta")
         yield event({"type": "message_stop"}, "message_stop")
 
 
@@ -134,7 +144,11 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     max_runtime_s: float = 120.0
     max_cost_usd: float = 2.0
-    code: str | None = None  # the error event's code, None when no provider error is expected
+    code: str | None = None  # the error event's code ("A|B": either), None when no provider error is expected
+    notes: tuple[str, ...] = ()  # codes of non-terminal error events also expected (each once)
+    model: str | None = None  # the configured model (BESSER_LLM_MODEL), when not the protocol's default
+    requests: int | None = None  # how many requests reach the endpoint, when the case fixes it
+    status: str | None = None  # the run's end status, when not the one its code implies
     phase: str = "gap"  # the phase the error ends (gap: the run fails; customize: Phase 3 still runs)
     slow: bool = False
 
@@ -142,6 +156,8 @@ class Case:
 LIMITS = {"BESSER_LLM_MAX_REPLY_CHARS": "300000", "BESSER_LLM_MAX_REPLY_BYTES": str(4 * MB),
           "BESSER_LLM_MAX_ARGUMENT_CHARS": str(1 * MB)}
 ODD_LINE_ENDS = "Add a field\u2028named isbn\u2029to Book\u0085and validate it"
+DEEP = 500
+DEEP_ARGUMENTS = '{"path": "deep.py", "content": "X = 1\\n", "extra": ' + "[" * DEEP + "]" * DEEP + "}"
 
 
 def _refused_then_done(protocol: str, stop: threading.Event) -> list[Plan]:
@@ -171,6 +187,32 @@ CASES = (
     Case("u2028_in_json", lambda p, stop: [Plan(chunks=list(reply(p, call=tasks_call(ODD_LINE_ENDS)))), *done_replies(p, 4)]),
     # default limits: a 600 KB task and a 900 KB call fit in them (and cost ~$3.40 at Sonnet's price)
     Case("no_amplification", _refused_then_done, max_cost_usd=20.0),
+    # -- red team, round 2 --
+    # the endpoint names a model with no price on every turn and reports 400,000 tokens a turn: the bill
+    # is still the configured model's, so the cap fires after the first such turn, and the name is noted once
+    Case("unpriced_model_named", lambda p, stop: [
+        Plan(chunks=list(reply(p, call=tasks_call("Add an isbn field to Book"), model="my-free-model"))),
+        *[Plan(chunks=list(reply(p, ["working on it"], call=("list_files", ["{}"]), model="my-free-model", usage=(400_000, 2_000))))
+          for _ in range(7)],
+    ], max_cost_usd=0.01, code="BUDGET|COST_CAP", notes=("MODEL_MISMATCH",), phase="customize"),  # mid-stream or between turns
+    # a cost cap over a configured model with no known price cannot be kept: refused by name, nothing sent
+    Case("unpriced_model_configured", lambda p, stop: done_replies(p, 3), model="my-local-model", max_cost_usd=0.01,
+         code="COST_UNPRICED", requests=0, status="completed"),  # Phase 2 skipped, named; Phases 1 and 3 ran
+    # a 5 MB tool name, a 5 MB call id: cut off while streaming, the limit named
+    Case("huge_tool_name", lambda p, stop: [
+        Plan(chunks=list(reply(p, call=tasks_call("Add an isbn field to Book")))),
+        Plan(chunks=reply(p, call=("w" * (5 * MB), ["{}"]))),
+    ], code="REPLY_TOO_LARGE", phase="customize"),
+    Case("huge_call_id", lambda p, stop: [
+        Plan(chunks=list(reply(p, call=tasks_call("Add an isbn field to Book")))),
+        Plan(chunks=reply(p, call=("list_files", ["{}"]), call_id="i" * (5 * MB))),
+    ], code="REPLY_TOO_LARGE", phase="customize"),
+    # valid JSON nested 500 deep: refused at the boundary by name (an observation); the run goes on
+    Case("deep_arguments", lambda p, stop: [
+        Plan(chunks=list(reply(p, call=tasks_call("Add an isbn field to Book")))),
+        Plan(chunks=list(reply(p, call=("write_file", [DEEP_ARGUMENTS])))),
+        *done_replies(p, 4),
+    ]),
 )
 
 

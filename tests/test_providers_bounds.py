@@ -247,3 +247,17 @@ async def test_a_planning_reply_with_a_huge_task_plans_a_short_one(server):
     server.plan(Plan(chunks=list(reply("openai", call=tasks_call("Add isbn " + "y" * 40_000)))))
     planned = await plan_gap(provider(server, limits=ReplyLimits()), "r", "s", "m")
     assert len(planned) == 1 and planned[0].startswith("Add isbn y") and len(planned[0]) <= 500
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+@pytest.mark.parametrize(("what", "size", "cut"), [("name", 128, False), ("name", 129, True), ("id", 256, False), ("id", 257, True)])
+async def test_a_tool_name_and_a_call_id_are_bounded_while_streaming(server, protocol, what, size, cut):
+    name, call_id = ("n" * size, None) if what == "name" else ("list_files", "i" * size)
+    server.plan(Plan(chunks=list(reply(protocol, call=(name, ["{}"]), call_id=call_id))))
+    if not cut:
+        result = await provider(server, protocol).complete(conversation())
+        assert [(c.name, c.id) for c in result.tool_calls] == [(name, call_id or ("call_big" if protocol == "openai" else "toolu_big"))]
+        return
+    error = await failure(provider(server, protocol))
+    assert error.code == ErrorCode.REPLY_TOO_LARGE
+    assert f"a tool {'name' if what == 'name' else 'call id'} of more than {size - 1} characters" in error.message

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernel_ext.safetext import shown_text
+
 
 class StaticFallback:
     """Mixed into an ipywidgets container; subclasses provide ``to_text`` and ``to_html``."""
@@ -20,9 +22,9 @@ class StaticFallback:
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = super()._repr_mimebundle_(**kwargs) or {}  # type: ignore[misc]
-        bundle["text/plain"] = self.to_text()
+        bundle["text/plain"] = shown_text(self.to_text())  # a terminal shows the model's bidi controls, never obeys them
         bundle["text/html"] = self.to_html()
         return bundle
 
     def __str__(self) -> str:
-        return self.to_text()
+        return shown_text(self.to_text())

@@ -12,6 +12,7 @@ import os
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from kernel_ext.safetext import shown_text
 from widgets.state import ApprovalView, RunState
 
 STATUS_MARK = {"pending": "○", "started": "◐", "done": "●", "skipped": "–", "failed": "✕"}
@@ -25,7 +26,9 @@ ARGUMENT_CHARS = 1500
 
 
 def esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    """HTML for any value: escaped, and shown-not-obeyed (``safetext.shown_text``: HTML escaping
+    leaves bidi overrides and line separators live, which could reorder what a card says)."""
+    return html.escape(shown_text(str(value)), quote=True)
 
 
 def badge(text: str) -> str:

@@ -36,17 +36,19 @@ class ApprovalRequest:
     files: tuple[FileSnapshot, ...] = ()
     proposal: str = ""
     details: tuple[tuple[str, str], ...] = ()  # the tool's preparation data (e.g. a command's risk), as JSON text
+    run_id: str = ""  # the run that asks: part of the digest, so a decision settles only this run's request
 
     def argument(self, key: str) -> Any:
         return json.loads(dict(self.arguments)[key])
 
     @property
     def digest(self) -> str:
-        """sha256 of the frozen request as shown (call id, tool, arguments, file hashes, proposal).
-
-        A decision names it, so it can only settle the very request the person saw.
+        """sha256 of the frozen request as shown (call id, tool, arguments, file hashes, proposal)
+        and of the run that asks. A decision names it, so it can only settle the very request the
+        person saw, in that run (two runs with the same card ``c1`` have different digests). It
+        stays deterministic: the same run id and request give the same digest on a replay.
         """
-        canonical = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        canonical = json.dumps({**self.as_dict(), "run_id": self.run_id}, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
         return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
     def as_dict(self) -> dict[str, Any]:

@@ -38,6 +38,8 @@ from kernel_ext.boundary.approval import (
 from kernel_ext.boundary.calls import CallIds, ToolCall, ToolResult
 from kernel_ext.boundary.policy import ApprovalPolicy, ExecutionPolicy
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.safejson import MAX_JSON_DEPTH, deeper_than
+from kernel_ext.safetext import clip
 from kernel_ext.tools.base import (
     Preparation,
     ToolArgs,
@@ -67,6 +69,7 @@ class Executor:
         approver: Approver = always_deny,
         observer: Observer | None = None,
         offered: Iterable[str] | None = None,
+        run_id: str = "",
     ):
         self.catalog = catalog
         self.context = context if context is not None else ToolContext()
@@ -77,6 +80,7 @@ class Executor:
         scoped = catalog.scoped(self.context.available())
         names = set(scoped.names()) if offered is None else set(offered) & set(scoped.names())
         self.offered = ToolCatalog(spec for spec in catalog if spec.name in names)
+        self.run_id = run_id  # bound into every approval request's digest
         self.call_ids = CallIds()  # the run's call identities: one Executor per run mints them all
 
     # -- public ---------------------------------------------------------------------------
@@ -90,7 +94,7 @@ class Executor:
         try:
             spec, frozen = self._validate(call)
         except ToolFailure as exc:
-            return self._failure(call.id, str(call.name), exc)
+            return self._failure(call.id, clip(str(call.name)), exc)  # an unknown name may be any size
         name, call_id = spec.name, call.id
 
         if not self.policy.permits(spec):
@@ -104,7 +108,8 @@ class Executor:
 
         if self.approvals.needs_approval(spec):
             request = ApprovalRequest(
-                call_id, name, str(spec.category), frozen, files, preparation.proposal, freeze_arguments(preparation.data)
+                call_id, name, str(spec.category), frozen, files, preparation.proposal, freeze_arguments(preparation.data),
+                run_id=self.run_id,
             )
             await self._notify(BoundaryEvent("approval_requested", call_id, name, request))
             decision = await _host_callback(self.approver, request)
@@ -131,7 +136,7 @@ class Executor:
         spec = self.catalog.get(call.name) if isinstance(call.name, str) else None
         if spec is None:
             offered = ", ".join(self.offered.names()) or "none"
-            raise ToolFailure(ErrorCode.UNKNOWN_TOOL, f"no tool named {call.name!r}; offered tools: {offered}")
+            raise ToolFailure(ErrorCode.UNKNOWN_TOOL, f"no tool named {clip(call.name)!r}; offered tools: {offered}")
         if spec.name not in self.offered:
             raise ToolFailure(
                 ErrorCode.TOOL_NOT_OFFERED,
@@ -202,6 +207,9 @@ async def _host_callback(callback: Any, argument: Any) -> Any:
         raise RuntimeError(f"host callback raised ToolFailure ({exc.code}); refusing to treat it as a tool observation") from exc
 
 
+_TOO_DEEP = f"arguments nest arrays or objects more than {MAX_JSON_DEPTH} levels deep; no tool accepts that"
+
+
 def _parse_arguments(raw: Any) -> dict[str, Any]:
     if isinstance(raw, str):
         if len(raw.encode("utf-8", "surrogatepass")) > MAX_ARGUMENT_BYTES:
@@ -212,7 +220,9 @@ def _parse_arguments(raw: Any) -> dict[str, Any]:
             parsed = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise ToolFailure(ErrorCode.INVALID_JSON, f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-        except (ValueError, RecursionError) as exc:  # a 5,000-digit integer, nesting thousands deep
+        except RecursionError:  # nesting thousands deep: past what the parser follows
+            raise ToolFailure(ErrorCode.ARGUMENTS_TOO_DEEP, _TOO_DEEP) from None
+        except ValueError as exc:  # a 5,000-digit integer
             raise ToolFailure(ErrorCode.INVALID_JSON, f"arguments are JSON no tool accepts: {str(exc)[:120]}") from None
     elif raw is None:
         parsed = {}
@@ -220,6 +230,8 @@ def _parse_arguments(raw: Any) -> dict[str, Any]:
         parsed = raw
     if not isinstance(parsed, dict):
         raise ToolFailure(ErrorCode.INVALID_JSON, f"arguments must be a JSON object, got {type(parsed).__name__}")
+    if deeper_than(parsed, MAX_JSON_DEPTH):  # no tool takes this; every walker after here would recurse as deep
+        raise ToolFailure(ErrorCode.ARGUMENTS_TOO_DEEP, _TOO_DEEP)
     try:
         # A deep copy through JSON: the caller's dict is never used again.
         copied = json.loads(json.dumps(parsed))

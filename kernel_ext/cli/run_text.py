@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from kernel_ext.safetext import shown_text
+
 
 def run_pipeline(args: argparse.Namespace) -> int:
     return asyncio.run(_run(args))
@@ -63,8 +65,8 @@ async def print_timeline(run):
             line = describe(event)
         except Exception as exc:  # noqa: BLE001 - one odd event must not end the timeline
             line = f"[{event.type}] (not shown: {type(exc).__name__})"
-        if line:
-            print(f"{time.monotonic() - started:7.2f}s  {line}", flush=True)
+        if line:  # shown, never obeyed: bidi overrides and line separators from the model are escaped
+            print(f"{time.monotonic() - started:7.2f}s  {shown_text(line)}", flush=True)
     return await run.wait()
 
 

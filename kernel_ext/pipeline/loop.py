@@ -136,6 +136,8 @@ def _emit_cost(events: EventLog, provider: Provider, budgets: Budgets) -> None:
     for problem in provider.meter.take_problems():  # an endpoint's unusable figures, counted as an estimate
         events.emit("error", code="USAGE_REFUSED", message=f"usage refused: {problem}; this call was counted "
                     "as an estimate from its size, and the totals went on from the last sane figure", terminal=False)
+    for code, message in provider.meter.take_notices():  # e.g. the endpoint naming another model
+        events.emit("error", code=code, message=message, terminal=False)
     usage = provider.meter.usage
     events.emit(
         "cost",

@@ -32,7 +32,7 @@ class Settled:
     findings: list[Finding] = field(default_factory=list)
 
 
-def request_for(bodies: list[MethodBody]) -> Any:
+def request_for(bodies: list[MethodBody], run_id: str = "") -> Any:
     """The frozen card: each method's code as arguments and as an added-lines proposal."""
     from kernel_ext.boundary.approval import ApprovalRequest, freeze_arguments
     from kernel_ext.tools.base import Category
@@ -46,10 +46,11 @@ def request_for(bodies: list[MethodBody]) -> Any:
         arguments=freeze_arguments(arguments),
         proposal=listing(bodies),
         details=freeze_arguments({"why": f"{len(bodies)} method bodies from the model would become code in the generated app"}),
+        run_id=run_id,
     )
 
 
-async def settle_method_bodies(model: Any, mode: str, approver: Any, observe: Any) -> Settled:
+async def settle_method_bodies(model: Any, mode: str, approver: Any, observe: Any, run_id: str = "") -> Settled:
     """Ask ``approver`` (host code) about the model's foreign bodies; strip them unless it says yes.
 
     ``observe`` is the run's boundary observer, so the card is an ``approval_requested`` /
@@ -66,7 +67,7 @@ async def settle_method_bodies(model: Any, mode: str, approver: Any, observe: An
     size = sum(len(b.code) for b in bodies)
     if size > MAX_SHOWN_CHARS:  # code nobody can read on a card is code nobody approved
         return _stripped(model, bodies, f"{size} characters of code are more than one card shows ({MAX_SHOWN_CHARS})")
-    request = request_for(bodies)
+    request = request_for(bodies, run_id)
     await maybe_await(observe(BoundaryEvent("approval_requested", request.call_id, request.name, request=request)))
     approved = await maybe_await(approver(request)) is True  # only a literal True grants
     await maybe_await(observe(BoundaryEvent("approval_resolved", request.call_id, request.name, approved=approved)))

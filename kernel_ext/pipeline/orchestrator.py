@@ -81,6 +81,7 @@ class Orchestrator:
         self.choice: planner.Choice | None = None  # set by select
         self.generated_paths: list[str] = []  # set by generate
         self.phase3: phase3.Phase3Result | None = None  # set by validate
+        self.no_model = "no LLM provider is configured"  # why the model is not called, when it is not
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -96,6 +97,7 @@ class Orchestrator:
             shell_tools_enabled=self.operator.shell_tools_enabled,
             run_dir=str(self.ctx.layout.run_dir),
         )
+        self._hold_cost_cap()
         try:
             if self.request.base_run_id:
                 self.base = find_base_run(self.ctx.layout.run_dir.parent, self.request.base_run_id)
@@ -109,6 +111,21 @@ class Orchestrator:
         from kernel_ext.generation.manifest import tree_hashes
 
         self._finish(await asyncio.to_thread(tree_hashes, self.ctx.layout.app_dir))  # reads every file: off the loop
+
+    def _hold_cost_cap(self) -> None:
+        """A cost cap over a live model with no known price cannot be kept: said once, by name;
+        an explicit cap is refused and the model not called (``meter.unpriced_verdict``)."""
+        from kernel_ext.providers.meter import unpriced_verdict
+
+        if self.provider is None or getattr(self.provider, "kind", "") != "live":
+            return
+        verdict = unpriced_verdict(str(self.provider.model), self.provider.meter, self.budgets.max_cost_usd,
+                                   "max_cost_usd" in self.request.model_fields_set, self.budgets.max_tokens)
+        if verdict is not None:
+            refused, message = verdict
+            self.events.emit("error", code="COST_UNPRICED", message=message, terminal=False)
+            if refused:
+                self.no_model, self.provider = f"COST_UNPRICED: {message}", None
 
     async def _phase(self, name: str, step: Callable[[], Awaitable[PhaseOutcome]]) -> None:
         self.events.emit("phase", phase=name, status="started")
@@ -168,7 +185,7 @@ class Orchestrator:
             self.tasks.add("Build the frontend: complete CRUD for every entity, wired to the backend", origin="request",
                            verifier=self._frontend_check)
         if self.provider is None:
-            return PhaseOutcome("skipped", "no LLM provider is configured; Phase 2 is skipped (Phase 1 and Phase 3 run for real)")
+            return PhaseOutcome("skipped", f"{self.no_model}; Phase 2 is skipped (Phase 1 and Phase 3 run for real)")
         planned = await planner.plan_gap(
             self.provider, self.request.request, planner.scaffold_summary(self.generated_paths), self._overview(),
             budget=self.budgets.call_budget(),
@@ -182,7 +199,7 @@ class Orchestrator:
 
     async def _customize(self) -> PhaseOutcome:
         if self.provider is None:
-            return PhaseOutcome("skipped", "no LLM provider is configured")
+            return PhaseOutcome("skipped", self.no_model)
         if not self.tasks.tasks:
             return PhaseOutcome("skipped", "nothing to customise")
         conversation = self._conversation()
@@ -213,7 +230,7 @@ class Orchestrator:
 
         approver = self._approver()
         settled = await settle_method_bodies(self.model, self.operator.model_method_bodies, approver,
-                                             boundary_observer(self.events, approver))
+                                             boundary_observer(self.events, approver), run_id=self.ctx.run_id)
         self.model = self.tool_context.services["domain_model"] = settled.model  # Phase 2's generator tools see the same
         for finding in settled.findings:
             self.events.emit("finding", **finding.as_event())
@@ -309,7 +326,7 @@ class Orchestrator:
             policy = ExecutionPolicy.allowing(allowed, deny=redundant_tools(self.choice.generator))
             approver = self._approver()
             self.executor = Executor(default_catalog(), self.tool_context, policy=policy, approver=approver,
-                                     observer=boundary_observer(self.events, approver))
+                                     observer=boundary_observer(self.events, approver), run_id=self.ctx.run_id)
         return self.executor
 
     def _approver(self) -> ModeApprover:

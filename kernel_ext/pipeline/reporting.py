@@ -13,7 +13,9 @@ from typing import Any
 
 from kernel_ext.boundary.approval import ApprovalRequest, BoundaryEvent
 from kernel_ext.boundary.calls import ToolCall, ToolResult
+from kernel_ext.safejson import MAX_JSON_DEPTH, deeper_than
 from kernel_ext.pipeline.bus import EventLog
+from kernel_ext.safetext import clip
 
 SUMMARY_CHARS = 400
 DATA_CHARS = 4000
@@ -62,11 +64,16 @@ def report_call(events: EventLog, call: ToolCall) -> None:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
-        except (ValueError, RecursionError):  # not JSON, or nested past what a parser follows
+        except RecursionError:  # nested past what a parser follows
+            arguments = {"_omitted": f"arguments nested more than {MAX_JSON_DEPTH} levels deep"}
+        except ValueError:  # not JSON
             arguments = {"_raw": arguments[:SUMMARY_CHARS]}
     if not isinstance(arguments, dict):
         arguments = {"_raw": str(arguments)[:SUMMARY_CHARS]}
-    events.emit("tool_call", call_id=call.id, name=str(call.name), summary=_summary(arguments), arguments=_bounded(arguments))
+    elif deeper_than(arguments, MAX_JSON_DEPTH):  # the boundary refuses these; the event shows a summary
+        arguments = {"_omitted": f"arguments nested more than {MAX_JSON_DEPTH} levels deep ({len(arguments)} top-level keys: "
+                     f"{', '.join(clip(str(k), 40) for k in list(arguments)[:10])})"}
+    events.emit("tool_call", call_id=call.id, name=clip(str(call.name)), summary=_summary(arguments), arguments=_bounded(arguments))
 
 
 def report_result(events: EventLog, result: ToolResult) -> None:

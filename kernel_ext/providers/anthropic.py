@@ -127,6 +127,8 @@ class MessageStream:
             block = payload.get("content_block") or {}
             index = int(payload.get("index", len(self._blocks)))
             wire_id = block.get("id")  # untrusted, kept only for the wire; missing: the host invents one
+            if block.get("type") == "tool_use":
+                self.watch.on_identity(block.get("name"), wire_id)  # before either is kept
             entry = {"type": block.get("type"), "id": wire_id if isinstance(wire_id, str) else "", "name": block.get("name", ""),
                      "json": io.StringIO()}
             if block.get("type") == "tool_use":

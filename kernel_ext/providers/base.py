@@ -105,13 +105,17 @@ class ToolCallDone:
 
 @dataclass(frozen=True)
 class UsageUpdate:
-    """Usage of this call, its cost (None when the model has no known price) and the run's total."""
+    """Usage of this call, its cost (None when the model has no known price) and the run's total.
+
+    ``model`` is the model it was priced at: the configured one (``Provider._price``). What the
+    endpoint named in its stream is ``reported_model``, kept only to be shown."""
 
     usage: Usage
     model: str = ""
     cost_usd: float | None = None
     total_cost_usd: float = 0.0
     problems: tuple[str, ...] = ()  # figures the endpoint sent that were refused (the usage holds an estimate)
+    reported_model: str = ""
     kind: ClassVar[str] = "usage"
 
 
@@ -145,7 +149,8 @@ def event_to_dict(event: Event) -> dict[str, Any]:
         c = event.call
         return {"kind": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments}
     if isinstance(event, UsageUpdate):
-        return {"kind": "usage", "model": event.model, **event.usage.to_dict()}
+        reported = {"reported_model": event.reported_model} if event.reported_model else {}
+        return {"kind": "usage", "model": event.model, **reported, **event.usage.to_dict()}
     if isinstance(event, Stop):
         return {"kind": "stop", "reason": event.reason, "raw": event.raw}
     if isinstance(event, Retrying):
@@ -163,7 +168,8 @@ def event_from_dict(data: dict[str, Any]) -> Event:
         from kernel_ext.providers.meter import checked_usage
 
         usage, problems = checked_usage(data)
-        return UsageUpdate(usage, str(data.get("model", "")), problems=problems)
+        # as a stream would hand it over: the name the endpoint reported (a replay prices it anew)
+        return UsageUpdate(usage, str(data.get("reported_model") or data.get("model", "")), problems=problems)
     if kind == "stop":
         return Stop(str(data["reason"]), str(data.get("raw", "")))
     if kind == "retry":
@@ -245,7 +251,7 @@ class Provider(ABC):
 
         ``budget``: what the run has left (a ``CallBudget``), enforced while the reply arrives."""
         request = Request.of(conversation, tools, max_tokens or self.max_tokens)
-        self.meter.check()
+        self.meter.check(self.model if self.kind == "live" else None)  # a replay or script spends nothing
         if cancel is not None and cancel.is_set():
             raise ProviderError(ErrorCode.CANCELLED, "cancelled before the request was sent")
         log.debug("%s: request with %d messages, %d tools", self.label, len(request.messages), len(request.tools))
@@ -275,11 +281,14 @@ class Provider(ABC):
             self.recorder.write(request, seen, None)
 
     def _price(self, event: UsageUpdate, request: Request, received: int) -> UsageUpdate:
-        """Price the call. Where the endpoint's figures were refused, its sizes stand in
-        (about four characters a token), so a lying endpoint still spends its budget."""
+        """Price the call at the configured model (the endpoint's named model is only noted).
+        Where the endpoint's figures were refused, its sizes stand in (about four characters a
+        token), so a lying endpoint still spends its budget."""
         from kernel_ext.providers.meter import checked_usage
 
-        model = event.model or self.model
+        model = self.model or event.model  # the operator's choice; a provider without one keeps the stream's
+        reported = event.model[:256]
+        self.meter.note_reported_model(reported, model)
         usage, refused = checked_usage(event.usage.to_dict())  # any provider's figures, checked once more
         problems = event.problems + refused
         if problems:
@@ -288,7 +297,8 @@ class Provider(ABC):
                             output_tokens=max(usage.output_tokens, estimate.output_tokens))
             log.warning("%s: usage refused (%s); counted an estimate", self.label, "; ".join(problems))
         cost, total = self.meter.add(model, usage, problems)
-        return replace(event, usage=usage, model=model, cost_usd=cost, total_cost_usd=total, problems=problems)
+        return replace(event, usage=usage, model=model, cost_usd=cost, total_cost_usd=total, problems=problems,
+                       reported_model=reported)
 
     async def complete(
         self,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kernel_ext.providers.base import ErrorCode, ProviderError
+from kernel_ext.safetext import MAX_CALL_ID_CHARS, MAX_TOOL_NAME_CHARS
 
 __all__ = ["ReplyLimits", "CallBudget", "ReplyWatch", "NoWatch", "LIMIT_ENV", "CHARS_PER_TOKEN"]
 
@@ -42,6 +43,8 @@ class ReplyLimits:
     max_argument_chars: int = 2 * 1024 * 1024
     idle_timeout: float = 120.0
     call_timeout: float = 600.0
+    max_name_chars: int = MAX_TOOL_NAME_CHARS  # a tool's name; fixed, not set by environment
+    max_id_chars: int = MAX_CALL_ID_CHARS  # a call's id on the wire
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: float | None) -> ReplyLimits:
@@ -118,6 +121,15 @@ class ReplyWatch:
             raise self._too_large("tool_calls", f"more than {self.limits.max_tool_calls} tool calls",
                                   "BESSER_LLM_MAX_TOOL_CALLS")
         self.progress()
+
+    def on_identity(self, name: object, wire_id: object) -> None:
+        """A call's name and id as streamed (any piece of either): each is bounded, by name."""
+        for value, limit, what in ((name, self.limits.max_name_chars, "a tool name"),
+                                   (wire_id, self.limits.max_id_chars, "a tool call id")):
+            size = len(value) if isinstance(value, str) else len(str(value)) if value is not None else 0
+            if size > limit:
+                raise ProviderError(ErrorCode.REPLY_TOO_LARGE, f"the reply from {self.endpoint} was cut off: "
+                                    f"{what} of more than {limit} characters", {"limit": what, "max": limit, "size": size})
 
     def on_arguments(self, call: object, count: int) -> None:
         if not count:
@@ -217,5 +229,7 @@ class NoWatch:
     def on_text(self, count: int) -> None: ...
 
     def on_call(self) -> None: ...
+
+    def on_identity(self, name: object, wire_id: object) -> None: ...
 
     def on_arguments(self, call: object, count: int) -> None: ...

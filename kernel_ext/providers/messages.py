@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
+from kernel_ext.safetext import MAX_CALL_ID_CHARS, MAX_TOOL_NAME_CHARS, clip
+
 __all__ = [
     "ToolUse",
     "admit",
@@ -67,15 +69,20 @@ class ToolUse:
         """The arguments as a JSON object, or None when they are not one (the boundary says why).
 
         Lone surrogates (``"\\ud800"`` decodes to one) become U+FFFD: what the host keeps from
-        here (planned tasks, the wire form) is valid text. The boundary parses the raw text itself.
+        here (planned tasks, the wire form) is valid text. Arguments nested past
+        ``safejson.MAX_JSON_DEPTH`` are None too: the boundary refuses them by name, parsing
+        the raw text itself.
         """
+        from kernel_ext.safejson import deeper_than
         from kernel_ext.safetext import valid_unicode
 
         try:
             value = json.loads(self.arguments)
         except (ValueError, RecursionError):
             return None
-        return valid_unicode(value) if isinstance(value, dict) else None
+        if not isinstance(value, dict) or deeper_than(value):
+            return None
+        return valid_unicode(value)
 
     def bounded(self, limit: int = ECHO_ARGUMENT_CHARS) -> ToolUse:
         """This call as it may be sent back: arguments past ``limit`` become a JSON object
@@ -98,18 +105,22 @@ def admit(calls: Iterable[ToolUse], mint: Callable[[], str]) -> tuple[ToolUse, .
     """Give each proposed call a host id from ``mint``, and a wire id that pairs its result.
 
     The endpoint's id is kept for the wire when it is a non-empty string not already used in
-    this reply; otherwise (none sent, ``call_0`` twice) the host id is the wire id too, so the
-    next request still pairs each result with exactly one call.
+    this reply and at most ``MAX_CALL_ID_CHARS`` long; otherwise (none sent, ``call_0`` twice,
+    a megabyte of id) the host id is the wire id too, so the next request still pairs each
+    result with exactly one call. A name past ``MAX_TOOL_NAME_CHARS`` is clipped (no tool has
+    such a name: it is refused as unknown, and never echoed whole). A live stream never gets
+    here with either: ``ReplyWatch`` cuts it off; this holds for every other provider.
     """
     out: list[ToolUse] = []
     seen: set[str] = set()
     for call in calls:
         host_id = mint()
-        wire = call.id if isinstance(call.id, str) and call.id and call.id not in seen else host_id
+        usable = isinstance(call.id, str) and call.id and len(call.id) <= MAX_CALL_ID_CHARS and call.id not in seen
+        wire = call.id if usable else host_id
         while wire in seen:
             wire += "_"
         seen.add(wire)
-        out.append(replace(call, id=wire, host_id=host_id))
+        out.append(replace(call, id=wire, name=clip(str(call.name), MAX_TOOL_NAME_CHARS), host_id=host_id))
     return tuple(out)
 
 

@@ -10,18 +10,25 @@ bool, NaN, infinity), not whole, or beyond ``MAX_TOKENS_PER_CALL`` is refused by
 (``checked_usage``); the call is then counted as an estimate from the sizes sent and received
 (``Provider.stream``), so totals never fall and a lying endpoint cannot switch the cap off.
 Refusals wait in ``problems`` until the loop reports them as ``USAGE_REFUSED`` events.
+
+Usage is always priced at the operator's configured model (``Provider.model``), never at the
+name the endpoint puts in its stream: a stream naming an unpriced model would otherwise count
+as unpriced and the cap would never fire. A different reported name is noted once
+(``MODEL_MISMATCH``, in ``notices``). A cost cap over a configured model with no known price
+cannot be kept: ``unpriced_cap`` names it, and ``check`` refuses the call (``COST_UNPRICED``).
 """
 
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 from kernel_ext.providers.base import ErrorCode, ProviderError, Usage
 
-__all__ = ["CostMeter", "MAX_TOKENS_PER_CALL", "checked_usage", "read_count"]
+__all__ = ["MAX_TOKENS_PER_CALL", "CostMeter", "checked_usage", "read_count", "same_model", "unpriced_cap", "unpriced_verdict"]
 
 MAX_TOKENS_PER_CALL = 10**9  # no model reads or writes a billion tokens in one call
 
@@ -57,6 +64,51 @@ def checked_usage(counts: Mapping[str, Any], names: Mapping[str, str] | None = N
     return Usage(**values), tuple(problems)
 
 
+_SNAPSHOT = re.compile(r"([-@](\d{4}-?\d{2}-?\d{2}|\d{4}|latest|v\d+(:\d+)?)|:[\w.-]+)")
+
+
+def same_model(reported: str, configured: str) -> bool:
+    """True when ``reported`` is the configured model or a dated snapshot, ``-latest`` alias or
+    ``:tag`` of it (``gpt-4o-2024-08-06`` for ``gpt-4o``; not ``gpt-4o-mini``)."""
+    a = reported.strip().lower().rsplit("/", 1)[-1]
+    b = configured.strip().lower().rsplit("/", 1)[-1]
+    return a == b or (a.startswith(b) and _SNAPSHOT.fullmatch(a[len(b):]) is not None)
+
+
+def unpriced_cap(model: str, cap_usd: float | None, pricing: Any = None) -> str | None:
+    """Why a cost cap of ``cap_usd`` cannot be kept for ``model`` (no known price), or None."""
+    if cap_usd is None or cap_usd <= 0:
+        return None
+    if pricing is None:
+        from kernel_ext.providers.pricing import default_pricing
+
+        pricing = default_pricing()
+    if pricing.price(model) is not None:
+        return None
+    return (f"the configured model {model[:128]!r} has no known price, so a cost cap of ${cap_usd:.4f} cannot be kept; "
+            "add its price to the price table (kernel_ext/providers/data/prices.json) or run it without a cost cap "
+            "(the token and wall-time budgets still bound the run)")
+
+
+def unpriced_verdict(model: str, meter: CostMeter, run_cap: float, run_cap_explicit: bool,
+                     max_tokens: int) -> tuple[bool, str] | None:
+    """What a run says when its live ``model`` has no known price: None (priced, or no cap),
+    else (refused, why). An explicit cap (the caller's or the operator's ``max_cost_usd``, or the
+    provider's ``BESSER_LLM_MAX_COST_USD``) is refused: the model is not called. Under only the
+    default cap the run goes on, told that the cap cannot apply and what bounds it instead (a
+    local model, free to run, keeps working without a flag; ``--max-cost 0`` says "no cap")."""
+    explicit = unpriced_cap(model, meter.cap_usd, meter.pricing)
+    if explicit is None and run_cap_explicit:
+        explicit = unpriced_cap(model, run_cap, meter.pricing)
+    if explicit is not None:
+        return True, f"{explicit}; the model is not called in this run"
+    if unpriced_cap(model, run_cap, meter.pricing) is None:
+        return None
+    return False, (f"the configured model {model[:128]!r} has no known price: the default cost cap (${run_cap:.2f}) "
+                   f"cannot apply to it; the token budget ({max_tokens:,} tokens) and the wall-time budget bound the "
+                   "run. An explicit cost cap with this model is refused.")
+
+
 class CostMeter:
     def __init__(self, cap_usd: float | None = None, pricing: Any = None):
         if cap_usd is not None and cap_usd < 0:
@@ -69,6 +121,8 @@ class CostMeter:
         self.unpriced_usage = Usage()
         self.unpriced_models: set[str] = set()
         self.problems: list[str] = []  # refused usage figures, until ``take_problems``
+        self.notices: list[tuple[str, str]] = []  # (code, message), e.g. MODEL_MISMATCH, until ``take_notices``
+        self._noted: set[str] = set()
         self._lock = threading.Lock()
 
     @property
@@ -99,6 +153,23 @@ class CostMeter:
                 self.cost_usd += cost
             return cost, self.cost_usd
 
+    def note_reported_model(self, reported: str, configured: str) -> None:
+        """The endpoint named another model: noted once per name (shown, never priced)."""
+        if not reported or same_model(reported, configured):
+            return
+        with self._lock:
+            if reported in self._noted or len(self._noted) >= 8:
+                return
+            self._noted.add(reported)
+            message = (f"the endpoint reports model {reported[:128]!r}, not the configured {configured[:128]!r}; "
+                       "usage is priced at the configured model")
+            self.notices.append(("MODEL_MISMATCH", message))
+
+    def take_notices(self) -> list[tuple[str, str]]:
+        with self._lock:
+            taken, self.notices = self.notices, []
+        return taken
+
     def take_problems(self) -> list[str]:
         """The refused figures since the last call (each reported once)."""
         with self._lock:
@@ -109,8 +180,12 @@ class CostMeter:
     def remaining_usd(self) -> float | None:
         return None if self.cap_usd is None else max(0.0, self.cap_usd - self.cost_usd)
 
-    def check(self) -> None:
-        """Refuse the next call when the cap is spent."""
+    def check(self, model: str | None = None) -> None:
+        """Refuse the next call when the cap is spent, or cannot be kept for ``model`` (no known price)."""
+        if model is not None:
+            why = unpriced_cap(model, self.cap_usd, self.pricing)
+            if why is not None:
+                raise ProviderError(ErrorCode.COST_UNPRICED, why, {"cap_usd": self.cap_usd})
         if self.cap_usd is not None and self.cost_usd >= self.cap_usd:
             raise ProviderError(
                 ErrorCode.COST_CAP,

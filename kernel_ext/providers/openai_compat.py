@@ -135,6 +135,7 @@ class ChatStream:
             self.watch.on_call()
         call = self._calls.setdefault(index, {"id": "", "name": "", "arguments": io.StringIO()})
         function = part.get("function") or {}
+        self.watch.on_identity(function.get("name"), part.get("id"))  # before either is kept
         if part.get("id") and not call["id"]:
             call["id"] = str(part["id"])
         if function.get("name") and not call["name"]:

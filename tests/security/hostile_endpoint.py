@@ -59,7 +59,7 @@ def loop_body(live_provider: Any, ws: Path, outcome: list, *, budgets: Budgets |
         tasks = TaskList()
         executor = Executor(default_catalog(), ToolContext(services={"workspace": Workspace(ws), "task_list": tasks}),
                             policy=ExecutionPolicy.allowing(["read", "edit", "plan"]), approver=ctx.approver,
-                            observer=boundary_observer(ctx.events, ctx.approver))
+                            observer=boundary_observer(ctx.events, ctx.approver), run_id=ctx.run_id)
         conversation = Conversation(system="You write files when asked.")
         conversation.user("write the files")
         outcome.append(await customize(live_provider, conversation, executor, ctx.events, tasks,

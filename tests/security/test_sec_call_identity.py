@@ -187,3 +187,37 @@ async def _every_card_once(protocol, entry, server, tmp_path, start, jp_fetch=No
     assert wire[0] == "c1"  # no id sent: the host's own
     assert wire[1:7] == SHAPES[1:7]  # the endpoint's ids, kept verbatim for the wire only
     assert wire[7] == "call_0" and wire[8] == "c9"  # a repeat inside one reply: the host invents the second
+
+
+# -- a decision belongs to its run --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("entry", ["python", "rest"])
+async def test_a_digest_from_another_run_settles_nothing(entry, server, tmp_path, jp_fetch, jp_serverapp):
+    """Runs A and B propose the very same card ``c1`` (same tool, arguments, files): their digests
+    differ (the run is bound into it), so B's digest sent for A's ``c1`` is ``STALE_REQUEST``."""
+    same = (None, "write_file", {"path": "same.py", "content": "SAME = 1\n"})
+    server.plan(*[turn("openai", ["card"], [same]) for _ in range(2)], *[turn("openai", ["all written"]) for _ in range(2)])
+    if entry == "rest":
+        start = jp_serverapp.web_app.settings[STATE_KEY].manager.start_body
+    else:
+        start = lambda body: start_run(body, RunLayout.create(tmp_path / "runs"))
+    runs, spaces = [], []
+    for name in ("a", "b"):
+        ws = tmp_path / f"ws-{name}"
+        ws.mkdir()
+        spaces.append(ws)
+        runs.append(start(loop_body(provider("openai", server), ws, [])))
+        assert await poll(lambda run=runs[-1]: run.pending_approvals()) == ("c1",)
+    a, b = runs
+    card_a, card_b = (next(e.request for e in r.events.events if e.type == "approval_requested") for r in runs)
+    assert card_a == card_b  # the same request as shown ...
+    assert _digest(a, "c1") != _digest(b, "c1")  # ... bound to different runs
+    decide_a, decide_b = Deciders(entry, a, jp_fetch), Deciders(entry, b, jp_fetch)
+    assert await decide_a.send("c1", True, _digest(b, "c1")) == "STALE_REQUEST"
+    assert "c1" in a.pending_approvals() and not (spaces[0] / "same.py").exists()
+    assert await decide_a.send("c1", True, _digest(a, "c1")) == ""
+    assert await decide_b.send("c1", False, _digest(b, "c1")) == ""
+    for run in runs:
+        assert (await asyncio.wait_for(run.wait(), 30)).status == "completed"
+    assert tree(spaces[0]) == {"same.py": b"SAME = 1\n"} and tree(spaces[1]) == {}

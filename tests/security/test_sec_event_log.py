@@ -7,6 +7,8 @@ its text and a tool call's arguments (path and content). Whole pipeline runs thr
 (a subprocess), the Python API and REST on a real Jupyter server must end normally (no
 ``INTERNAL``), with every line of ``events.jsonl`` valid ASCII JSON ending with ``done``, the
 SSE stream ending with ``done``, no traceback printed, and the key in no file of the run.
+The timeline the CLI prints shows bidi controls (U+202E, U+2066) and line separators (U+2028,
+U+0085) as escapes, never raw, also on a UTF-8 terminal, where they could reorder or split it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUEST = "A FastAPI backend with a note module"
-NASTY = "lone \ud800 surrogate, \x1b[2J\x1b]0;pwned\x07 escapes, \x85 C1, \u2028 separator, \r\n end"
+NASTY = "lone \ud800 surrogate, \u202eevil\u202c \u2066rtl\u2069, \x1b[2J\x1b]0;pwned\x07 escapes, \x85 C1, \u2028 separator, \r\n end"
+SPOOFING = "\u2028\u2029\x85\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
 TASK = "add a note module " + NASTY
 
 
@@ -56,7 +59,7 @@ def check_run_folder(run_dir: Path) -> list[dict]:
     assert events[-1]["type"] == "done" and events[-1]["status"] in ("completed", "blocked"), events[-1]
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert not [e for e in events if e["type"] == "error" and e["code"] == "INTERNAL"], [e for e in events if e["type"] == "error"]
-    # the model's own text; host messages quote task titles, which are one line (\x85 and U+2028 folded)
+    # the model's own texts (a host note quotes a task, which is one line: its separators are spaces)
     texts = [e["text"] for e in events if e["type"] == "text" and "surrogate" in e["text"] and not e["text"].startswith("[host]")]
     assert texts and all("\ufffd" in t and "\\x1b[2J" in t and "\\x07" in t and "\\x85" in t for t in texts), texts
     for event in events:
@@ -102,20 +105,23 @@ def test_the_python_api_run_ends_normally(server, tmp_path):
     assert len(events) == len(run.events.events) and run.events.persist_error == ""
 
 
-def test_the_cli_run_ends_normally_without_a_traceback(server, tmp_path):
+@pytest.mark.parametrize("encoding", ["ascii", "utf-8"])
+def test_the_cli_run_ends_normally_without_a_traceback(encoding, server, tmp_path):
     server.plan(*plans())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "BESSER_LLM_"))}
     env.update(OPENAI_BASE_URL=server.url + "/v1", OPENAI_API_KEY=KEY, BESSER_LLM_MODEL=MODELS["openai"],
-               PYTHONPATH=str(ROOT), PYTHONIOENCODING="ascii")  # even a terminal that shows only ASCII
+               PYTHONPATH=str(ROOT), PYTHONIOENCODING=encoding)  # a terminal that shows only ASCII, or all of Unicode
     out = tmp_path / "cli-run"
     done = subprocess.run(
         [sys.executable, "-m", "kernel_ext", "generate", "example:library", REQUEST, "--provider", "openai",
          "--generator", "fastapi_backend", "--approve", "all", "--out", str(out)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, errors="replace", timeout=300, check=False,
+        cwd=tmp_path, env=env, capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=300, check=False,
     )
     assert "Traceback" not in done.stdout + done.stderr, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.returncode in (0, 1), done.stderr[-2000:]
     assert "done: " in done.stdout and "\x1b" not in done.stdout and "\x07" not in done.stdout
+    assert not [c for c in SPOOFING if c in done.stdout], [hex(ord(c)) for c in SPOOFING if c in done.stdout]
+    assert "\\u202e" in done.stdout and "\\u2066" in done.stdout  # shown as escapes: what the model sent stays visible
     check_run_folder(out)
 
 

@@ -28,6 +28,7 @@ from jupyter_server.base.handlers import APIHandler
 from tornado.web import HTTPError, stream_request_body
 
 from kernel_ext import safejson
+from kernel_ext.safejson import MAX_JSON_DEPTH
 from kernel_ext.pipeline.options import OperatorSettings
 from kernel_ext.pipeline.run import Run
 from kernel_ext.server.auth import (
@@ -64,7 +65,6 @@ class Refusal(HTTPError):
         self.message = message
 
 
-MAX_JSON_DEPTH = 64  # arrays and objects inside each other; a run request needs a handful
 
 
 def parse_json_body(body: bytes) -> Any:
