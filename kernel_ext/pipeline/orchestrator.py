@@ -309,7 +309,7 @@ class Orchestrator:
             policy = ExecutionPolicy.allowing(allowed, deny=redundant_tools(self.choice.generator))
             approver = self._approver()
             self.executor = Executor(default_catalog(), self.tool_context, policy=policy, approver=approver,
-                                     observer=boundary_observer(self.events, approver))
+                                     observer=boundary_observer(self.events, approver), known_secrets=self.ctx.known_secrets)
         return self.executor
 
     def _approver(self) -> ModeApprover:

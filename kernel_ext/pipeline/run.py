@@ -38,6 +38,11 @@ class RunContext:
     def run_id(self) -> str:
         return self.layout.run_id
 
+    @property
+    def known_secrets(self) -> tuple[str, ...]:
+        """The run's secrets (given to ``start_run``): its event log redacts them, its boundary refuses them."""
+        return self.events.known_secrets
+
 
 RunBody = Callable[[RunContext], Awaitable[None]]
 

@@ -46,6 +46,7 @@ def side_effects_body(allowed: Iterable[str] = ("edit", "test"), request: str = 
             policy=ExecutionPolicy.allowing(allowed),
             approver=ctx.approver,
             observer=boundary_observer(events, ctx.approver),
+            known_secrets=ctx.known_secrets,
         )
         results = []
         for number, (name, arguments) in enumerate(PLAN, 1):
