@@ -67,6 +67,8 @@ class Orchestrator:
     def __init__(self, ctx: RunContext, request: RunRequest, operator: OperatorSettings, model: Any, provider: Any = None):
         self.ctx, self.request, self.operator = ctx, request, operator
         self.model, self.provider = model, provider
+        if provider is not None:  # its key joins the run's secrets: redacted in events, refused in calls
+            ctx.add_secrets(getattr(provider, "secrets", tuple)())
         self.events = ctx.events
         self.tasks = TaskList()
         self.timer: dict[str, float] = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,10 @@ class RunContext:
     def known_secrets(self) -> tuple[str, ...]:
         """The run's secrets (given to ``start_run``): its event log redacts them, its boundary refuses them."""
         return self.events.known_secrets
+
+    def add_secrets(self, values: Iterable[str]) -> None:
+        """Learn more secrets of this run (the provider's key, resolved after the run started)."""
+        self.events.known_secrets = tuple(sorted({*self.events.known_secrets, *(v for v in values if v)}))
 
 
 RunBody = Callable[[RunContext], Awaitable[None]]
