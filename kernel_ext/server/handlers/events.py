@@ -28,6 +28,20 @@ def sse_frame(event: BaseEvent) -> str:
     return f"id: {event.seq}\nevent: {event.type}\ndata: {to_json(event)}\n\n"
 
 
+REPLAY_BATCH_CHARS = 1 << 20
+
+
+def _frames(events: list[BaseEvent], position: int) -> tuple[str, int]:
+    """Frames from ``position`` on, about ``REPLAY_BATCH_CHARS`` of them, and where they stopped."""
+    frames, size = [], 0
+    while position < len(events) and size < REPLAY_BATCH_CHARS:
+        frame = sse_frame(events[position])
+        frames.append(frame)
+        size += len(frame)
+        position += 1
+    return "".join(frames), position
+
+
 class EventsHandler(BesserHandler):
     auth_resource = "besser-agent:events"
 
@@ -40,7 +54,7 @@ class EventsHandler(BesserHandler):
     @web.authenticated
     @authorized
     async def get(self, run_id: str) -> None:
-        run = self.find_run(run_id)
+        run = await self.find_run(run_id)
         after = self._resume_point()
         self.set_header("Content-Type", EVENT_STREAM)
         self.set_header("Cache-Control", "no-cache, no-transform")
@@ -49,15 +63,22 @@ class EventsHandler(BesserHandler):
         try:
             await self._send(f"retry: {RETRY_MS}\n\n")
             if not live:
-                for event in run.events.since(after):
-                    await self._send(sse_frame(event), flush=False)
-                await self.flush()
+                await self._replay(run.events.since(after))
             else:
                 await self._follow(run.events.follow(after))
         except StreamClosedError:
             return
         if not self._closed.is_set():
             self.finish(set_content_type=EVENT_STREAM)
+
+    async def _replay(self, events: list[BaseEvent]) -> None:
+        """A finished run's events, serialised in a worker thread a batch at a time and flushed
+        per batch: a log of tens of MB neither stalls the loop nor piles up in the write buffer."""
+        position = 0
+        while position < len(events):
+            text, position = await asyncio.to_thread(_frames, events, position)
+            await self._send(text)
+        await self.flush()
 
     async def _follow(self, stream) -> None:
         """Forward ``stream`` until it ends or the client leaves; a heartbeat while it is quiet."""

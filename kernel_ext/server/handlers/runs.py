@@ -16,7 +16,7 @@ class RunsHandler(BesserHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.reply({"runs": self.state.manager.list()})
+        self.reply({"runs": await self.state.manager.summaries()})
 
     @web.authenticated
     @authorized(action="execute")
@@ -38,7 +38,7 @@ class RunHandler(BesserHandler):
     @web.authenticated
     @authorized
     async def get(self, run_id: str) -> None:
-        run = self.find_run(run_id)
+        run = await self.find_run(run_id)
         summary = summarize(run)
         pending = set(run.pending_approvals())
         summary["approvals"] = [
