@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernel_ext.pipeline.events import BaseEvent, make_event, parse_event, to_json
+from kernel_ext.pipeline.events import BaseEvent, make_event, to_json
+from kernel_ext.pipeline.stored import MAX_LOADED_LINE_BYTES, StoredEvents, read_log
+
+__all__ = ["MAX_LOADED_LINE_BYTES", "TERMINAL_TYPES", "EventLog", "EventLogUnwritable"]
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +129,9 @@ class EventLog:
     def closed(self) -> bool:
         return bool(self.events) and self.events[-1].type in TERMINAL_TYPES
 
-    def since(self, after: int = 0) -> list[BaseEvent]:
+    def since(self, after: int = 0) -> Sequence[BaseEvent]:
+        if isinstance(self.events, StoredEvents):
+            return self.events.tail(max(after, 0))  # still compact: parsed one at a time as read
         return self.events[max(after, 0) :]
 
     async def follow(self, after: int = 0) -> AsyncIterator[BaseEvent]:
@@ -151,61 +155,13 @@ class EventLog:
 
     @classmethod
     def load(cls, run_id: str, path: Path, max_line_bytes: int | None = None) -> EventLog:
-        """Reload a persisted log; a torn last line (a crash mid-write) is dropped.
-
-        Lines are split on ``\\n`` only, read in binary one at a time (the file is never held
-        whole), and a line over ``max_line_bytes`` is not parsed: a named stand-in takes its
-        place (``EVENT_TOO_LARGE``; a ``done`` stays a ``done``), so one huge event can neither
-        hold a worker for long nor fill memory, and the run still ends where it ended.
-        """
-        cap = MAX_LOADED_LINE_BYTES if max_line_bytes is None else max_line_bytes
+        """Reload a persisted log (``stored.read_log``: compact, bounded, torn last line dropped)."""
         restored = cls(run_id, path)
-        if not path.exists():
-            return restored
-        with open(path, "rb") as handle:
-            number = 0
-            while line := handle.readline(cap + 1):
-                number += 1
-                if len(line) > cap and not line.endswith(b"\n"):
-                    size = len(line) + _skip_line(handle)
-                    restored.events.append(_stand_in(run_id, line[:512], size, cap, len(restored.events) + 1))
-                    continue
-                if not line.strip():
-                    continue
-                try:
-                    restored.events.append(parse_event(line))
-                except (ValueError, TypeError):
-                    log.warning("%s: line %d is not a complete event; ignored", path, number)
+        restored.events = read_log(run_id, path, max_line_bytes)  # type: ignore[assignment]
         return restored
 
-
-MAX_LOADED_LINE_BYTES = 4 * 1024 * 1024  # a reloaded event over this is named, not parsed
-_HEAD = re.compile(rb'"seq":(\d+),.*?"ts":([0-9.eE+-]+),"type":"([a-z_]+)"(?:,"status":"([a-z]+)")?')
-
-
-def _skip_line(handle: Any) -> int:
-    """Read past the rest of an over-long line, 1 MiB at a time; how many bytes it had."""
-    skipped = 0
-    while chunk := handle.readline(1 << 20):
-        skipped += len(chunk)
-        if chunk.endswith(b"\n"):
-            break
-    return skipped
-
-
-def _stand_in(run_id: str, head: bytes, size: int, cap: int, seq: int) -> BaseEvent:
-    """What a reloaded log holds in place of an event too large to parse (its head says what it was)."""
-    found = _HEAD.search(head)
-    type_ = found.group(3).decode() if found else "unknown"
-    fields: dict[str, Any] = {"seq": int(found.group(1)) if found else seq}
-    if found:
-        fields["ts"] = float(found.group(2))
-    note = f"event {fields['seq']} ({type_}, {size} bytes) is over the {cap}-byte limit for reloading a log; it stays in events.jsonl"
-    if type_ == "done":
-        status = found.group(4).decode() if found and found.group(4) else "failed"
-        if status not in ("completed", "blocked", "failed", "cancelled", "interrupted"):
-            status = "failed"
-        event = make_event("done", run_id, status=status, summary=note)
-    else:
-        event = make_event("error", run_id, code="EVENT_TOO_LARGE", message=note, terminal=False)
-    return event.model_copy(update=fields)
+    def of_type(self, *types: str) -> list[BaseEvent]:
+        """The events of the given types, in order (a reloaded log parses only those)."""
+        if isinstance(self.events, StoredEvents):
+            return self.events.of_type(*types)
+        return [event for event in self.events if event.type in types]

@@ -28,6 +28,7 @@ from kernel_ext.pipeline.layout import RUN_ID_PATTERN, RunLayout
 from kernel_ext.pipeline.options import OperatorSettings, RunRequest, ScenarioRequest
 from kernel_ext.pipeline.run import Run, RunBody, load_finished, start_run
 from kernel_ext.server.kinds import kind_of, resolve_body
+from kernel_ext.server.offloop import off_loop
 from kernel_ext.workspace.publish import sweep_temporaries
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ class RunManager:
 
     async def _load(self, run_id: str, run_dir: Path, stamp: tuple[int, int]) -> Run:
         try:
-            return self._remember(run_id, stamp, await asyncio.to_thread(load_finished, run_dir))
+            return self._remember(run_id, stamp, await off_loop(load_finished, run_dir))
         finally:
             self._loading.pop(run_id, None)
 
@@ -140,7 +141,7 @@ class RunManager:
     async def summaries(self) -> list[dict[str, Any]]:
         """``list`` for the server: the folders are read in a worker thread."""
         live = {run_id: summarize(run) for run_id, run in self._live.items()}
-        return _sorted({**await asyncio.to_thread(self._disk_summaries, set(live)), **live})
+        return _sorted({**await off_loop(self._disk_summaries, set(live)), **live})
 
     def _disk_summaries(self, skip: set[str]) -> dict[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = {}
@@ -204,7 +205,7 @@ class RunManager:
 def summarize(run: Run) -> dict[str, Any]:
     """What a run list or ``GET runs/{id}`` shows: no arguments, no file contents."""
     events = run.events.events
-    started = next((e for e in events if e.type == "run_started"), None)
+    started = next(iter(run.events.of_type("run_started")), None)
     done = events[-1] if run.events.closed else None
     summary = {
         "id": run.id,

@@ -43,7 +43,6 @@ class RunHandler(BesserHandler):
         pending = set(run.pending_approvals())
         summary["approvals"] = [
             {"call_id": e.call_id, "name": e.name, "category": e.category, "pending": e.call_id in pending, "digest": e.digest}
-            for e in run.events.events
-            if e.type == "approval_requested"
+            for e in run.events.of_type("approval_requested")
         ]
         self.reply({"run": summary})
