@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import Target, emit, figure  # noqa: E402
+from common import Target, emit, figure
 
-from kernel_ext.secrets import matcher, redact_text  # noqa: E402
+from kernel_ext.secrets import matcher, redact_text
 
 SIZE = 2 * 1024 * 1024
 ROUNDS = 7
