@@ -20,6 +20,7 @@ class ErrorCode(StrEnum):
     INVALID_JSON = "invalid_json"
     MISSING_ARGUMENT = "missing_argument"
     INVALID_ARGUMENT = "invalid_argument"
+    SECRET_IN_ARGUMENTS = "secret_in_arguments"  # a known secret of the run (or a piece of one) in a call
     # boundary: authorisation
     POLICY_DENIED = "policy_denied"
     APPROVAL_DENIED = "approval_denied"

@@ -4,10 +4,17 @@ One definition serves every layer: the sandbox strips secret-named variables fro
 environments, events and reports redact secret-named fields and known secret values, and
 request reports hide credentials. Redaction happens before an event is built, so nothing
 downstream (widgets, notebooks, logs, ``events.jsonl``) ever holds the value.
+
+A known secret is cut whole and in part: any run of ``FRAGMENT_CHARS`` or more consecutive
+characters of it (an endpoint that echoes the key without its ``sk-`` prefix, a model that
+quotes half of it), also spelled with whitespace between the characters. Secrets shorter
+than that are cut whole. ``SecretMatcher`` does it in one linear-time pass (RE2 over the
+secrets' N-grams, then extension along the secret), compiled once per set of secrets.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -51,10 +58,162 @@ def is_secret_name(name: str) -> bool:
     )
 
 
+FRAGMENT_CHARS = 12  # a run this long of a known secret is cut; shorter secrets are cut whole
+SHORTEST_SECRET = 6  # below this a "secret" would blank common words: not matched at all
+MAX_CUTS = 1000  # past this many hits in one text, the whole text is withheld (bounded time)
+_SPACE = b" \t\r\n\f"
+_SPACE_RUN = re.compile(rb"[ \t\r\n\f]*")
+
+
+class SecretMatcher:
+    """Finds known secrets, whole or as fragments of ``fragment`` characters or more, in text.
+
+    Linear in the text. The UTF-8 bytes are read with whitespace dropped (so ``s k - a b c``
+    is seen as ``sk-abc``); one RE2 pass finds any ``fragment``-gram of a secret there (a
+    literal alternation: a small automaton, built once per set of secrets by ``matcher``),
+    each hit is extended as far as the text keeps following that secret, and the spans are
+    mapped back onto the original text, whitespace inside them included.
+    """
+
+    def __init__(self, secrets: Iterable[str], fragment: int = FRAGMENT_CHARS, shortest: int = SHORTEST_SECRET):
+        self.fragment = fragment
+        self._grams: dict[bytes, list[tuple[bytes, int]]] = {}  # gram -> (secret, offset after the gram)
+        alternatives: set[bytes] = set()
+        for secret in {s for s in secrets if isinstance(s, str) and len(s) >= shortest}:
+            raw = secret.encode("utf-8", "surrogatepass").translate(None, _SPACE)
+            if len(raw) < fragment:
+                alternatives.add(raw)
+                continue
+            for start in range(len(raw) - fragment + 1):
+                gram = raw[start : start + fragment]
+                alternatives.add(gram)
+                self._grams.setdefault(gram, []).append((raw, start + fragment))
+        self._pattern = _compile(b"|".join(_literal(a) for a in sorted(alternatives))) if alternatives else None
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def found(self, text: str) -> bool:
+        """True when ``text`` holds a known secret or a fragment of one."""
+        return self._pattern is not None and self._pattern.search(_bytes(text).translate(None, _SPACE)) is not None
+
+    def cut(self, text: str) -> str:
+        """``text`` with every secret and fragment replaced by ``REDACTED``."""
+        if self._pattern is None or not text:
+            return text
+        data = _bytes(text)
+        dense = data.translate(None, _SPACE)
+        match = self._pattern.search(dense)
+        if match is None:  # the common case: one pass, nothing else
+            return text
+        spans: list[tuple[int, int]] = []
+        hits = 0
+        while match is not None:
+            hits += 1
+            start, end = match.span()
+            matched = end
+            for secret, offset in self._grams.get(dense[start:matched], ()):
+                end = max(end, _follow(dense, matched, secret, offset))
+            if spans and start <= spans[-1][1]:  # adjacent (a repeated key): one cut
+                start = spans.pop()[0]
+            spans.append((start, end))
+            if hits > MAX_CUTS:  # a text made of secret pieces: nothing of it is worth keeping
+                return f"{REDACTED} (a text of {len(text)} characters holding over {MAX_CUTS} pieces of a known secret)"
+            match = self._pattern.search(dense, end)
+        return _replace(data, spans).decode("utf-8", "surrogatepass")
+
+
+def _follow(dense: bytes, at: int, secret: bytes, offset: int) -> int:
+    """Where the text stops spelling ``secret`` (from ``offset``) after ``at``: O(log n) compares.
+
+    A secret spelled again right after itself (a repeated key) is followed on in one step each.
+    """
+    if dense.startswith(secret[offset:], at):
+        at += len(secret) - offset
+        while dense.startswith(secret, at):
+            at += len(secret)
+        offset = 0
+    low, high = 0, min(len(secret) - offset, len(dense) - at)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if dense.startswith(secret[offset : offset + middle], at):
+            low = middle
+        else:
+            high = middle - 1
+    return at + low
+
+
+def _replace(data: bytes, spans: list[tuple[int, int]]) -> bytes:
+    """Cut ``spans`` (positions in ``data`` without whitespace) out of ``data`` itself."""
+    pieces, last, cursor = [], 0, (0, 0)
+    for start, end in spans:
+        cursor = _advance(data, cursor, start)
+        begin = _char_start(data, _SPACE_RUN.match(data, cursor[0]).end())
+        cursor = _advance(data, cursor, end)
+        pieces += [data[last:begin], REDACTED.encode()]
+        last = _char_end(data, cursor[0])
+    pieces.append(data[last:])
+    return b"".join(pieces)
+
+
+def _advance(data: bytes, cursor: tuple[int, int], target: int) -> tuple[int, int]:
+    """From ``cursor`` = (position, non-whitespace bytes before it), go on until ``data[:position]``
+    holds ``target`` non-whitespace bytes; each step is a C-level scan of a chunk."""
+    position, left = cursor[0], target - cursor[1]
+    while left > 0:
+        position = _SPACE_RUN.match(data, position).end()
+        chunk = data[position : position + left]
+        if not chunk:
+            break
+        left -= len(chunk.translate(None, _SPACE))
+        position += len(chunk)
+    return position, target
+
+
+@functools.lru_cache(maxsize=64)
+def _matcher(secrets: tuple[str, ...], fragment: int, shortest: int) -> SecretMatcher:
+    return SecretMatcher(secrets, fragment, shortest)
+
+
+def matcher(known: Iterable[str], *, fragment: int = FRAGMENT_CHARS, shortest: int = SHORTEST_SECRET) -> SecretMatcher:
+    """The (cached) matcher for ``known``: a run's secrets are compiled once, not per event."""
+    return _matcher(tuple(sorted({s for s in known if isinstance(s, str) and s})), fragment, shortest)
+
+
+def _literal(raw: bytes) -> bytes:
+    """``raw`` as an RE2 pattern matching exactly those bytes."""
+    return b"".join(bytes([c]) if chr(c).isalnum() and c < 128 else b"\\x%02x" % c for c in raw)
+
+
+def _compile(pattern: bytes) -> Any:
+    import re2  # lazy, like safe_regex: only text with known secrets pays for it
+
+    options = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1  # byte semantics: fragments may split a character
+    options.max_mem = 64 << 20
+    options.log_errors = False
+    return re2.compile(pattern, options)
+
+
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _char_start(data: bytes, at: int) -> int:
+    while 0 < at < len(data) and data[at] & 0xC0 == 0x80:
+        at -= 1
+    return at
+
+
+def _char_end(data: bytes, at: int) -> int:
+    while at < len(data) and data[at] & 0xC0 == 0x80:
+        at += 1
+    return at
+
+
 def redact_text(text: str, known: Iterable[str] = ()) -> str:
-    """Replace known secret values, bearer credentials and key-shaped strings in ``text``."""
-    for secret in sorted({s for s in known if s and len(s) >= 6}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
+    """Replace known secret values (whole or in part), bearer credentials and key-shaped strings."""
+    text = matcher(known).cut(text)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     return _KEY_SHAPES.sub(REDACTED, text)
 

@@ -2,7 +2,10 @@
 
 The order is the guarantee, and each step has an observable consequence:
 
-1. unknown or not-offered tools and malformed arguments are refused before anything else;
+1. unknown or not-offered tools and malformed arguments are refused before anything else, and
+   so are arguments holding a known secret of the run (whole or a piece, in a name or a value,
+   spelled plainly or ``\\u``-escaped): the card would show ``[redacted]`` where the secret would
+   be written, so nobody could see what they approve (``SECRET_IN_ARGUMENTS``);
 2. arguments are deep-copied (frozen) before any callback, and execution uses the copy;
 3. a policy denial returns an observation without asking the approver;
 4. tool-specific preparation (path and exact-match checks) builds the proposal;
@@ -40,6 +43,7 @@ from kernel_ext.boundary.policy import ApprovalPolicy, ExecutionPolicy
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.safejson import MAX_JSON_DEPTH, deeper_than
 from kernel_ext.safetext import clip
+from kernel_ext.secrets import FRAGMENT_CHARS, SecretMatcher, matcher, secret_values
 from kernel_ext.tools.base import (
     Preparation,
     ToolArgs,
@@ -70,7 +74,10 @@ class Executor:
         observer: Observer | None = None,
         offered: Iterable[str] | None = None,
         run_id: str = "",
+        known_secrets: Iterable[str] | None = None,
     ):
+        """``known_secrets``: the run's (``RunContext.known_secrets``); None means this process's
+        secret-named environment values, so a bare Executor is never blind to them."""
         self.catalog = catalog
         self.context = context if context is not None else ToolContext()
         self.policy = policy if policy is not None else ExecutionPolicy()
@@ -82,6 +89,7 @@ class Executor:
         self.offered = ToolCatalog(spec for spec in catalog if spec.name in names)
         self.run_id = run_id  # bound into every approval request's digest
         self.call_ids = CallIds()  # the run's call identities: one Executor per run mints them all
+        self.secrets: SecretMatcher = matcher(secret_values() if known_secrets is None else known_secrets)
 
     # -- public ---------------------------------------------------------------------------
 
@@ -142,7 +150,11 @@ class Executor:
                 ErrorCode.TOOL_NOT_OFFERED,
                 f"{spec.name!r} is not offered in this run (its preconditions are absent: {', '.join(sorted(spec.requires)) or 'none'})",
             )
-        frozen = freeze_arguments(_parse_arguments(call.arguments))
+        if isinstance(call.arguments, str):
+            _refuse_secrets(self.secrets, spec.name, [call.arguments])  # the text as sent
+        parsed = _parse_arguments(call.arguments)
+        _refuse_secrets(self.secrets, spec.name, _strings(parsed))  # and as read: \u-escapes decoded
+        frozen = freeze_arguments(parsed)
         _build_args(spec, frozen)  # schema errors are reported before anything else happens
         return spec, frozen
 
@@ -239,6 +251,35 @@ def _parse_arguments(raw: Any) -> dict[str, Any]:
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"arguments are not JSON values: {str(exc)[:120]}") from None
     _refuse_unusable_text(copied)
     return copied
+
+
+def _refuse_secrets(secrets: SecretMatcher, name: str, texts: list[str]) -> None:
+    """Refuse, by name and without echoing it, a call that would carry a known secret anywhere."""
+    if secrets and any(secrets.found(text) for text in texts if len(text) >= 4):
+        raise ToolFailure(
+            ErrorCode.SECRET_IN_ARGUMENTS,
+            f"the arguments of {name!r} contain a credential of this run (whole, or {FRAGMENT_CHARS}+ characters of it); "
+            "nothing was checked, shown for approval or run. Never write a credential into the app: "
+            "read it from the environment at run time (os.environ)",
+        )
+
+
+def _strings(value: Any) -> list[str]:
+    """Every key and string value in parsed arguments, one per item (nothing joined across items)."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            stack.extend(str(key) for key in item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, (int, float)) and not isinstance(item, bool):
+            found.append(repr(item))
+    return found
 
 
 def _refuse_unusable_text(value: Any, where: str = "arguments") -> None:

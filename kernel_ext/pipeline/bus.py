@@ -14,13 +14,15 @@ Nothing an event holds can break the log: its text was made valid when it was bu
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernel_ext.pipeline.events import BaseEvent, make_event, parse_event, to_json
+from kernel_ext.pipeline.events import BaseEvent, make_event, to_json
+from kernel_ext.pipeline.stored import MAX_LOADED_LINE_BYTES, StoredEvents, read_log
+
+__all__ = ["MAX_LOADED_LINE_BYTES", "TERMINAL_TYPES", "EventLog", "EventLogUnwritable"]
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +129,9 @@ class EventLog:
     def closed(self) -> bool:
         return bool(self.events) and self.events[-1].type in TERMINAL_TYPES
 
-    def since(self, after: int = 0) -> list[BaseEvent]:
+    def since(self, after: int = 0) -> Sequence[BaseEvent]:
+        if isinstance(self.events, StoredEvents):
+            return self.events.tail(max(after, 0))  # still compact: parsed one at a time as read
         return self.events[max(after, 0) :]
 
     async def follow(self, after: int = 0) -> AsyncIterator[BaseEvent]:
@@ -150,16 +154,14 @@ class EventLog:
         self._changed.set()
 
     @classmethod
-    def load(cls, run_id: str, path: Path) -> EventLog:
-        """Reload a persisted log; a torn last line (a crash mid-write) is dropped."""
+    def load(cls, run_id: str, path: Path, max_line_bytes: int | None = None) -> EventLog:
+        """Reload a persisted log (``stored.read_log``: compact, bounded, torn last line dropped)."""
         restored = cls(run_id, path)
-        if path.exists():
-            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-                if not line.strip():
-                    continue
-                try:
-                    restored.events.append(parse_event(json.loads(line)))
-                except (ValueError, TypeError):
-                    log.warning("%s: line %d is not a complete event; ignored", path, number)
+        restored.events = read_log(run_id, path, max_line_bytes)  # type: ignore[assignment]
         return restored
 
+    def of_type(self, *types: str) -> list[BaseEvent]:
+        """The events of the given types, in order (a reloaded log parses only those)."""
+        if isinstance(self.events, StoredEvents):
+            return self.events.of_type(*types)
+        return [event for event in self.events if event.type in types]

@@ -67,6 +67,8 @@ class Orchestrator:
     def __init__(self, ctx: RunContext, request: RunRequest, operator: OperatorSettings, model: Any, provider: Any = None):
         self.ctx, self.request, self.operator = ctx, request, operator
         self.model, self.provider = model, provider
+        if provider is not None:  # its key joins the run's secrets: redacted in events, refused in calls
+            ctx.add_secrets(getattr(provider, "secrets", tuple)())
         self.events = ctx.events
         self.tasks = TaskList()
         self.timer: dict[str, float] = {}
@@ -326,7 +328,8 @@ class Orchestrator:
             policy = ExecutionPolicy.allowing(allowed, deny=redundant_tools(self.choice.generator))
             approver = self._approver()
             self.executor = Executor(default_catalog(), self.tool_context, policy=policy, approver=approver,
-                                     observer=boundary_observer(self.events, approver), run_id=self.ctx.run_id)
+                                     observer=boundary_observer(self.events, approver), run_id=self.ctx.run_id,
+                                     known_secrets=self.ctx.known_secrets)
         return self.executor
 
     def _approver(self) -> ModeApprover:

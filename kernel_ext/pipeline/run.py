@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,15 @@ class RunContext:
     @property
     def run_id(self) -> str:
         return self.layout.run_id
+
+    @property
+    def known_secrets(self) -> tuple[str, ...]:
+        """The run's secrets (given to ``start_run``): its event log redacts them, its boundary refuses them."""
+        return self.events.known_secrets
+
+    def add_secrets(self, values: Iterable[str]) -> None:
+        """Learn more secrets of this run (the provider's key, resolved after the run started)."""
+        self.events.known_secrets = tuple(sorted({*self.events.known_secrets, *(v for v in values if v)}))
 
 
 RunBody = Callable[[RunContext], Awaitable[None]]
@@ -75,7 +84,7 @@ class Run:
         verdict = self.context.approver.resolve(call_id, approved, by, digest)
         if verdict.code != "NO_SUCH_APPROVAL":
             return verdict
-        for event in reversed(self.events.events):  # a reloaded run: its approver never saw the request
+        for event in reversed(self.events.of_type("approval_resolved", "approval_requested")):  # a reloaded run: its approver never saw the request
             if event.type == "approval_resolved" and event.call_id == call_id:
                 return Verdict(False, "ALREADY_DECIDED", f"{call_id!r} was already decided; a decision is final")
             if event.type == "approval_requested" and event.call_id == call_id:

@@ -47,6 +47,7 @@ def side_effects_body(allowed: Iterable[str] = ("edit", "test"), request: str = 
             approver=ctx.approver,
             observer=boundary_observer(events, ctx.approver),
             run_id=ctx.run_id,
+            known_secrets=ctx.known_secrets,
         )
         results = []
         for number, (name, arguments) in enumerate(PLAN, 1):

@@ -5,6 +5,10 @@ Every run lives in ``<runs_dir>/<run-id>/`` and its events are appended to ``eve
 as they happen (``start_run`` does that), so a run survives the process that hosted it as a
 replayable log. ``recover()`` (called once when the server starts) closes the logs of runs
 that were in flight when a previous server died, with a ``done`` of status ``interrupted``.
+
+A finished run's log can be tens of MB: the server reads it in a worker thread (``find``),
+once per run and version of the file (concurrent requests share one load), and keeps the
+last few loaded; listings read only the first and last line of each log.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ import asyncio
 import json
 import logging
 import os
+import re
 import socket
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +28,7 @@ from kernel_ext.pipeline.layout import RUN_ID_PATTERN, RunLayout
 from kernel_ext.pipeline.options import OperatorSettings, RunRequest, ScenarioRequest
 from kernel_ext.pipeline.run import Run, RunBody, load_finished, start_run
 from kernel_ext.server.kinds import kind_of, resolve_body
+from kernel_ext.server.offloop import off_loop
 from kernel_ext.workspace.publish import sweep_temporaries
 
 log = logging.getLogger(__name__)
@@ -46,6 +53,8 @@ class RunManager:
         self.approval_timeout = approval_timeout if approval_timeout is not None else self.operator.approval_timeout_s
         self.known_secrets = known_secrets
         self._live: dict[str, Run] = {}
+        self._loaded: OrderedDict[str, tuple[tuple[int, int], Run]] = OrderedDict()  # id -> (file stamp, run)
+        self._loading: dict[str, asyncio.Future[Run]] = {}
 
     # -- starting -------------------------------------------------------------------------
 
@@ -74,24 +83,75 @@ class RunManager:
         return list(self._live.values())
 
     def get(self, run_id: str) -> Run | None:
-        """A run hosted here, else one reloaded from its folder (replay only), else None."""
+        """A run hosted here, else one reloaded from its folder (replay only), else None.
+
+        Synchronous, for callers off the server's loop (the magics); the server uses ``find``.
+        """
         if run_id in self._live:
             return self._live[run_id]
         run_dir = self._run_dir(run_id)
         if run_dir is None:
             return None
-        return load_finished(run_dir)
+        stamp = _stamp(run_dir)
+        return self._cached(run_id, stamp) or self._remember(run_id, stamp, load_finished(run_dir))
+
+    async def find(self, run_id: str) -> Run | None:
+        """``get`` without blocking the loop: a log is loaded in a worker thread, once per
+        version of its file; concurrent requests for the same run await the same load."""
+        if run_id in self._live:
+            return self._live[run_id]
+        run_dir = self._run_dir(run_id)
+        if run_dir is None:
+            return None
+        stamp = _stamp(run_dir)
+        cached = self._cached(run_id, stamp)
+        if cached is not None:
+            return cached
+        loading = self._loading.get(run_id)
+        if loading is None:
+            loading = asyncio.ensure_future(self._load(run_id, run_dir, stamp))
+            self._loading[run_id] = loading
+        return await asyncio.shield(loading)  # a client that goes away does not cancel the others' load
+
+    async def _load(self, run_id: str, run_dir: Path, stamp: tuple[int, int]) -> Run:
+        try:
+            return self._remember(run_id, stamp, await off_loop(load_finished, run_dir))
+        finally:
+            self._loading.pop(run_id, None)
+
+    def _cached(self, run_id: str, stamp: tuple[int, int]) -> Run | None:
+        entry = self._loaded.get(run_id)
+        if entry is None or entry[0] != stamp:
+            return None
+        self._loaded.move_to_end(run_id)
+        return entry[1]
+
+    def _remember(self, run_id: str, stamp: tuple[int, int], run: Run) -> Run:
+        self._loaded[run_id] = (stamp, run)
+        self._loaded.move_to_end(run_id)
+        while len(self._loaded) > LOADED_RUNS_KEPT:
+            self._loaded.popitem(last=False)
+        return run
 
     def list(self) -> list[dict[str, Any]]:
         """A summary of every run, hosted or on disk, oldest first (run ids start with the time)."""
-        summaries = {run_id: summarize(run) for run_id, run in self._live.items()}
+        live = {run_id: summarize(run) for run_id, run in self._live.items()}
+        return _sorted({**self._disk_summaries(set(live)), **live})
+
+    async def summaries(self) -> list[dict[str, Any]]:
+        """``list`` for the server: the folders are read in a worker thread."""
+        live = {run_id: summarize(run) for run_id, run in self._live.items()}
+        return _sorted({**await off_loop(self._disk_summaries, set(live)), **live})
+
+    def _disk_summaries(self, skip: set[str]) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
         if self.runs_dir.is_dir():
             for entry in self.runs_dir.iterdir():
-                if entry.name not in summaries and self._run_dir(entry.name) is not None:
+                if entry.name not in skip and self._run_dir(entry.name) is not None:
                     summary = _disk_summary(entry)
                     if summary is not None:
-                        summaries[entry.name] = summary
-        return [summaries[k] for k in sorted(summaries)]
+                        found[entry.name] = summary
+        return found
 
     def _run_dir(self, run_id: str) -> Path | None:
         if not RUN_ID_PATTERN.match(run_id or ""):
@@ -112,6 +172,8 @@ class RunManager:
             if entry.name in self._live or self._run_dir(entry.name) is None or hosted_elsewhere(entry):
                 continue
             path = entry / "events.jsonl"
+            if _small_json(*_last_line(path)).get("type") == "done":  # only an unfinished log is read whole
+                continue
             events = EventLog.load(entry.name, path)
             if events.closed:
                 continue
@@ -143,7 +205,7 @@ class RunManager:
 def summarize(run: Run) -> dict[str, Any]:
     """What a run list or ``GET runs/{id}`` shows: no arguments, no file contents."""
     events = run.events.events
-    started = next((e for e in events if e.type == "run_started"), None)
+    started = next(iter(run.events.of_type("run_started")), None)
     done = events[-1] if run.events.closed else None
     summary = {
         "id": run.id,
@@ -166,27 +228,91 @@ def summarize(run: Run) -> dict[str, Any]:
 
 def _disk_summary(run_dir: Path) -> dict[str, Any] | None:
     """A summary from the first and last lines of ``events.jsonl`` (a listing reads no more)."""
+    path = run_dir / "events.jsonl"
     try:
-        lines = [line for line in (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
-        first = json.loads(lines[0]) if lines else {}
-        last = json.loads(lines[-1]) if lines else {}
+        with open(path, "rb") as handle:
+            head = handle.readline(SUMMARY_LINE_BYTES + 1)
+        first = _small_json(head, len(head) <= SUMMARY_LINE_BYTES)
+        last = _small_json(*_last_line(path))
+        count = _count_lines(path)
     except (OSError, ValueError):
         return None
     done = last if last.get("type") == "done" else None
     return {
         "id": run_dir.name,
-        "status": done["status"] if done else ("running" if hosted_elsewhere(run_dir) else "interrupted"),
+        "status": done.get("status", "failed") if done else ("running" if hosted_elsewhere(run_dir) else "interrupted"),
         "live": False,
         "request": first.get("request", ""),
         "model_name": first.get("model_name", ""),
         "provider_label": first.get("provider_label", ""),
         "started_at": first.get("ts"),
         "ended_at": done.get("ts") if done else None,
-        "events": len(lines),
+        "events": count,
         "pending_approvals": [],
         "summary": done.get("summary", "") if done else "",
         "run_dir": str(run_dir),
     }
+
+
+LOADED_RUNS_KEPT = 8  # finished runs whose loaded logs the server keeps
+SUMMARY_LINE_BYTES = 256 * 1024  # a first or last line longer than this is summarised from its type only
+
+
+def _stamp(run_dir: Path) -> tuple[int, int]:
+    info = (run_dir / "events.jsonl").stat()
+    return info.st_size, info.st_mtime_ns
+
+
+def _last_line(path: Path) -> tuple[bytes, bool]:
+    """The last line of a file, read from its end, and True; of a line over ``SUMMARY_LINE_BYTES``,
+    its head and False."""
+    with open(path, "rb") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        while end > 0:  # trailing newlines are not a line
+            handle.seek(end - 1)
+            if handle.read(1) != b"\n":
+                break
+            end -= 1
+        start = end
+        while start > 0:
+            step = min(start, 1 << 20)
+            handle.seek(start - step)
+            cut = handle.read(step).rfind(b"\n")
+            if cut >= 0:
+                start = start - step + cut + 1
+                break
+            start -= step
+        handle.seek(start)
+        whole = end - start <= SUMMARY_LINE_BYTES
+        return handle.read(end - start if whole else 4096), whole
+
+
+def _small_json(line: bytes, whole: bool = True) -> dict[str, Any]:
+    """A whole line's JSON object ({} if torn); of a line too long to hold, the fields its head names."""
+    if not whole:
+        return {key.decode(): value.decode() for key, value in _HEAD_FIELDS.findall(line[:4096])}
+    try:
+        data = json.loads(line) if line.strip() else {}
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+_HEAD_FIELDS = re.compile(rb'"(type|status|request|model_name|provider_label)":"([^"\\]{0,200})"')
+
+
+def _count_lines(path: Path) -> int:
+    """Lines (a torn last one included), counted in 1 MiB reads."""
+    count, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+def _sorted(summaries: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [summaries[k] for k in sorted(summaries)]
 
 
 def _host_id() -> str:

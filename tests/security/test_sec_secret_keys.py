@@ -6,7 +6,8 @@ used as a tool-argument name is stored verbatim") must be cut before an event is
 stay cut in ``events.jsonl``, the SSE stream and the run view. Driven through the Python API
 (the customize loop with a scripted model, labelled: no live LLM) and REST (a hosted run, its
 script from a file); the redaction owner itself is checked over every report shape that
-carries keys (events, request reports, the request-report widget).
+carries keys (events, request reports, the request-report widget). The boundary also refuses
+such a call by name (``SECRET_IN_ARGUMENTS``) before policy and approval, so no card shows one.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ def test_python_api_run_stores_no_secret_key(world, tmp_path, monkeypatch):
     on_disk = (tmp_path / "events.jsonl").read_text()
     calls = [e for e in events.events if e.type == "tool_call"]
     assert len(calls) == 2 and REDACTED in json.dumps(calls[0].arguments)
+    results = [e.error_code for e in events.events if e.type == "tool_result"]
+    assert results == ["secret_in_arguments"] * 2  # refused by name: a secret in a call is never run nor carded
     assert_absent(SERVICE_SECRET, ("events.jsonl", on_disk), ("the run view", view_of(EventLog.load("sec-keys", tmp_path / "events.jsonl").events)))
     assert world.unchanged()
 
@@ -100,21 +103,24 @@ async def test_rest_run_stores_no_secret_key(jp_fetch, jp_serverapp, runs_dir, w
             "provider": f"scripted:{script}", "target": "fastapi_backend", "approve": "none"}
     response = await jp_fetch("besser-agent", "runs", method="POST", body=json.dumps(body))
     run = state.manager.get(json.loads(response.body)["run"]["id"])
-    await poll(lambda: any(e.type == "approval_requested" for e in run.events.events) or (run.task and run.task.done()),
+    await poll(lambda: any(e.type == "tool_result" and e.name == "test_api" for e in run.events.events) or (run.task and run.task.done()),
                timeout=300)
     try:
         await jp_fetch("besser-agent", "runs", run.id, "cancel", method="POST", body="{}")
     except HTTPClientError:
         pass
     await asyncio.wait_for(run.wait(), 120)
-    cards = [e for e in run.events.events if e.type == "approval_requested"]
-    assert cards and cards[0].name == "test_api", [e.type for e in run.events.events]
+    # Refused by name at the boundary, before any card: nobody is asked to approve what they cannot see.
+    refused = {e.name: e.error_code for e in run.events.events if e.type == "tool_result" and e.name in ("read_file", "test_api")}
+    assert refused == {"read_file": "secret_in_arguments", "test_api": "secret_in_arguments"}, [e.type for e in run.events.events]
+    assert not [e for e in run.events.events if e.type == "approval_requested"]
+    calls = [e for e in run.events.events if e.type == "tool_call" and e.name == "test_api"]
     stream = (await jp_fetch("besser-agent", "runs", run.id, "events")).body.decode()
     on_disk = (runs_dir / run.id / "events.jsonl").read_text()
     every_file = [(str(p), p.read_bytes().decode("utf-8", "replace")) for p in (runs_dir / run.id).rglob("*") if p.is_file()]
     assert_absent(secret, ("events.jsonl", on_disk), ("the SSE stream", stream), ("the run view", view_of(run.events.events)),
                   *every_file)
-    assert REDACTED in json.dumps(cards[0].request)
+    assert REDACTED in json.dumps(calls[0].arguments)  # the call as recorded: its keys cut
     assert world.unchanged()
 
 

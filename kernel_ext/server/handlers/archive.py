@@ -26,7 +26,7 @@ class ArchiveHandler(BesserHandler):
     @web.authenticated
     @authorized
     async def get(self, run_id: str) -> None:
-        run = self.find_run(run_id)
+        run = await self.find_run(run_id)
         run_dir = run.context.layout.run_dir
         with tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024) as spool:
             await asyncio.to_thread(write_archive, run_dir, spool)

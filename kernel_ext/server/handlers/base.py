@@ -222,8 +222,9 @@ class BesserHandler(APIHandler):
             return {}
         return await asyncio.to_thread(parse_json_body, body)
 
-    def find_run(self, run_id: str) -> Run:
-        run = self.state.manager.get(run_id)
+    async def find_run(self, run_id: str) -> Run:
+        """The run, hosted or reloaded from disk (in a worker thread: a finished log can be large)."""
+        run = await self.state.manager.find(run_id)
         if run is None:
             raise Refusal(404, "RUN_NOT_FOUND", f"no run {run_id!r} on this server")
         return run

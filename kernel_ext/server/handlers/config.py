@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from functools import partial
+
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
@@ -16,4 +19,6 @@ class ConfigHandler(BesserHandler):
     @authorized
     async def get(self) -> None:
         state = self.state
-        self.reply(describe_configuration(state.operator, state.manager, sandbox=state.sandbox))
+        # In a worker thread: the first answer imports the provider settings (~0.1 s of the GIL),
+        # and the loop must keep serving while it does.
+        self.reply(await asyncio.to_thread(partial(describe_configuration, state.operator, state.manager, sandbox=state.sandbox)))

@@ -36,7 +36,7 @@ class ApprovalHandler(BesserHandler):
             decision = Decision.model_validate(await self.json_body())
         except ValidationError:
             raise Refusal(400, "INVALID_REQUEST", 'the body must be {"approved": true} or {"approved": false} (and an optional "digest")') from None
-        run = self.find_run(run_id)
+        run = await self.find_run(run_id)
         verdict = run.decide(call_id, decision.approved, digest=decision.digest)
         if not verdict:
             raise Refusal(STATUS.get(verdict.code, 409), verdict.code, f"run {run.id}: {verdict.reason}")
@@ -49,7 +49,7 @@ class CancelHandler(BesserHandler):
     @web.authenticated
     @authorized(action="write")
     async def post(self, run_id: str) -> None:
-        run = self.find_run(run_id)
+        run = await self.find_run(run_id)
         if not run.cancel():
             raise Refusal(409, "RUN_NOT_ACTIVE", f"run {run.id} is not running here (status {run.status})")
         self.reply({"run_id": run.id, "cancelled": True})

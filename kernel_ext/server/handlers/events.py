@@ -11,21 +11,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from kernel_ext.pipeline.events import BaseEvent, to_json
+from kernel_ext.pipeline.events import BaseEvent
+from kernel_ext.pipeline.stored import StoredEvents
+from kernel_ext.pipeline.stored import frame as sse_frame
 from kernel_ext.server.handlers.base import BesserHandler, Refusal
+from kernel_ext.server.offloop import off_loop
 
 RETRY_MS = 2000
 EVENT_STREAM = "text/event-stream; charset=utf-8"
 
 
-def sse_frame(event: BaseEvent) -> str:
-    """One SSE frame; ``to_json`` is ASCII-only, so no character in an event can split its data line."""
-    return f"id: {event.seq}\nevent: {event.type}\ndata: {to_json(event)}\n\n"
+REPLAY_BATCH_CHARS = 256 * 1024
+
+
+def _frames(events: Sequence[BaseEvent], position: int) -> tuple[str, int]:
+    """Frames from ``position`` on, about ``REPLAY_BATCH_CHARS`` of them, and where they stopped."""
+    frames, size = [], 0
+    while position < len(events) and size < REPLAY_BATCH_CHARS:
+        text = sse_frame(events[position])
+        frames.append(text)
+        size += len(text)
+        position += 1
+    return "".join(frames), position
 
 
 class EventsHandler(BesserHandler):
@@ -40,7 +53,7 @@ class EventsHandler(BesserHandler):
     @web.authenticated
     @authorized
     async def get(self, run_id: str) -> None:
-        run = self.find_run(run_id)
+        run = await self.find_run(run_id)
         after = self._resume_point()
         self.set_header("Content-Type", EVENT_STREAM)
         self.set_header("Cache-Control", "no-cache, no-transform")
@@ -49,15 +62,25 @@ class EventsHandler(BesserHandler):
         try:
             await self._send(f"retry: {RETRY_MS}\n\n")
             if not live:
-                for event in run.events.since(after):
-                    await self._send(sse_frame(event), flush=False)
-                await self.flush()
+                await self._replay(run.events.since(after))
             else:
                 await self._follow(run.events.follow(after))
         except StreamClosedError:
             return
         if not self._closed.is_set():
             self.finish(set_content_type=EVENT_STREAM)
+
+    async def _replay(self, events: Sequence[BaseEvent]) -> None:
+        """A finished run's events, serialised in a worker thread a batch at a time and flushed
+        per batch: a log of tens of MB neither stalls the loop nor piles up in the write buffer."""
+        position = 0
+        while position < len(events):
+            if isinstance(events, StoredEvents):  # a reloaded log holds its frames: a join, on the loop
+                text, position = events.frames(position, REPLAY_BATCH_CHARS)
+            else:
+                text, position = await off_loop(_frames, events, position)
+            await self._send(text)
+        await self.flush()
 
     async def _follow(self, stream) -> None:
         """Forward ``stream`` until it ends or the client leaves; a heartbeat while it is quiet."""
@@ -86,7 +109,7 @@ class EventsHandler(BesserHandler):
             with contextlib.suppress(Exception):
                 await stream.aclose()
 
-    async def _send(self, text: str, *, flush: bool = True) -> None:
+    async def _send(self, text: str | bytes, *, flush: bool = True) -> None:
         if self._closed.is_set():
             raise StreamClosedError()
         self.write(text)

@@ -16,7 +16,7 @@ class RunsHandler(BesserHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.reply({"runs": self.state.manager.list()})
+        self.reply({"runs": await self.state.manager.summaries()})
 
     @web.authenticated
     @authorized(action="execute")
@@ -38,12 +38,11 @@ class RunHandler(BesserHandler):
     @web.authenticated
     @authorized
     async def get(self, run_id: str) -> None:
-        run = self.find_run(run_id)
+        run = await self.find_run(run_id)
         summary = summarize(run)
         pending = set(run.pending_approvals())
         summary["approvals"] = [
             {"call_id": e.call_id, "name": e.name, "category": e.category, "pending": e.call_id in pending, "digest": e.digest}
-            for e in run.events.events
-            if e.type == "approval_requested"
+            for e in run.events.of_type("approval_requested")
         ]
         self.reply({"run": summary})
