@@ -242,7 +242,7 @@ def test_session_cert_and_api_names_in_the_servers_locale_never_reach_a_session(
     names = {f"LC_{name}": value for name, value in SESSIONISH.items()}
     for name, value in {**names, "LC_PAPER": "a4"}.items():
         monkeypatch.setenv(name, value)
-    run, service, executor = shell_executor(tmp_path)
+    _, service, executor = shell_executor(tmp_path)
     try:
         result = executor.execute_sync(ToolCall("c1", "sh_run", {"command": "env"}))
         assert result.ok, result.observation
