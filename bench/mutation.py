@@ -32,7 +32,7 @@ COPIED = ("kernel_ext", "widgets", "tests", "pyproject.toml")
 MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "read_ids": ("kernel_ext/tools/read_ids.py", (
         "tests/test_file_tools_replace.py", "tests/test_file_tools_read.py", "tests/test_file_tools_modify.py",
-        "tests/test_audit_survivors.py")),
+        "tests/test_read_ids_store.py", "tests/test_audit_survivors.py")),
     "edit_gates": ("kernel_ext/tools/edit_gates.py", (
         "tests/test_file_tools_gates.py", "tests/test_file_tools_modify.py", "tests/test_file_tools_replace.py")),
     "env": ("kernel_ext/sandbox/env.py", ("tests/test_sandbox_units.py", "tests/test_audit_survivors.py")),
@@ -69,6 +69,7 @@ def prepare(name: str) -> Path:
         f"pytest_add_cli_args_test_selection = {json.dumps(list(tests))}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]\n'
         "use_git_change_detection = false\n"
+        'process_isolation = "forkserver"\n'  # the main process runs no test: sandboxes the tests start are not its children
     )
     with open(where / "pyproject.toml", "a", encoding="utf-8") as handle:
         handle.write(config)
