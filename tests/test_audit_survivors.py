@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from file_tool_helpers import Harness
+from jupyter_fixtures import jp_asyncio_loop, parse_sse_text  # noqa: F401
 from provider_server import Plan, fragments, loopback_only, openai_stream, server  # noqa: F401
 from sandbox_fixtures import make_run
 from shell_tools_fixtures import needs_bwrap
@@ -110,16 +111,37 @@ def _echoing_turns() -> list[Plan]:
     return [Plan(chunks=openai_stream([], [("c1", "submit_tasks", fragments(tasks, 9))])), Plan(chunks=looking), Plan(chunks=done)]
 
 
-@pytest.mark.slow
-def test_an_operator_key_the_endpoint_echoes_is_in_no_event_and_no_file_of_the_run(server, tmp_path, monkeypatch):  # noqa: F811
-    from kernel_ext.pipeline.generation import generate
+@pytest.fixture
+def operator_key(server, monkeypatch):  # noqa: F811
+    """The operator's key in the server's environment; the endpoint answers only it and echoes it."""
     from kernel_ext.secrets import _KEY_SHAPES
 
     assert not _KEY_SHAPES.search(OPERATOR_KEY)  # only the run's known secrets can catch it
     monkeypatch.setenv("OPENAI_API_KEY", OPERATOR_KEY)
     monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
-    server.require_key("openai", OPERATOR_KEY)  # the endpoint answers only the configured key
+    server.require_key("openai", OPERATOR_KEY)
     server.plan(*_echoing_turns())
+    return server
+
+
+def assert_key_in_no_event_and_no_file(events: list[dict], run_dir: Path, seen) -> None:
+    assert len(seen.requests) >= 3 and seen.requests[0].headers["authorization"] == f"Bearer {OPERATOR_KEY}"
+    calls = [(e["name"], e["arguments"]) for e in events if e["type"] == "tool_call"]
+    assert [name for name, _ in calls][:2] == ["search_in_files", "read_file"], calls  # the echo reached the run
+    texts = "".join(e["text"] for e in events if e["type"] == "text")
+    assert "[redacted]" in texts and "[redacted]" in json.dumps(calls)
+    for event in events:
+        assert OPERATOR_KEY not in json.dumps(event), event["type"]
+    leaked = [str(p.relative_to(run_dir)) for p in run_dir.rglob("*")
+              if p.is_file() and not p.is_symlink() and OPERATOR_KEY.encode() in p.read_bytes()]
+    assert leaked == [], f"the key reached {leaked}"
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    assert len(lines) == len(events) and not any(OPERATOR_KEY in line for line in lines)
+
+
+@pytest.mark.slow
+def test_an_operator_key_the_endpoint_echoes_is_in_no_event_and_no_file_of_an_api_run(operator_key, tmp_path):
+    from kernel_ext.pipeline.generation import generate
 
     async def go():
         run = generate("example:library", "A FastAPI backend", run_dir=tmp_path / "run", provider="openai",
@@ -128,18 +150,34 @@ def test_an_operator_key_the_endpoint_echoes_is_in_no_event_and_no_file_of_the_r
 
     run, done = asyncio.run(go())
     assert done is not None, "the run never ended"
-    assert len(server.requests) >= 3 and server.requests[0].headers["authorization"] == f"Bearer {OPERATOR_KEY}"
-    calls = [(e.name, e.arguments) for e in run.events.events if e.type == "tool_call"]
-    assert [name for name, _ in calls][:2] == ["search_in_files", "read_file"], calls  # the echo reached the run
-    texts = "".join(e.text for e in run.events.events if e.type == "text")
-    assert "[redacted]" in texts and "[redacted]" in json.dumps(calls)
-    for event in run.events.events:
-        assert OPERATOR_KEY not in event.model_dump_json(), event.type
-    leaked = [str(p.relative_to(tmp_path)) for p in (tmp_path / "run").rglob("*")
-              if p.is_file() and not p.is_symlink() and OPERATOR_KEY.encode() in p.read_bytes()]
-    assert leaked == [], f"the key reached {leaked}"
-    lines = run.context.layout.events_path.read_text().splitlines()
-    assert len(lines) == len(run.events.events) and not any(OPERATOR_KEY in line for line in lines)
+    events = [json.loads(e.model_dump_json()) for e in run.events.events]
+    assert_key_in_no_event_and_no_file(events, run.context.layout.run_dir, operator_key)
+
+
+@pytest.fixture
+def jp_server_config(operator_key, tmp_path):
+    """The server starts with the operator's key in its environment (read once, at start-up)."""
+    (tmp_path / "server_runs").mkdir()
+    return {"ServerApp": {"jpserver_extensions": {"kernel_ext": True}, "ip": "127.0.0.1"},
+            "BesserAgentApp": {"runs_dir": str(tmp_path / "server_runs")}}
+
+
+@pytest.mark.slow
+async def test_an_operator_key_the_endpoint_echoes_is_in_no_event_and_no_file_of_a_rest_run(
+        jp_fetch, jp_serverapp, jp_asyncio_loop, operator_key, tmp_path):  # noqa: F811
+    from kernel_ext.model.jsonform import model_to_dict
+    from kernel_ext.model.loading import load_model
+    from kernel_ext.server.handlers.base import STATE_KEY
+
+    body = {"kind": "generate", "request": "A FastAPI backend", "provider": "openai", "target": "fastapi_backend",
+            "approve": "all", "model_json": model_to_dict(load_model("example:library"))}
+    created = await jp_fetch("besser-agent", "runs", method="POST", body=json.dumps(body))
+    run_id = json.loads(created.body)["run"]["id"]
+    await asyncio.wait_for(jp_serverapp.web_app.settings[STATE_KEY].manager.get(run_id).wait(), 240)
+    frames = parse_sse_text((await jp_fetch("besser-agent", "runs", run_id, "events")).body.decode())
+    events = [f["data"] for f in frames if "data" in f]
+    assert events[-1]["type"] == "done"
+    assert_key_in_no_event_and_no_file(events, tmp_path / "server_runs" / run_id, operator_key)
 
 
 # -- 3. content changes: an in-place rewrite with the mtime put back ---------------------------
