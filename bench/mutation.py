@@ -3,7 +3,8 @@
 mutmut 3 (the ``mutation`` extra) mutates one module at a time in a scratch copy of the
 tree (``build/mutation/<name>/``), runs only that module's test files against each mutant,
 and leaves the results there (``mutmut results`` / ``mutmut show NAME`` inside that folder).
-One module at a time keeps the run on a shared 2-core machine: ``nice``, two workers.
+One module at a time keeps the run on a shared 2-core machine: ``nice``, two workers, and
+tests marked ``slow`` (whole runs, minutes each) left out.
 
     python bench/mutation.py                 # every module below, in order
     python bench/mutation.py read_ids env    # only these (names are the keys of MODULES)
@@ -67,7 +68,7 @@ def prepare(name: str) -> Path:
         'source_paths = ["kernel_ext"]\n'
         f"only_mutate = [{json.dumps(module)}]\n"
         f"pytest_add_cli_args_test_selection = {json.dumps(list(tests))}\n"
-        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]\n'
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-m", "not slow"]\n'
         "use_git_change_detection = false\n"
         'process_isolation = "forkserver"\n'  # the main process runs no test: sandboxes the tests start are not its children
     )

@@ -15,6 +15,8 @@ from file_tool_helpers import Harness
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.tools.files_read import LINE_MAX_CHARS
 from kernel_ext.tools.read_ids import MAX_VIEWS, ReadStore
+from kernel_ext.workspace import Workspace
+from kernel_ext.workspace.locks import lock_key
 
 LONG = "x = '" + "z" * (LINE_MAX_CHARS + 10) + "'"
 
@@ -114,8 +116,13 @@ def test_the_oldest_views_go_first_and_spent_ones_free_their_slot():
     assert store.view(ids[1]), "a spent view still held a slot"
 
 
-def test_a_read_is_remembered_per_file():
+def test_a_read_is_remembered_per_file_by_key_or_location(tmp_path):
+    (tmp_path / "f.py").write_text("a = 1\n")
+    (tmp_path / "g.py").write_text("b = 1\n")
+    ws = Workspace(tmp_path)
+    here, other = ws.locate("f.py"), ws.locate("g.py")
     store = ReadStore()
-    assert not store.was_read("k")
-    store.mint("k", "f.py", "sha", 1, 0, frozenset(), 0)
-    assert store.was_read("k") and not store.was_read("other")
+    assert not store.was_read(here) and not store.was_read(lock_key(here))
+    store.mint(lock_key(here), "f.py", "sha", 1, 1, frozenset(), 1)
+    assert store.was_read(here) and store.was_read(lock_key(here))
+    assert not store.was_read(other) and not store.was_read("f.py")  # a display path is not a key
