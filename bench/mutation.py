@@ -36,7 +36,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_read_ids_store.py", "tests/test_audit_survivors.py")),
     "edit_gates": ("kernel_ext/tools/edit_gates.py", (
         "tests/test_file_tools_gates.py", "tests/test_file_tools_modify.py", "tests/test_file_tools_replace.py")),
-    "env": ("kernel_ext/sandbox/env.py", ("tests/test_sandbox_units.py", "tests/test_audit_survivors.py")),
+    "env": ("kernel_ext/sandbox/env.py", (
+        "tests/test_sandbox_env.py", "tests/test_sandbox_units.py", "tests/test_audit_survivors.py")),
     "secrets": ("kernel_ext/secrets.py", (
         "tests/test_pipeline_events.py", "tests/test_sandbox_units.py", "tests/test_api_redaction.py",
         "tests/security/test_sec_secrets.py", "tests/test_audit_survivors.py")),
@@ -44,7 +45,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "tiers": ("kernel_ext/sandbox/tiers.py", (
         "tests/test_sandbox_units.py", "tests/test_sandbox_confinement.py", "tests/test_audit_survivors.py")),
     "versions": ("kernel_ext/workspace/versions.py", (
-        "tests/test_boundary_executor.py", "tests/test_workspace_publish.py", "tests/test_audit_survivors.py")),
+        "tests/test_workspace_versions.py", "tests/test_boundary_executor.py", "tests/test_workspace_publish.py", "tests/test_audit_survivors.py")),
     "publish": ("kernel_ext/workspace/publish.py", ("tests/test_workspace_publish.py", "tests/test_boundary_executor.py")),
     "approval": ("kernel_ext/boundary/approval.py", ("tests/test_boundary_executor.py", "tests/test_boundary_approvers.py")),
     "executor": ("kernel_ext/boundary/executor.py", ("tests/test_boundary_executor.py", "tests/test_boundary_approvers.py")),
