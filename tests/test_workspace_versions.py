@@ -14,7 +14,13 @@ import pytest
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.workspace import Workspace
 from kernel_ext.workspace.fence import Identity
-from kernel_ext.workspace.versions import SNAPSHOT_TEXT_LIMIT, FileSnapshot, require_unchanged, sha256_hex, snapshot
+from kernel_ext.workspace.versions import (
+    SNAPSHOT_TEXT_LIMIT,
+    FileSnapshot,
+    require_unchanged,
+    sha256_hex,
+    snapshot,
+)
 
 
 @pytest.fixture
