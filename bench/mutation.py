@@ -41,7 +41,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "secrets": ("kernel_ext/secrets.py", (
         "tests/test_pipeline_events.py", "tests/test_sandbox_units.py", "tests/test_api_redaction.py",
         "tests/security/test_sec_secrets.py", "tests/test_audit_survivors.py")),
-    "command_policy": ("kernel_ext/sandbox/command_policy.py", ("tests/test_sandbox_units.py", "tests/test_sandbox_tools.py")),
+    "command_policy": ("kernel_ext/sandbox/command_policy.py", (
+        "tests/test_command_policy.py", "tests/test_sandbox_units.py", "tests/test_sandbox_tools.py")),
     "tiers": ("kernel_ext/sandbox/tiers.py", (
         "tests/test_sandbox_units.py", "tests/test_sandbox_confinement.py", "tests/test_audit_survivors.py")),
     "versions": ("kernel_ext/workspace/versions.py", (
