@@ -9,7 +9,11 @@ from __future__ import annotations
 import pytest
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox.command_policy import MAX_COMMAND_CHARS, check_command, split_command
+from kernel_ext.sandbox.command_policy import (
+    MAX_COMMAND_CHARS,
+    check_command,
+    split_command,
+)
 
 
 def refusal(command, programs=None) -> ToolFailure:
