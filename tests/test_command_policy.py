@@ -57,6 +57,7 @@ def test_commands_split_as_a_posix_shell_would():
     words = split_command("FOO='a b' pytest -k \"x y\" aXb; ls|wc -l # not a comment here")
     assert words == ["FOO=a b", "pytest", "-k", "x y", "aXb", ";", "ls", "|", "wc", "-l", "#", "not", "a", "comment",
                      "here"]
+    assert split_command("scp a@b:c +x 50%") == ["scp", "a@b:c", "+x", "50%"]  # words end at whitespace only
     assert check_command("PYTHONPATH=. pytest -q", {"pytest"}) == ["PYTHONPATH=.", "pytest", "-q"]
 
 

@@ -70,7 +70,8 @@ def test_a_path_the_fence_refuses_is_recorded_with_its_refusal(ws, tmp_path):
 
 def test_a_file_over_the_limit_keeps_its_identity_and_names_the_limit(ws):
     shot = snapshot(ws, "f.py", max_bytes=3)
-    assert (shot.exists, shot.sha256, shot.identity) == (True, "", Identity.of(os.stat(root(ws) / "f.py")))
+    assert (shot.path, shot.exists, shot.sha256) == ("f.py", True, "")
+    assert shot.identity == Identity.of(os.stat(root(ws) / "f.py"))
     assert shot.problem.startswith(f"{ErrorCode.TOO_LARGE}: ") and "limit 3" in shot.problem
 
 
