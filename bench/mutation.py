@@ -39,8 +39,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "env": ("kernel_ext/sandbox/env.py", (
         "tests/test_sandbox_env.py", "tests/test_sandbox_units.py", "tests/test_audit_survivors.py")),
     "secrets": ("kernel_ext/secrets.py", (
-        "tests/test_secrets_rules.py", "tests/test_pipeline_events.py", "tests/test_sandbox_units.py", "tests/test_api_redaction.py",
-        "tests/security/test_sec_secrets.py", "tests/test_audit_survivors.py")),
+        "tests/test_secrets_rules.py", "tests/test_pipeline_events.py", "tests/test_sandbox_units.py",
+        "tests/test_api_redaction.py", "tests/security/test_sec_secrets.py", "tests/test_audit_survivors.py")),
     "command_policy": ("kernel_ext/sandbox/command_policy.py", (
         "tests/test_command_policy.py", "tests/test_sandbox_units.py", "tests/test_sandbox_tools.py")),
     "tiers": ("kernel_ext/sandbox/tiers.py", (

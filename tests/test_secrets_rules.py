@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from kernel_ext.secrets import REDACTED, is_secret_name, redact, redact_text, secret_values
+from kernel_ext.secrets import (
+    REDACTED,
+    is_secret_name,
+    redact,
+    redact_text,
+    secret_values,
+)
 
 
 @pytest.mark.parametrize("name", [
