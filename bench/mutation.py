@@ -44,11 +44,15 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "command_policy": ("kernel_ext/sandbox/command_policy.py", (
         "tests/test_command_policy.py", "tests/test_sandbox_units.py", "tests/test_sandbox_tools.py")),
     "tiers": ("kernel_ext/sandbox/tiers.py", (
-        "tests/test_sandbox_units.py", "tests/test_sandbox_confinement.py", "tests/test_audit_survivors.py")),
+        "tests/test_sandbox_units.py", "tests/test_sandbox_confinement.py", "tests/test_sandbox_caps.py",
+        "tests/test_audit_survivors.py",
+        # builds a fresh venv without mutmut, which the mutated package imports
+        "--deselect=tests/test_sandbox_confinement.py::test_server_interpreter_in_tmp_stays_usable")),
     "versions": ("kernel_ext/workspace/versions.py", (
         "tests/test_workspace_versions.py", "tests/test_boundary_executor.py", "tests/test_workspace_publish.py", "tests/test_audit_survivors.py")),
     "publish": ("kernel_ext/workspace/publish.py", ("tests/test_workspace_publish.py", "tests/test_boundary_executor.py")),
-    "approval": ("kernel_ext/boundary/approval.py", ("tests/test_boundary_executor.py", "tests/test_boundary_approvers.py")),
+    "approval": ("kernel_ext/boundary/approval.py", (
+        "tests/test_boundary_approval.py", "tests/test_boundary_executor.py", "tests/test_boundary_approvers.py")),
     "executor": ("kernel_ext/boundary/executor.py", ("tests/test_boundary_executor.py", "tests/test_boundary_approvers.py")),
     "fence": ("kernel_ext/workspace/fence.py", ("tests/test_workspace_fence.py", "tests/test_workspace_walk.py")),
     "checkpoints": ("kernel_ext/sandbox/checkpoints.py", ("tests/test_shell_tools_checkpoints.py",)),
