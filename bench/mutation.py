@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRATCH = ROOT / "build" / "mutation"
-COPIED = ("kernel_ext", "widgets", "tests", "pyproject.toml")
+COPIED = ("kernel_ext", "widgets", "tests", "pyproject.toml", "DESIGN.md", "README.md")
 
 # module -> its own test files (those that exercise the promise the module carries).
 # The two modules another slice is changing (fence, checkpoints) come last.
