@@ -95,3 +95,12 @@ def test_resolve_settles_once_and_stores_a_plain_bool():
     assert (first, second, decision) == (True, False, False)
     assert approver.decided["c1"] is False and approver.decided_by["c1"] == "card"
     assert AsyncApprover().resolve("unknown", True) is False
+
+
+def test_two_waits_under_one_call_id_both_end_cleanly():
+    async def go():
+        approver = AsyncApprover(timeout=0.05)
+        return await asyncio.gather(approver(request("same")), approver(request("same"))), approver
+
+    decisions, approver = asyncio.run(go())
+    assert decisions == [False, False] and approver.pending() == () and approver.decided_by == {"same": "timeout"}
