@@ -35,7 +35,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_file_tools_replace.py", "tests/test_file_tools_read.py", "tests/test_file_tools_modify.py",
         "tests/test_read_ids_store.py", "tests/test_audit_survivors.py")),
     "edit_gates": ("kernel_ext/tools/edit_gates.py", (
-        "tests/test_file_tools_gates.py", "tests/test_file_tools_modify.py", "tests/test_file_tools_replace.py")),
+        "tests/test_edit_gates_rules.py", "tests/test_file_tools_gates.py", "tests/test_file_tools_modify.py", "tests/test_file_tools_replace.py")),
     "env": ("kernel_ext/sandbox/env.py", (
         "tests/test_sandbox_env.py", "tests/test_sandbox_units.py", "tests/test_audit_survivors.py")),
     "secrets": ("kernel_ext/secrets.py", (
