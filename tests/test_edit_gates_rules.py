@@ -30,10 +30,11 @@ def test_a_partial_gutter_is_refused_naming_the_field_the_line_and_its_start():
 
 def test_placeholder_lines_are_counted_per_kind_across_blank_lines_and_code():
     lines = ["def f():", "", "    ...", "    ...", "    …", "    # ... rest unchanged", "", "    # ... rest unchanged",
-             "    # same ...", "    # rest of the file", "    #", "    return 1"]
+             "    # same ...", "    # rest of the file", "    # ...later", "    # …later", "    #", "    return 1"]
     text = "\n".join(lines)
     assert elision_lines(text) == Counter({
-        "...": 2, "…": 1, "# ... rest unchanged": 2, "# same ...": 1, "# rest of the file": 1})
+        "...": 2, "…": 1, "# ... rest unchanged": 2, "# same ...": 1, "# rest of the file": 1, "# ...later": 1,
+        "# …later": 1})
 
 
 def test_comments_that_are_not_placeholders_are_not_counted():
