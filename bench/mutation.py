@@ -74,6 +74,7 @@ def prepare(name: str) -> Path:
     config = (
         "\n[tool.mutmut]\n"
         'source_paths = ["kernel_ext"]\n'
+        'also_copy = ["DESIGN.md", "README.md", "widgets"]\n'  # tests read the documented figures
         f"only_mutate = [{json.dumps(module)}]\n"
         f"pytest_add_cli_args_test_selection = {json.dumps(list(tests))}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-m", "not slow"]\n'
