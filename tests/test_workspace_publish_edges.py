@@ -96,3 +96,15 @@ def test_sweeping_removes_only_temporaries_and_never_follows_links(ws, tmp_path)
     (root(ws) / "elsewhere").symlink_to(outside, target_is_directory=True)
     assert sweep_temporaries(root(ws)) == [os.path.join("sub", ".f.py.besser-tmp-0123456789ab")]
     assert (outside / ".x.besser-tmp-0123456789ab").exists() and (root(ws) / "f.py").exists()
+
+
+def test_expectations_that_no_longer_hold_are_named(ws):
+    checked = Identity.of(os.stat(root(ws) / "f.py"))
+    made = publish(ws, "n.py", b"n = 1\n", expected=None)
+    assert made.path == "n.py"
+    appeared = refused(publish, ws, "n.py", b"n = 2\n", expected=None)
+    assert (appeared.code, appeared.message) == (ErrorCode.ALREADY_EXISTS, "'n.py' appeared since it was checked")
+    (root(ws) / "f.py").write_text("a = 22\n")
+    changed = refused(remove, ws, "f.py", expected=checked)
+    assert (changed.code, changed.message) == (ErrorCode.STALE_INPUT, "'f.py' changed since it was read; read it again")
+    assert (root(ws) / "f.py").read_text() == "a = 22\n" and (root(ws) / "n.py").read_text() == "n = 1\n"
