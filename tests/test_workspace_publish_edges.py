@@ -94,8 +94,11 @@ def test_sweeping_removes_only_temporaries_and_never_follows_links(ws, tmp_path)
     (root(ws) / "sub").mkdir()
     (root(ws) / "sub" / ".f.py.besser-tmp-0123456789ab").write_text("left by a kill")
     (root(ws) / "elsewhere").symlink_to(outside, target_is_directory=True)
+    (root(ws) / ".env").write_text("A=1\n")  # a dotfile, not a temporary
+    (root(ws) / "notes.besser-tmp-1").write_text("a name, not hidden")
     assert sweep_temporaries(root(ws)) == [os.path.join("sub", ".f.py.besser-tmp-0123456789ab")]
     assert (outside / ".x.besser-tmp-0123456789ab").exists() and (root(ws) / "f.py").exists()
+    assert (root(ws) / ".env").exists() and (root(ws) / "notes.besser-tmp-1").exists()
 
 
 def test_expectations_that_no_longer_hold_are_named(ws):
