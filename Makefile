@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab demo test bench install clean
+.PHONY: lab demo test bench mutation install clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,16 @@ test: $(STAMP)
 ## Side-by-side benchmarks
 bench: $(STAMP)
 	$(PY) bench/run_all.py
+
+## Mutation testing of the guarantee-carrying modules, each against its own tests (MODULES="read_ids env" for some)
+MUTATION_STAMP := $(VENV)/.installed-mutation
+
+$(MUTATION_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,mutation]'
+	touch $(MUTATION_STAMP)
+
+mutation: $(MUTATION_STAMP)
+	$(PY) bench/mutation.py $(MODULES)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

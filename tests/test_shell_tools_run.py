@@ -4,15 +4,16 @@
 from __future__ import annotations
 
 import http.server
+import os
 import threading
-import time
+from typing import Self
 
 import pytest
 from sandbox_fixtures import processes_with, tier_param, token, wait_until
 from shell_tools_fixtures import h, harness, needs_bwrap  # noqa: F401 - h is a fixture
 
 from kernel_ext.errors import ToolFailure
-from kernel_ext.sandbox import trace
+from kernel_ext.sandbox import effects, trace
 from kernel_ext.sandbox.config import ShellSettings
 from kernel_ext.sandbox.service import ShellService
 from kernel_ext.sandbox.shell import Shell
@@ -167,19 +168,51 @@ def test_trace_unavailable_without_strace(h, monkeypatch):
     assert "trace_summary" not in result.data
 
 
-def test_files_changed_and_concurrent_runs_on_one_tree_do_not_steal_changes(h):
+class WatchedLock:
+    """The tree's change-window lock, telling when a second caller has to wait for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.contended = threading.Event()
+
+    def __enter__(self) -> Self:
+        if not self._lock.acquire(blocking=False):
+            self.contended.set()
+            self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def test_files_changed_and_concurrent_runs_on_one_tree_do_not_steal_changes(h, monkeypatch):
+    """The two calls overlap for certain, with barriers instead of sleeps: the slow command waits
+    for a file in the run's ``$HOME`` (outside the measured tree), which appears only once the
+    fast call is seen waiting for the tree's change window."""
+    window = WatchedLock()
+    monkeypatch.setitem(effects._locks, os.path.realpath(h.ws), window)
     results = {}
+    started, release = h.home / "slow-started", h.home / "slow-may-go"
 
     def run(name, command):
         results[name] = h.call("sh_run", command=command)
 
-    slow = threading.Thread(target=run, args=("slow", "sleep 0.4; touch slow.txt; echo x >> project.txt"))
-    slow.start()
-    time.sleep(0.1)
+    wait_for_release = 'i=0; until [ -e "$HOME/slow-may-go" ] || [ $i -ge 3000 ]; do sleep 0.01; i=$((i+1)); done'
+    slow_command = (f'touch "$HOME/slow-started"; {wait_for_release}; '
+                    'test -e "$HOME/slow-may-go" && touch slow.txt && echo x >> project.txt')
+    slow = threading.Thread(target=run, args=("slow", slow_command))
     fast = threading.Thread(target=run, args=("fast", "touch fast.txt; rm -f sub/none; mkdir made"))
-    fast.start()
-    slow.join()
-    fast.join()
+    slow.start()
+    try:
+        assert wait_until(started.exists, timeout=30), "the slow command never started"
+        fast.start()
+        assert window.contended.wait(30), "the fast call never reached the tree the slow one is changing"
+        assert not results, "a call ended while the slow command was still held"
+    finally:
+        release.touch()
+        slow.join()
+        fast.join()
+    assert results["slow"].ok, results["slow"].observation
     assert results["slow"].data["files_changed"] == ["M project.txt", "+ slow.txt"]
     assert results["fast"].data["files_changed"] == ["+ fast.txt", "+ made/"]
     assert "files_changed" not in h.call("sh_run", command="cat project.txt").data  # read-only: not measured

@@ -380,7 +380,8 @@ class Orchestrator:
         incomplete = bool(blockers or open_tasks or failing or report.runtime_failure())
         write_recipe(self.ctx.layout, self.request, self.choice.generator, self.model, self.tasks.outcomes(), current,
                      phase_durations=self.timer, provider=self.provider, phase3=self.phase3,
-                     generated=ledger_of(self.tool_context.state).files, base_run_id=self.request.base_run_id)
+                     generated=ledger_of(self.tool_context.state).files, base_run_id=self.request.base_run_id,
+                     known_secrets=self.events.known_secrets)
         summary = (f"{len(split['generator_untouched'])} generator files untouched, "
                    f"{len(split['generator_llm_modified'])} modified by the LLM, {len(split['llm_authored'])} LLM-authored; "
                    f"{len(blockers)} blockers, {len(open_tasks)} open tasks")

@@ -57,7 +57,9 @@ def write_recipe(
     phase3: Any = None,
     generated: dict[str, str] | None = None,
     base_run_id: str | None = None,
+    known_secrets: tuple[str, ...] = (),
 ) -> dict[str, Any]:
+    """Write ``run.json``; ``known_secrets`` are the run's (its events' ``EventLog`` holds the same)."""
     from kernel_ext.model.jsonform import model_digest, model_to_dict
 
     recipe = {
@@ -74,7 +76,7 @@ def write_recipe(
             "rank": list(phase3.report.rank()),
         },
     }
-    recipe = redact(recipe)
+    recipe = redact(recipe, known_secrets)  # task texts come from the model, which may echo a key
     recipe["files"] = dict(manifest)  # path -> sha256: file names such as auth.py are not secrets
     recipe["generated"] = dict(generated or {})  # what the generator wrote: the authorship split of later runs
     tmp = layout.recipe_path.with_suffix(".json.tmp")

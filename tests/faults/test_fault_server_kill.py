@@ -117,9 +117,10 @@ def test_sigkill_mid_run_then_restart(server_dirs, tmp_path):
         generating = first.request("POST", "runs", {"kind": "generate", "request": "A FastAPI backend", "provider": "none",
                                                     "target": "fastapi_backend", "model_json": model_json}).json()["run"]["id"]
         app = runs / generating / "app"
-        assert wait_until(lambda: len(_visible_files(app)) >= 20 if app.is_dir() else False, timeout=120, step=0.005)
+        assert wait_until(lambda: _published(app) >= 20, timeout=120, step=0.002)
+        os.kill(first.process.pid, signal.SIGSTOP)  # freeze every thread where it is: the kill lands mid-Phase 1
         started = set(proctree.descendants(first.process.pid))
-        os.kill(first.process.pid, signal.SIGKILL)  # mid-Phase 1: files are being published
+        os.kill(first.process.pid, signal.SIGKILL)
         first.process.wait()
     finally:
         first.stop()
@@ -131,7 +132,9 @@ def test_sigkill_mid_run_then_restart(server_dirs, tmp_path):
         assert events and events[0].type == "run_started", run_id
         assert [e.seq for e in events] == list(range(1, len(events) + 1)) and events[-1].type != "done", run_id
     files = _visible_files(app)
-    assert files, "nothing was published before the kill"
+    phases = [(e.phase, e.status) for e in logs[generating] if e.type == "phase"]
+    assert ("generate", "started") in phases and ("generate", "done") not in phases, phases
+    assert 0 < len(files) < len(reference), f"the kill did not come mid-write: {len(files)} of {len(reference)} files"
     partial = [path for path, data in files.items() if path in reference and data != reference[path]]
     assert partial == [], f"files cut by the kill: {partial[:5]}"
     assert set(files) <= set(reference), sorted(set(files) - set(reference))[:5]
@@ -156,6 +159,14 @@ def test_sigkill_mid_run_then_restart(server_dirs, tmp_path):
     assert (runs / waiting / "app" / "calculator.py").read_text() == calculator  # nothing ran after the restart
     assert _visible_files(app) == files
     print(f"killed after {len(files)} of {len(reference)} files; hidden temporaries left: {len(hidden)}")
+
+
+def _published(app: Path) -> int:
+    """Visible files published so far (counted, not read: the poll must be cheap to stop the server in time)."""
+    if not app.is_dir():
+        return 0
+    return sum(1 for p in app.rglob("*") if not is_temp_name(p.name) and ".besser" not in p.relative_to(app).parts
+               and p.is_file())
 
 
 def _alive(pids: set[int]) -> list[int]:

@@ -1,5 +1,8 @@
 """Each failure the fuzzer once found, reproduced exactly: every row must now be a named refusal.
 
+Named means the very code the fix gives (``REFUSAL``), not any answer: ``ok`` for a path of
+1,000 bytes or a lone surrogate would be the bug coming back.
+
 The rows were strict xfails while the failures were open (see ``known.py``); all are fixed,
 so each row is a plain regression test. A new finding goes back in as a strict xfail naming
 the module that must fix it.
@@ -18,15 +21,23 @@ from kernel_ext.workspace import Workspace
 
 from .known import KNOWN
 
-NAMED = {str(code) for code in ErrorCode} - {str(ErrorCode.INTERNAL_ERROR)}
+# The refusal each finding's fix gives: the fence and the boundary name bad text, the argument
+# parser names JSON it will not parse.
+REFUSAL = {
+    "path_component_too_long": ErrorCode.INVALID_ARGUMENT,
+    "lone_surrogate": ErrorCode.INVALID_ARGUMENT,
+    "nul_in_a_folder": ErrorCode.INVALID_ARGUMENT,
+    "integer_over_4300_digits": ErrorCode.INVALID_JSON,
+    "deeply_nested_json": ErrorCode.INVALID_JSON,
+}
 LONG = "0" * 1000  # one path component of 1,000 bytes (NAME_MAX is 255)
 SURROGATE = "\ud800"  # what JSON "\ud800" decodes to
 NUL = "a\x00b"
 
 
-def row(tool: str, arguments, finding: str | None = None, label: str = ""):
+def row(tool: str, arguments, finding: str | None = None, label: str = "", code: ErrorCode | None = None):
     marks = [pytest.mark.xfail(strict=True, reason=KNOWN[finding][1])] if finding in KNOWN else []
-    return pytest.param(tool, arguments, marks=marks, id=f"{tool}-{label or finding or 'named'}")
+    return pytest.param(tool, arguments, code or REFUSAL[finding], marks=marks, id=f"{tool}-{label or finding}")
 
 
 def file_rows(path: str, finding: str, label: str):
@@ -39,14 +50,14 @@ def file_rows(path: str, finding: str, label: str):
         row("modify_file", {"path": path, "old_text": "a", "new_text": "b"}, finding, label),
         row("delete_file", {"path": path}, finding, label),
         row("replace_file_lines", {"path": path, "read_id": "r1", "start_line": 1, "end_line": 1, "new_text": "x"},
-            None, label),  # refuses the unknown read id before touching the path
+            finding, label),  # the path's text is refused before the unknown read id is looked up
     ]
 
 
 ROWS = [
     *file_rows(LONG, "path_component_too_long", "long"),
     *file_rows(SURROGATE, "lone_surrogate", "surrogate"),
-    row("search_in_files", {"pattern": SURROGATE}, None, "surrogate-pattern"),
+    row("search_in_files", {"pattern": SURROGATE}, "lone_surrogate", "surrogate-pattern"),
     row("run_command", {"command": "true", "working_dir": LONG}, "path_component_too_long"),
     row("run_command", {"command": "true", "working_dir": SURROGATE}, "lone_surrogate", "surrogate-dir"),
     row("run_command", {"command": "true " + SURROGATE}, "lone_surrogate", "surrogate-command"),
@@ -82,13 +93,13 @@ def executor(tmp_path):
     shell.close()
 
 
-@pytest.mark.parametrize(("tool", "arguments"), ROWS)
-def test_hostile_arguments_get_an_answer_or_a_named_refusal(executor, tool, arguments):
+@pytest.mark.parametrize(("tool", "arguments", "code"), ROWS)
+def test_hostile_arguments_get_their_named_refusal(executor, tool, arguments, code):
     if tool not in default_catalog():
         pytest.skip(f"{tool} is not in this catalog")
     root = executor.context.workspace.roots[0]
     before = tree_state(root)
     result = executor.execute_sync(ToolCall("k1", tool, arguments))  # nothing may escape
-    assert result.ok or result.error.code in NAMED, result.error
-    if not result.ok:
-        assert tree_state(root) == before
+    assert not result.ok, f"{tool} answered ok: {result.observation[:300]}"
+    assert result.error.code == code, result.error
+    assert tree_state(root) == before

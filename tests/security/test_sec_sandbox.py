@@ -27,7 +27,7 @@ from sandbox_fixtures import (
 
 from kernel_ext.sandbox import landlock
 
-from .world import HOST_SECRET, call, output, sh, shell_executor
+from .world import HOST_SECRET, attack, call, output, sh, shell_executor
 
 TIERS = [tier_param(t) for t in CONFINED_TIERS]
 
@@ -59,8 +59,7 @@ def test_host_files_are_neither_readable_nor_writable(world, registry, policy):
         f"cd {world.outside} && ls",
     ]
     for command in attempts:
-        result = sh(executor, command)
-        assert not result.ok, f"{command!r} succeeded in the {policy} sandbox: {output(result)}"
+        result = attack(executor, command, policy)
         assert HOST_SECRET not in output(result) and "root:" not in output(result)
     assert not (world.ws / "copied.txt").exists() and not (world.ws / "stolen").exists()
     for folder in ("/etc", "/usr", sys.prefix, "/root"):
@@ -81,8 +80,7 @@ def test_host_processes_are_invisible_or_opaque(world, registry, policy, host_pr
         f"cat /proc/{pid}/cwd/host_secret.txt",
         "tr '\\0' '\\n' < /proc/1/environ | grep HOST_ONLY",
     ):
-        result = sh(executor, command)
-        assert not result.ok, f"{command!r} succeeded in the {policy} sandbox: {output(result)}"
+        result = attack(executor, command, policy)
         assert HOST_SECRET not in output(result)
     scan = sh(executor, f"grep -l {mark} /proc/[0-9]*/cmdline 2>/dev/null; true")
     if policy == "bwrap":  # a private PID namespace: the host process does not exist in there
@@ -105,8 +103,7 @@ def test_other_runs_do_not_exist_inside(world, registry, policy):
         "ls -a ../.. | grep r2",
         f"ln -s {other}/secret.txt {world.ws}/peek && cat {world.ws}/peek",
     ):
-        result = sh(executor, command)
-        assert not result.ok, f"{command!r} succeeded in the {policy} sandbox: {output(result)}"
+        result = attack(executor, command, policy)
         assert "other-run-secret" not in output(result)
     assert world.unchanged()
 
@@ -135,8 +132,8 @@ def test_network_off_reaches_no_listener_on_the_host(world, registry, policy):
     code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); print('connected')"
     try:
         for command in (f"{sys.executable} -c \"{code}\"", f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"):
-            result = sh(executor, command)
-            assert not result.ok and "connected" not in result.data["stdout"], output(result)
+            result = attack(executor, command, policy)
+            assert "connected" not in result.data["stdout"], output(result)
     finally:
         stop.set()
         listener.close()
@@ -152,8 +149,7 @@ def test_signals_never_reach_host_processes(world, registry, policy, host_proces
     try:
         for command in (f"kill -9 {process.pid}", f"kill -TERM {process.pid}", f"kill -URG {os.getpid()}",
                         f"kill -STOP {process.pid}"):
-            result = sh(executor, command)
-            assert not result.ok, f"{command!r} succeeded in the {policy} sandbox: {output(result)}"
+            attack(executor, command, policy)
         sh(executor, f"pkill -9 -f {mark}; true")
     finally:
         signal.signal(signal.SIGURG, previous)
@@ -189,8 +185,7 @@ def test_mount_tricks_stay_inside_the_sandbox(world, registry, policy, host_moun
         f"chroot /proc/1/root cat {world.secret_file}",
         f"cat /proc/1/root{world.secret_file}",
     ):
-        result = sh(executor, command)
-        assert not result.ok, f"{command!r} succeeded in the {policy} sandbox: {output(result)}"
+        result = attack(executor, command, policy)
         assert HOST_SECRET not in output(result)
     # A private mount namespace may let a command mount over /etc in its own view: the host's stays.
     inner = sh(executor, f"unshare -rm sh -c 'mount -t tmpfs none /etc && echo pwned > /etc/besser-{probe} && ls /etc'")

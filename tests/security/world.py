@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from file_tool_helpers import tree_state
-from sandbox_fixtures import Run, make_run
+from sandbox_fixtures import Run, make_run, token
 
 from kernel_ext.boundary import (
     ApprovalPolicy,
@@ -96,6 +96,23 @@ def call(executor: Executor, name: str, **arguments: Any) -> ToolResult:
 
 def sh(executor: Executor, command: str, timeout: float = 30) -> ToolResult:
     return call(executor, "run_command", command=command, timeout=timeout)
+
+
+def attack(executor: Executor, command: str, policy: str) -> ToolResult:
+    """Run an escape attempt; assert it started in ``policy``'s sandbox, ran, and failed there.
+
+    ``not result.ok`` alone would also pass for a shell that never started (or a refusal
+    before the sandbox): the command first prints a fresh mark, so a refused attack is one
+    that ran, in the named tier, and exited non-zero on its own.
+    """
+    mark = token()
+    result = sh(executor, f"echo {mark}; {command}")
+    assert not result.ok, f"{command!r} succeeded in the {policy} sandbox: {output(result)}"
+    assert result.error is not None and result.error.code == "execution_failed", (command, result.observation)
+    assert result.data["tier"] == policy and not result.data["timed_out"], (command, result.data)
+    assert mark in result.data["stdout"], f"{command!r} never ran: {output(result)}"
+    assert isinstance(result.data["exit_code"], int) and result.data["exit_code"] != 0, (command, result.data)
+    return result
 
 
 def output(result: ToolResult) -> str:

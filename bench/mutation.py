@@ -1,0 +1,131 @@
+"""Mutation testing of the modules that carry the guarantees, each against its own tests (``make mutation``).
+
+mutmut 3 (the ``mutation`` extra) mutates one module at a time in a scratch copy of the
+tree (``build/mutation/<name>/``), runs only that module's test files against each mutant,
+and leaves the results there (``mutmut results`` / ``mutmut show NAME`` inside that folder).
+One module at a time keeps the run on a shared 2-core machine: ``nice``, two workers, and
+tests marked ``slow`` (whole runs, minutes each) left out.
+
+    python bench/mutation.py                 # every module below, in order
+    python bench/mutation.py read_ids env    # only these (names are the keys of MODULES)
+    python bench/mutation.py --list          # the module -> tests map
+
+Survivors are judged by hand in ``bench/MUTATION.md``: a test that kills each one, or a
+one-line reason it is equivalent. This script prints the counts the table there records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRATCH = ROOT / "build" / "mutation"
+COPIED = ("kernel_ext", "widgets", "tests", "pyproject.toml", "DESIGN.md", "README.md")
+
+# module -> its own test files (those that exercise the promise the module carries).
+# The two modules another slice is changing (fence, checkpoints) come last.
+MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "read_ids": ("kernel_ext/tools/read_ids.py", (
+        "tests/test_file_tools_replace.py", "tests/test_file_tools_read.py", "tests/test_file_tools_modify.py",
+        "tests/test_read_ids_store.py", "tests/test_audit_survivors.py")),
+    "edit_gates": ("kernel_ext/tools/edit_gates.py", (
+        "tests/test_edit_gates_rules.py", "tests/test_file_tools_gates.py", "tests/test_file_tools_modify.py", "tests/test_file_tools_replace.py")),
+    "env": ("kernel_ext/sandbox/env.py", (
+        "tests/test_sandbox_env.py", "tests/test_sandbox_units.py", "tests/test_audit_survivors.py")),
+    "secrets": ("kernel_ext/secrets.py", (
+        "tests/test_secrets_rules.py", "tests/test_pipeline_events.py", "tests/test_sandbox_units.py",
+        "tests/test_api_redaction.py", "tests/security/test_sec_secrets.py", "tests/test_audit_survivors.py")),
+    "command_policy": ("kernel_ext/sandbox/command_policy.py", (
+        "tests/test_command_policy.py", "tests/test_sandbox_units.py", "tests/test_sandbox_tools.py")),
+    "tiers": ("kernel_ext/sandbox/tiers.py", (
+        "tests/test_sandbox_landlock_rules.py", "tests/test_sandbox_units.py", "tests/test_sandbox_confinement.py",
+        "tests/test_sandbox_caps.py", "tests/test_audit_survivors.py",
+        # builds a fresh venv without mutmut, which the mutated package imports
+        "--deselect=tests/test_sandbox_confinement.py::test_server_interpreter_in_tmp_stays_usable")),
+    "versions": ("kernel_ext/workspace/versions.py", (
+        "tests/test_workspace_versions.py", "tests/test_boundary_executor.py", "tests/test_workspace_publish.py", "tests/test_audit_survivors.py")),
+    "publish": ("kernel_ext/workspace/publish.py", (
+        "tests/test_workspace_publish.py", "tests/test_workspace_publish_edges.py", "tests/test_boundary_executor.py",
+        "tests/test_file_tools_modify.py",
+        "tests/security/test_sec_file_tools.py", "tests/faults/test_fault_disk_full.py")),
+    "approval": ("kernel_ext/boundary/approval.py", (
+        "tests/test_boundary_approval.py", "tests/test_boundary_executor.py", "tests/test_boundary_approvers.py")),
+    "executor": ("kernel_ext/boundary/executor.py", ("tests/test_boundary_executor.py", "tests/test_boundary_approvers.py")),
+    "fence": ("kernel_ext/workspace/fence.py", ("tests/test_workspace_fence.py", "tests/test_workspace_walk.py")),
+    "checkpoints": ("kernel_ext/sandbox/checkpoints.py", ("tests/test_shell_tools_checkpoints.py",)),
+}
+
+
+def prepare(name: str) -> Path:
+    """A fresh scratch copy of the tree whose pyproject names the one module and its tests."""
+    module, tests = MODULES[name]
+    where = SCRATCH / name
+    shutil.rmtree(where, ignore_errors=True)
+    where.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+    for item in COPIED:
+        source = ROOT / item
+        (shutil.copytree(source, where / item, ignore=ignore) if source.is_dir() else shutil.copy2(source, where / item))
+    config = (
+        "\n[tool.mutmut]\n"
+        'source_paths = ["kernel_ext"]\n'
+        'also_copy = ["DESIGN.md", "README.md", "widgets"]\n'  # tests read the documented figures
+        f"only_mutate = [{json.dumps(module)}]\n"
+        f"pytest_add_cli_args_test_selection = {json.dumps(list(tests))}\n"
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-m", "not slow"]\n'
+        "use_git_change_detection = false\n"
+        'process_isolation = "forkserver"\n'  # the main process runs no test: sandboxes the tests start are not its children
+    )
+    with open(where / "pyproject.toml", "a", encoding="utf-8") as handle:
+        handle.write(config)
+    return where
+
+
+def mutmut() -> str:
+    found = Path(sys.executable).parent / "mutmut"
+    if not found.exists():
+        raise SystemExit("mutmut is not installed: pip install -e '.[mutation]' (make mutation does it)")
+    return str(found)
+
+
+def run(name: str) -> dict:
+    where = prepare(name)
+    started = time.monotonic()
+    env = {**os.environ, "PYTHONPATH": ""}
+    done = subprocess.run(["nice", "-n", "10", mutmut(), "run", "--max-children", "2"], cwd=where, env=env, check=False)
+    subprocess.run([mutmut(), "export-cicd-stats"], cwd=where, env=env, check=False, capture_output=True)
+    stats_file = where / "mutants" / "mutmut-cicd-stats.json"
+    stats = json.loads(stats_file.read_text()) if stats_file.exists() else {}
+    survivors = subprocess.run([mutmut(), "results"], cwd=where, env=env, check=False, capture_output=True, text=True)
+    stats.update(module=MODULES[name][0], exit=done.returncode, seconds=round(time.monotonic() - started),
+                 survivors=[line.split(":")[0].strip() for line in survivors.stdout.splitlines() if line.strip()])
+    (where / "summary.json").write_text(json.dumps(stats, indent=2))
+    return stats
+
+
+def main(argv: list[str]) -> int:
+    if "--list" in argv:
+        for name, (module, tests) in MODULES.items():
+            print(f"{name:15} {module}\n{'':15} {' '.join(tests)}")
+        return 0
+    names = argv or list(MODULES)
+    unknown = [n for n in names if n not in MODULES]
+    if unknown:
+        raise SystemExit(f"unknown module(s) {unknown}; known: {', '.join(MODULES)}")
+    rows = [run(name) for name in names]
+    print(f"\n{'module':40} {'mutants':>8} {'killed':>7} {'survived':>9} {'other':>6}")
+    for row in rows:
+        total = row.get("total", 0)
+        killed, survived = row.get("killed", 0), row.get("survived", 0)
+        print(f"{row['module']:40} {total:>8} {killed:>7} {survived:>9} {total - killed - survived:>6}")
+    return 0 if all(row["exit"] == 0 for row in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
