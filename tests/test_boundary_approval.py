@@ -76,7 +76,9 @@ def test_a_timeout_is_a_denial_named_timeout():
 
     decision, approver = asyncio.run(go())
     assert decision is False and approver.decided == {"c1": False} and approver.decided_by == {"c1": "timeout"}
-    assert approver.pending() == () and approver.resolve("c1", True) is False  # too late
+    late = approver.resolve("c1", True)  # too late: named, and nothing changes
+    assert approver.pending() == () and not late.accepted and late.code == "ALREADY_DECIDED"
+    assert approver.decided == {"c1": False}
 
 
 def test_resolve_settles_once_and_stores_a_plain_bool():
@@ -92,9 +94,10 @@ def test_resolve_settles_once_and_stores_a_plain_bool():
         return first, second, await waiting, approver
 
     first, second, decision, approver = asyncio.run(go())
-    assert (first, second, decision) == (True, False, False)
+    assert (first.accepted, second.accepted, second.code, decision) == (True, False, "ALREADY_DECIDED", False)
     assert approver.decided["c1"] is False and approver.decided_by["c1"] == "card"
-    assert AsyncApprover().resolve("unknown", True) is False
+    unknown = AsyncApprover().resolve("unknown", True)
+    assert not unknown.accepted and unknown.code == "NO_SUCH_APPROVAL"
 
 
 def test_two_waits_under_one_call_id_both_end_cleanly():

@@ -22,13 +22,13 @@ from kernel_ext.workspace import Workspace
 from .known import KNOWN
 
 # The refusal each finding's fix gives: the fence and the boundary name bad text, the argument
-# parser names JSON it will not parse.
+# parser names JSON it will not parse, and nesting past the one depth bound (safejson.MAX_JSON_DEPTH).
 REFUSAL = {
     "path_component_too_long": ErrorCode.INVALID_ARGUMENT,
     "lone_surrogate": ErrorCode.INVALID_ARGUMENT,
     "nul_in_a_folder": ErrorCode.INVALID_ARGUMENT,
     "integer_over_4300_digits": ErrorCode.INVALID_JSON,
-    "deeply_nested_json": ErrorCode.INVALID_JSON,
+    "deeply_nested_json": ErrorCode.ARGUMENTS_TOO_DEEP,
 }
 LONG = "0" * 1000  # one path component of 1,000 bytes (NAME_MAX is 255)
 SURROGATE = "\ud800"  # what JSON "\ud800" decodes to
