@@ -51,12 +51,14 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "versions": ("kernel_ext/workspace/versions.py", (
         "tests/test_workspace_versions.py", "tests/test_boundary_executor.py", "tests/test_workspace_publish.py", "tests/test_audit_survivors.py")),
     "publish": ("kernel_ext/workspace/publish.py", (
-        "tests/test_workspace_publish.py", "tests/test_workspace_publish_edges.py", "tests/test_boundary_executor.py",
+        "tests/test_workspace_publish.py", "tests/test_workspace_publish_edges.py", "tests/test_workspace_publish_races.py",
+        "tests/test_boundary_executor.py",
         "tests/test_file_tools_modify.py",
         "tests/security/test_sec_file_tools.py", "tests/faults/test_fault_disk_full.py")),
     "approval": ("kernel_ext/boundary/approval.py", (
         "tests/test_boundary_approval.py", "tests/test_boundary_executor.py", "tests/test_boundary_approvers.py")),
-    "executor": ("kernel_ext/boundary/executor.py", ("tests/test_boundary_executor.py", "tests/test_boundary_approvers.py")),
+    "executor": ("kernel_ext/boundary/executor.py", (
+        "tests/test_boundary_executor.py", "tests/test_boundary_executor_edges.py", "tests/test_boundary_approvers.py")),
     "fence": ("kernel_ext/workspace/fence.py", ("tests/test_workspace_fence.py", "tests/test_workspace_walk.py")),
     "checkpoints": ("kernel_ext/sandbox/checkpoints.py", ("tests/test_shell_tools_checkpoints.py",)),
 }

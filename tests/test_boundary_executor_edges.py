@@ -1,0 +1,319 @@
+"""The Executor's less-travelled paths, exactly: blocking tools, the words of its refusals, data.
+
+Each test pins something a surviving mutant changed (``make mutation``, bench/MUTATION.md):
+a blocking tool runs in a worker thread with the frozen arguments and the run's context; a
+tool's data and a refusal's data reach the result; a schema refusal names nested fields and
+all of them; a tool bug is logged with its name and traceback; a run without a workspace
+refuses a file-touching call by name. Real workspace, real files.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+from pydantic import model_validator
+
+import boundary_fixtures
+from kernel_ext.boundary import ExecutionPolicy, Executor, ToolCall, always_approve
+from kernel_ext.errors import ToolFailure
+from kernel_ext.tools.base import Category, Preparation, ToolArgs, ToolContext, ToolOutcome, ToolSpec
+from kernel_ext.tools.registry import ToolCatalog
+from kernel_ext.workspace import Workspace
+
+EDIT = ExecutionPolicy.allowing([Category.EDIT, Category.READ])
+
+
+def executor(project: Path | None, *specs: ToolSpec, approver=always_approve) -> Executor:
+    services = {"workspace": Workspace(project)} if project is not None else {}
+    return Executor(ToolCatalog(specs), ToolContext(services=services), policy=EDIT, approver=approver)
+
+
+def test_a_blocking_tool_runs_in_a_worker_thread_with_the_frozen_arguments_and_the_runs_context(project):
+    seen: dict = {}
+
+    def run(args, ctx):
+        seen.update(args=args.model_dump(), ctx=ctx, thread=threading.get_ident())
+        (ctx.workspace.root / args.path).write_text(args.content)
+        return ToolOutcome(f"wrote {args.path}", {"path": args.path, "bytes": len(args.content)})
+
+    spec = ToolSpec("slow_put", Category.EDIT, boundary_fixtures.WriteArgs, "x", run, blocking=True)
+    ex = executor(project, spec)
+    result = ex.execute_sync(ToolCall("c1", "slow_put", {"path": "app.py", "content": "blocking\n"}))
+    assert result.ok and result.observation == "wrote app.py"
+    assert result.data == {"path": "app.py", "bytes": 9}
+    assert seen["args"] == {"path": "app.py", "content": "blocking\n", "tags": []}
+    assert seen["ctx"] is ex.context
+    assert seen["thread"] != threading.get_ident()  # not the loop's thread
+    assert (project / "app.py").read_text() == "blocking\n"
+
+
+def test_a_blocking_tool_may_return_an_awaitable(project):
+    async def later():
+        return ToolOutcome("done later", {"k": 1})
+
+    spec = ToolSpec("slow_async", Category.READ, boundary_fixtures.PathArgs, "x", lambda a, c: later(), blocking=True)
+    result = executor(project, spec).execute_sync(ToolCall("c1", "slow_async", {"path": "app.py"}))
+    assert result.ok and result.observation == "done later" and result.data == {"k": 1}
+
+
+def test_a_tool_that_returns_no_outcome_is_a_host_bug_named_as_such(project):
+    spec = ToolSpec("bad", Category.READ, boundary_fixtures.PathArgs, "x", lambda a, c: "just text")
+    with pytest.raises(TypeError, match=r"^bad returned str, not ToolOutcome$"):
+        executor(project, spec).execute_sync(ToolCall("c1", "bad", {"path": "app.py"}))
+
+
+def test_a_tool_bug_is_logged_with_the_tools_name_and_its_traceback(project, caplog):
+    caplog.set_level(logging.ERROR, logger="kernel_ext.boundary.executor")
+    result = executor(project, *boundary_fixtures.TOOLS).execute_sync(ToolCall("c1", "crash", {"path": "x"}))
+    assert result.error.code == "internal_error" and result.error.message == "ZeroDivisionError: tool bug"
+    [record] = [r for r in caplog.records if r.name == "kernel_ext.boundary.executor"]
+    assert record.getMessage() == "tool crash failed"
+    assert record.exc_info and record.exc_info[0] is ZeroDivisionError
+
+
+def test_a_refusals_data_reaches_the_result(project):
+    def run(args, ctx):
+        raise ToolFailure("custom_refusal", "no", {"path": args.path, "why": "because"})
+
+    spec = ToolSpec("no", Category.READ, boundary_fixtures.PathArgs, "x", run)
+    result = executor(project, spec).execute_sync(ToolCall("c1", "no", {"path": "app.py"}))
+    assert result.error.code == "custom_refusal"
+    assert result.data == {"path": "app.py", "why": "because"}
+
+
+def test_a_run_without_a_workspace_refuses_a_file_touching_call_by_name(project):
+    seen = []
+    spec = ToolSpec(
+        "touch", Category.EDIT, boundary_fixtures.PathArgs, "x", lambda a, c: seen.append(a) or ToolOutcome("ran"),
+        lambda a, c: Preparation(files=(a.path,)),
+    )
+    result = executor(None, spec).execute_sync(ToolCall("c1", "touch", {"path": "app.py"}))
+    assert result.error.code == "internal_error"
+    assert result.error.message == "this run has no workspace to snapshot files in"
+    assert seen == []
+
+
+def test_a_host_callbacks_tool_failure_is_wrapped_with_its_code_named(project):
+    def approver(request):
+        raise ToolFailure("policy_denied", "a host bug that looks like a refusal")
+
+    before = (project / "app.py").read_bytes()
+    with pytest.raises(RuntimeError, match=r"^host callback raised ToolFailure \(policy_denied\); refusing to treat it as a tool observation$"):
+        executor(project, *boundary_fixtures.TOOLS, approver=approver).execute_sync(
+            ToolCall("c1", "put", {"path": "app.py", "content": "x\n"})
+        )
+    assert (project / "app.py").read_bytes() == before
+
+
+def _put(ex: Executor, **arguments):
+    return ex.execute_sync(ToolCall("c1", "put", arguments))
+
+
+def test_schema_refusals_name_every_field_nested_fields_by_their_path(project):
+    ex = executor(project, *boundary_fixtures.TOOLS)
+    before = (project / "app.py").read_bytes()
+
+    both_missing = _put(ex)
+    assert both_missing.error.code == "missing_argument"
+    assert both_missing.error.message == "put needs 'path', 'content'"
+
+    missing_and_wrong = _put(ex, path="app.py", tags=["ok", 5])
+    assert missing_and_wrong.error.code == "missing_argument"
+    assert missing_and_wrong.error.message == "put needs 'content'; also 'tags.1': Input should be a valid string"
+
+    two_wrong = _put(ex, path=1, content="x", tags=[None])
+    assert two_wrong.error.code == "invalid_argument"
+    assert two_wrong.error.message == "put: 'path': Input should be a valid string; 'tags.0': Input should be a valid string"
+    assert (project / "app.py").read_bytes() == before
+
+
+class RangeArgs(ToolArgs):
+    start: int
+    end: int
+
+    @model_validator(mode="after")
+    def ordered(self):
+        if self.end < self.start:
+            raise ValueError("end comes before start")
+        return self
+
+
+def test_a_whole_arguments_refusal_is_named_arguments(project):
+    seen = []
+    spec = ToolSpec("span", Category.READ, RangeArgs, "x", lambda a, c: seen.append(a) or ToolOutcome("ran"))
+    result = executor(project, spec).execute_sync(ToolCall("c1", "span", {"start": 5, "end": 2}))
+    assert result.error.code == "invalid_argument"
+    assert result.error.message == "span: 'arguments': Value error, end comes before start"
+    assert seen == []
+
+
+# -- arguments as sent: size, JSON, depth, text no tool can use ---------------------------------
+
+
+class NoArgs(ToolArgs):
+    pass
+
+
+def _noargs_spec(seen: list) -> ToolSpec:
+    return ToolSpec("noargs", Category.READ, NoArgs, "x", lambda a, c: seen.append(a) or ToolOutcome("ran"))
+
+
+def test_arguments_as_text_are_parsed_and_none_means_no_arguments(project):
+    seen: list = []
+    ex = executor(project, *boundary_fixtures.TOOLS, _noargs_spec(seen))
+    read = ex.execute_sync(ToolCall("c1", "peek", '{"path": "app.py"}'))
+    assert read.ok and read.observation == "print('hello')\n"
+    assert ex.execute_sync(ToolCall("c2", "noargs", None)).ok
+    assert ex.execute_sync(ToolCall("c3", "noargs", "  \n")).ok
+    assert len(seen) == 2
+    listed = ex.execute_sync(ToolCall("c4", "noargs", "[1, 2]"))
+    assert listed.error.code == "invalid_json" and listed.error.message == "arguments must be a JSON object, got list"
+
+
+def test_the_argument_size_limit_is_two_mebibytes_inclusive(project):
+    from kernel_ext.boundary.executor import MAX_ARGUMENT_BYTES
+
+    assert MAX_ARGUMENT_BYTES == 2 * 1024 * 1024
+    ex = executor(project, *boundary_fixtures.TOOLS)
+    frame = '{"path": "app.py", "pad": ""}'
+    at_limit = frame.replace('""', '"' + "x" * (MAX_ARGUMENT_BYTES - len(frame)) + '"')
+    assert len(at_limit.encode()) == MAX_ARGUMENT_BYTES
+    inside = ex.execute_sync(ToolCall("c1", "peek", at_limit))
+    assert inside.error.code == "invalid_argument" and inside.error.message == "peek: unknown argument 'pad'"
+    over = ex.execute_sync(ToolCall("c2", "peek", at_limit.replace('"pad": "', '"pad": "x')))
+    assert over.error.code == "invalid_argument" and over.error.message == "arguments exceed 2097152 bytes"
+
+
+def nested(depth: int) -> dict:
+    """A dict that is ``depth`` levels deep, counting itself."""
+    value: dict = {}
+    for _ in range(depth - 1):
+        value = {"x": value}
+    return value
+
+
+TOO_DEEP = "arguments nest arrays or objects more than 64 levels deep; no tool accepts that"
+
+
+@pytest.mark.parametrize("as_text", [False, True])
+def test_arguments_deeper_than_64_levels_are_refused_by_name(project, as_text):
+    import json
+
+    ex = executor(project, *boundary_fixtures.TOOLS)
+
+    def call(arguments):
+        return ex.execute_sync(ToolCall("c1", "peek", json.dumps(arguments) if as_text else arguments))
+
+    at_limit = call({"path": "app.py", **nested(64)})  # the arguments object itself is level 1
+    assert at_limit.error.code == "invalid_argument" and at_limit.error.message == "peek: unknown argument 'x'"
+    over = call({"path": "app.py", **nested(65)})
+    assert over.error.code == "arguments_too_deep" and over.error.message == TOO_DEEP
+
+
+def test_nesting_past_what_the_parser_follows_is_refused_by_the_same_name(project):
+    result = executor(project, *boundary_fixtures.TOOLS).execute_sync(ToolCall("c1", "peek", "[" * 200_000))
+    assert result.error.code == "arguments_too_deep" and result.error.message == TOO_DEEP
+
+
+def test_a_number_no_parser_accepts_is_named_with_the_parsers_words_cut(project):
+    import json
+
+    text = '{"path": "app.py", "n": 1' + "0" * 5000 + "}"
+    with pytest.raises(ValueError) as parser:
+        json.loads(text)
+    words = str(parser.value)
+    assert len(words) > 120
+    result = executor(project, *boundary_fixtures.TOOLS).execute_sync(ToolCall("c1", "peek", text))
+    assert result.error.code == "invalid_json"
+    assert result.error.message == f"arguments are JSON no tool accepts: {words[:120]}"
+
+
+def test_arguments_that_are_not_json_values_are_named_with_the_encoders_words_cut(project):
+    unusual = type("AHostObjectWhoseTypeNameIsLongEnoughToPushTheEncodersMessagePastTheCutOfOneHundredAndTwentyCharacters", (), {})
+    result = executor(project, *boundary_fixtures.TOOLS).execute_sync(ToolCall("c1", "peek", {"path": unusual()}))
+    words = f"Object of type {unusual.__name__} is not JSON serializable"
+    assert result.error.code == "invalid_argument"
+    assert result.error.message == f"arguments are not JSON values: {words[:120]}"
+
+
+@pytest.mark.parametrize(
+    "arguments, where, what",
+    [
+        ({"path": "app.py\x00"}, "arguments.path", "a NUL character"),
+        ({"pa\x00th": "app.py"}, "arguments", "a NUL character"),
+        ({"path": "app.py", "tags": ["ok", "b\x00d"]}, "arguments.tags", "a NUL character"),
+        ({"path": "app.py", "opts": {"deep": {"deeper": "\x00"}}}, "arguments.opts", "a NUL character"),
+        ({"path": "app.py\ud800"}, "arguments.path", "a lone surrogate (not valid Unicode text)"),
+        ('{"path": "app\\ud800.py"}', "arguments.path", "a lone surrogate (not valid Unicode text)"),
+        ({"path": "app.py", "tags": ["\udfff"]}, "arguments.tags", "a lone surrogate (not valid Unicode text)"),
+    ],
+)
+def test_text_no_tool_can_use_is_refused_naming_where_it_is(project, arguments, where, what):
+    approver_asked = []
+    ex = executor(project, *boundary_fixtures.TOOLS, approver=lambda r: approver_asked.append(r) or True)
+    before = (project / "app.py").read_bytes()
+    result = ex.execute_sync(ToolCall("c1", "peek", arguments))
+    assert result.error.code == "invalid_argument"
+    assert result.error.message == f"{where} contains {what}"
+    assert approver_asked == [] and (project / "app.py").read_bytes() == before
+
+
+# -- a known secret of the run, anywhere in the arguments --------------------------------------
+
+SECRET = "sk-live-Qw3rTy7uIo9pAs1dFg"
+
+
+def secret_refusal(name: str) -> str:
+    return (
+        f"the arguments of {name!r} contain a credential of this run (whole, or 12+ characters of it); "
+        "nothing was checked, shown for approval or run. Never write a credential into the app: "
+        "read it from the environment at run time (os.environ)"
+    )
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"path": "app.py", "content": f"KEY = '{SECRET}'\n"},  # a value
+        {"path": "app.py", "content": "x", "tags": ["a", SECRET[3:17]]},  # a piece, in a list
+        {"path": "app.py", "content": "x", SECRET: "as a key"},  # a key
+        '{"path": "app.py", "content": "' + "".join(f"\\u{ord(c):04x}" for c in SECRET) + '"}',  # \u-escaped
+    ],
+)
+def test_a_known_secret_anywhere_is_refused_before_anything_is_asked_or_written(project, arguments):
+    asked = []
+    ex = Executor(
+        ToolCatalog(boundary_fixtures.TOOLS), ToolContext(services={"workspace": Workspace(project)}),
+        policy=EDIT, approver=lambda r: asked.append(r) or True, known_secrets=[SECRET],
+    )
+    before = (project / "app.py").read_bytes()
+    result = ex.execute_sync(ToolCall("c1", "put", arguments))
+    assert result.error.code == "secret_in_arguments" and result.error.message == secret_refusal("put")
+    assert SECRET[3:15] not in result.observation
+    assert asked == [] and (project / "app.py").read_bytes() == before
+
+
+def test_a_numeric_secret_is_found_in_a_number_and_other_values_pass(project):
+    numeric = "738261940517"
+    seen: list = []
+
+    class Numbers(ToolArgs):
+        n: int = 0
+        flag: bool = False
+        note: str | None = None
+
+    spec = ToolSpec("num", Category.READ, Numbers, "x", lambda a, c: seen.append(a) or ToolOutcome("ran"))
+    ex = Executor(ToolCatalog([spec]), ToolContext(), policy=EDIT, known_secrets=[numeric])
+    refused = ex.execute_sync(ToolCall("c1", "num", {"n": int(numeric)}))
+    assert refused.error.code == "secret_in_arguments" and refused.error.message == secret_refusal("num")
+    fine = ex.execute_sync(ToolCall("c2", "num", {"n": 7, "flag": True, "note": None}))
+    assert fine.ok and len(seen) == 1
+
+
+def test_a_prepare_that_returns_no_preparation_is_a_host_bug_named_as_such(project):
+    spec = ToolSpec("half", Category.EDIT, boundary_fixtures.PathArgs, "x", lambda a, c: ToolOutcome("ran"), lambda a, c: "files")
+    with pytest.raises(TypeError, match=r"^half\.prepare returned str, not Preparation$"):
+        executor(project, spec).execute_sync(ToolCall("c1", "half", {"path": "app.py"}))
