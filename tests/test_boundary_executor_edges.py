@@ -317,3 +317,91 @@ def test_a_prepare_that_returns_no_preparation_is_a_host_bug_named_as_such(proje
     spec = ToolSpec("half", Category.EDIT, boundary_fixtures.PathArgs, "x", lambda a, c: ToolOutcome("ran"), lambda a, c: "files")
     with pytest.raises(TypeError, match=r"^half\.prepare returned str, not Preparation$"):
         executor(project, spec).execute_sync(ToolCall("c1", "half", {"path": "app.py"}))
+
+
+# -- construction defaults, what is offered, and what the observer and approver are told ---------
+
+
+def test_a_bare_executor_is_read_only_with_its_own_context_ids_and_the_processes_secrets(monkeypatch):
+    key = "sk-proc-9Zx8Yw7Vu6Ts5Rq4"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    ex = Executor(ToolCatalog(boundary_fixtures.TOOLS))
+    assert isinstance(ex.context, ToolContext) and ex.run_id == ""
+    assert ex.offered.names() == ("refuse", "crash")  # nothing needing a workspace or a shell
+    assert [ex.call_ids.mint(), ex.call_ids.mint()] == ["c1", "c2"]
+    assert Executor(ToolCatalog(boundary_fixtures.TOOLS)).call_ids.mint() == "c1"  # one minter per executor
+    refused = ex.execute_sync(ToolCall("c1", "refuse", {"path": "p"}))
+    assert refused.error.code == "custom_refusal"  # the default policy let the read tool run
+    leaked = ex.execute_sync(ToolCall("c2", "refuse", {"path": key}))
+    assert leaked.error.code == "secret_in_arguments"
+
+
+def test_only_tools_both_offered_and_available_are_offered(project):
+    ex = Executor(
+        ToolCatalog(boundary_fixtures.TOOLS), ToolContext(services={"workspace": Workspace(project)}),
+        policy=EDIT, offered=["peek", "sh", "no_such_tool"],
+    )
+    assert ex.offered.names() == ("peek",)
+    assert ex.execute_sync(ToolCall("c1", "peek", {"path": "app.py"})).ok
+    put = ex.execute_sync(ToolCall("c2", "put", {"path": "app.py", "content": "x"}))
+    assert put.error.code == "tool_not_offered"
+    assert put.error.message == "'put' is not offered in this run (its preconditions are absent: workspace)"
+    crash = ex.execute_sync(ToolCall("c3", "crash", {"path": "x"}))
+    assert crash.error.message == "'crash' is not offered in this run (its preconditions are absent: none)"
+    shell = ex.execute_sync(ToolCall("c4", "sh", {"path": "x"}))
+    assert shell.error.message == "'sh' is not offered in this run (its preconditions are absent: shell)"
+
+
+def test_an_unknown_name_of_any_type_is_refused_listing_what_is_offered(project):
+    ex = executor(project, *boundary_fixtures.TOOLS)
+    unknown = ex.execute_sync(ToolCall("c1", "rm_rf", {}))
+    assert unknown.name == "rm_rf" and unknown.error.code == "unknown_tool"
+    assert unknown.error.message == "no tool named 'rm_rf'; offered tools: peek, put, refuse, crash"
+    odd = ex.execute_sync(ToolCall("c2", ["put"], {}))
+    assert odd.name == "['put']" and odd.error.code == "unknown_tool"
+    nothing = Executor(ToolCatalog(boundary_fixtures.TOOLS), offered=[]).execute_sync(ToolCall("c3", "x", {}))
+    assert nothing.error.message == "no tool named 'x'; offered tools: none"
+
+
+def test_the_observer_and_the_approver_are_told_exactly_which_call_and_request(project):
+    events, requests = [], []
+    ex = Executor(
+        ToolCatalog(boundary_fixtures.TOOLS), ToolContext(services={"workspace": Workspace(project)}),
+        policy=EDIT, approver=lambda r: requests.append(r) or True, observer=events.append, run_id="run-7",
+    )
+    assert ex.execute_sync(ToolCall("c9", "put", {"path": "app.py", "content": "hi"})).ok
+    [request] = requests
+    assert (request.call_id, request.name, request.run_id) == ("c9", "put", "run-7")
+    assert request.proposal == "write 2 characters to app.py"
+    assert [(e.kind, e.call_id, e.name, e.request, e.approved) for e in events] == [
+        ("approval_requested", "c9", "put", request, None),
+        ("approval_resolved", "c9", "put", request, True),
+        ("dispatch", "c9", "put", None, None),
+    ]
+    denied_events = []
+    Executor(
+        ToolCatalog(boundary_fixtures.TOOLS), ToolContext(services={"workspace": Workspace(project)}),
+        policy=EDIT, approver=lambda r: False, observer=denied_events.append,
+    ).execute_sync(ToolCall("c1", "put", {"path": "app.py", "content": "no"}))
+    assert [(e.kind, e.approved) for e in denied_events] == [("approval_requested", None), ("approval_resolved", False)]
+    assert denied_events[0].request.run_id == ""
+
+
+@pytest.mark.parametrize("when", ["during approval", "while dispatch was reported"])
+def test_a_stale_input_names_the_file_the_change_and_when(project, when):
+    target = project / "app.py"
+
+    def change(_):
+        target.write_text("someone else, longer\n")
+
+    approver = (lambda r: change(r) or True) if when == "during approval" else always_approve
+    observer = (lambda e: change(e) if e.kind == "dispatch" else None) if when != "during approval" else None
+    ex = Executor(
+        ToolCatalog(boundary_fixtures.TOOLS), ToolContext(services={"workspace": Workspace(project)}),
+        policy=EDIT, approver=approver, observer=observer,
+    )
+    result = ex.execute_sync(ToolCall("c1", "put", {"path": "app.py", "content": "mine\n"}))
+    assert result.error.code == "stale_input"
+    assert result.error.message.startswith("'app.py' ")
+    assert result.error.message.endswith(f" {when}; nothing ran. Read it again and make a new request")
+    assert target.read_text() == "someone else, longer\n"
