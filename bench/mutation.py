@@ -59,7 +59,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_boundary_approval.py", "tests/test_boundary_executor.py", "tests/test_boundary_approvers.py")),
     "executor": ("kernel_ext/boundary/executor.py", (
         "tests/test_boundary_executor.py", "tests/test_boundary_executor_edges.py", "tests/test_boundary_approvers.py")),
-    "fence": ("kernel_ext/workspace/fence.py", ("tests/test_workspace_fence.py", "tests/test_workspace_walk.py")),
+    "fence": ("kernel_ext/workspace/fence.py", (
+        "tests/test_workspace_fence.py", "tests/test_workspace_fence_rules.py", "tests/test_workspace_walk.py")),
     "checkpoints": ("kernel_ext/sandbox/checkpoints.py", (
         "tests/test_shell_tools_checkpoints.py", "tests/security/test_sec_tree_links.py", "tests/security/test_sec_tree_inflation.py")),
 }
