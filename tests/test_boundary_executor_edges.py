@@ -124,6 +124,11 @@ def test_schema_refusals_name_every_field_nested_fields_by_their_path(project):
     assert missing_and_wrong.error.code == "missing_argument"
     assert missing_and_wrong.error.message == "put needs 'content'; also 'tags.1': Input should be a valid string"
 
+    missing_and_two_wrong = _put(ex, path=1, tags=[None])
+    assert missing_and_two_wrong.error.message == (
+        "put needs 'content'; also 'path': Input should be a valid string; 'tags.0': Input should be a valid string"
+    )
+
     two_wrong = _put(ex, path=1, content="x", tags=[None])
     assert two_wrong.error.code == "invalid_argument"
     assert two_wrong.error.message == "put: 'path': Input should be a valid string; 'tags.0': Input should be a valid string"
@@ -246,6 +251,7 @@ def test_arguments_that_are_not_json_values_are_named_with_the_encoders_words_cu
         ({"pa\x00th": "app.py"}, "arguments", "a NUL character"),
         ({"path": "app.py", "tags": ["ok", "b\x00d"]}, "arguments.tags", "a NUL character"),
         ({"path": "app.py", "opts": {"deep": {"deeper": "\x00"}}}, "arguments.opts", "a NUL character"),
+        ({"path": "app.py", "opts": {"k\x00": 1}}, "arguments.opts", "a NUL character"),
         ({"path": "app.py\ud800"}, "arguments.path", "a lone surrogate (not valid Unicode text)"),
         ('{"path": "app\\ud800.py"}', "arguments.path", "a lone surrogate (not valid Unicode text)"),
         ({"path": "app.py", "tags": ["\udfff"]}, "arguments.tags", "a lone surrogate (not valid Unicode text)"),
@@ -281,6 +287,7 @@ def secret_refusal(name: str) -> str:
         {"path": "app.py", "content": "x", "tags": ["a", SECRET[3:17]]},  # a piece, in a list
         {"path": "app.py", "content": "x", SECRET: "as a key"},  # a key
         '{"path": "app.py", "content": "' + "".join(f"\\u{ord(c):04x}" for c in SECRET) + '"}',  # \u-escaped
+        '{"path": "app.py", "content": ' + SECRET + "}",  # in text that is not even JSON: refused as a secret first
     ],
 )
 def test_a_known_secret_anywhere_is_refused_before_anything_is_asked_or_written(project, arguments):
