@@ -357,6 +357,10 @@ def test_only_tools_both_offered_and_available_are_offered(project):
     assert crash.error.message == "'crash' is not offered in this run (its preconditions are absent: none)"
     shell = ex.execute_sync(ToolCall("c4", "sh", {"path": "x"}))
     assert shell.error.message == "'sh' is not offered in this run (its preconditions are absent: shell)"
+    both = ToolSpec("both", Category.READ, boundary_fixtures.PathArgs, "x", lambda a, c: ToolOutcome("ran"),
+                    requires=frozenset({"workspace", "shell"}))
+    lacking = Executor(ToolCatalog([both]), ToolContext()).execute_sync(ToolCall("c5", "both", {"path": "x"}))
+    assert lacking.error.message == "'both' is not offered in this run (its preconditions are absent: shell, workspace)"
 
 
 def test_an_unknown_name_of_any_type_is_refused_listing_what_is_offered(project):
