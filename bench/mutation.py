@@ -62,7 +62,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "fence": ("kernel_ext/workspace/fence.py", (
         "tests/test_workspace_fence.py", "tests/test_workspace_fence_rules.py", "tests/test_workspace_walk.py")),
     "checkpoints": ("kernel_ext/sandbox/checkpoints.py", (
-        "tests/test_shell_tools_checkpoints.py", "tests/security/test_sec_tree_links.py", "tests/security/test_sec_tree_inflation.py")),
+        "tests/test_checkpoint_store.py", "tests/test_shell_tools_checkpoints.py", "tests/security/test_sec_tree_links.py", "tests/security/test_sec_tree_inflation.py")),
 }
 
 
