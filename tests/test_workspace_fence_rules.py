@@ -327,3 +327,53 @@ def test_a_walk_step_that_fails_otherwise_is_an_execution_failure_named_for_the_
     monkeypatch.setattr(os, "open", denied)
     failure = refused(Workspace(root).read_text, "pkg/mod.py")
     assert failure.code == ErrorCode.EXECUTION_FAILED and failure.message == "'pkg': Permission denied"
+
+
+def test_identity_is_device_inode_size_and_mtime(tree):
+    root, _ = tree
+    st = os.stat(root / "app.py")
+    assert Identity.of(st) == Identity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    before = Identity.of(st)
+    os.utime(root / "app.py", ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert Identity.of(os.stat(root / "app.py")) != before  # same bytes, same inode, a new mtime
+
+
+def test_read_text_keeps_its_limit(tree):
+    root, _ = tree
+    ws = Workspace(root)
+    assert ws.read_text("app.py", max_bytes=16) == "print('inside')\n"
+    failure = refused(ws.read_text, "app.py", max_bytes=15)
+    assert failure.code == ErrorCode.TOO_LARGE and failure.message == "'app.py' is 16 bytes (limit 15)"
+
+
+def test_a_link_swapped_in_after_the_lstat_is_named_as_a_link(tree, tmp_path, monkeypatch):
+    root, _ = tree
+    real_open = os.open
+
+    def swap_then_open(path, flags, *args, **kwargs):
+        if path == "app.py":
+            os.replace(root / "app.py", root / "app.py.bak")
+            os.symlink(tmp_path, root / "app.py")
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", swap_then_open)
+    failure = refused(Workspace(root).read_text, "app.py")
+    assert failure.code == ErrorCode.SYMLINK_REFUSED
+    assert failure.message == "'app.py' is a symbolic link; links are never followed"
+
+
+def test_a_component_that_vanishes_right_after_refusing_to_open_as_a_folder_is_not_called_a_link(tree, monkeypatch):
+    root, _ = tree
+    real_open = os.open
+
+    def open_then_vanish(path, flags, *args, **kwargs):
+        try:
+            return real_open(path, flags, *args, **kwargs)
+        except NotADirectoryError:
+            if path == "app.py":
+                os.unlink(root / "app.py")  # gone before the fence looks at what it was
+            raise
+
+    monkeypatch.setattr(os, "open", open_then_vanish)
+    failure = refused(Workspace(root).read_text, "app.py/x")
+    assert failure.code == ErrorCode.NOT_REGULAR_FILE and failure.message == "'app.py' is not a directory"
