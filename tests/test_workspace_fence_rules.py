@@ -196,9 +196,13 @@ def test_directory_walks_no_follow_and_creates_only_when_asked(tree, tmp_path):
     missing = refused(lambda: ws.directory(ws.locate("a/b")).__enter__())
     assert missing.code == ErrorCode.NOT_FOUND and missing.message == "'a' does not exist"
     assert not (root / "a").exists()
-    with ws.directory(ws.locate("a/b"), create=True) as fd:
-        assert os.fstat(fd).st_ino == os.stat(root / "a" / "b").st_ino
-    assert stat.S_IMODE(os.stat(root / "a").st_mode) == 0o755 & ~_umask()
+    old_umask = os.umask(0)  # so the mode asked for is the mode given
+    try:
+        with ws.directory(ws.locate("a/b"), create=True) as fd:
+            assert os.fstat(fd).st_ino == os.stat(root / "a" / "b").st_ino
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE(os.stat(root / "a").st_mode) == 0o755 and stat.S_IMODE(os.stat(root / "a" / "b").st_mode) == 0o755
     locked = Workspace(root, protected=("gen",))
     blocked = refused(lambda: locked.directory(locked.locate("gen/x"), create=True).__enter__())
     assert blocked.code == ErrorCode.PROTECTED_PATH and not (root / "gen").exists()
@@ -208,12 +212,6 @@ def test_directory_walks_no_follow_and_creates_only_when_asked(tree, tmp_path):
     assert not (tmp_path / "new").exists()
     leaf = refused(lambda: ws.directory(ws.locate("out")).__enter__())
     assert leaf.code == ErrorCode.SYMLINK_REFUSED
-
-
-def _umask() -> int:
-    old = os.umask(0)
-    os.umask(old)
-    return old
 
 
 def test_a_file_descriptor_count_stays_flat_across_walks(tree):
@@ -277,7 +275,10 @@ def test_text_that_is_not_utf8_is_named(tree):
 def test_open_regular_at_names_each_refusal(tree, tmp_path):
     root, _ = tree
     os.symlink(root / "app.py", root / "link.py")
+    os.symlink(root / "pkg", root / "dirlink")
+    os.symlink(root / "nothing", root / "dangling")
     os.mkfifo(root / "pipe")
+    os.symlink(root / "pipe", root / "pipelink")
     fd = os.open(root, DIR_FLAGS)
     try:
         cases = {
@@ -285,6 +286,8 @@ def test_open_regular_at_names_each_refusal(tree, tmp_path):
             "link.py": (ErrorCode.SYMLINK_REFUSED, "'link.py' is a symbolic link; links are never followed"),
             "pipe": (ErrorCode.NOT_REGULAR_FILE, "'pipe' is not a regular file (FIFO, device or socket)"),
             "pkg": (ErrorCode.NOT_REGULAR_FILE, "'pkg' is a directory"),
+            **{link: (ErrorCode.SYMLINK_REFUSED, f"{link!r} is a symbolic link; links are never followed")
+               for link in ("dirlink", "dangling", "pipelink")},  # judged as links, whatever they lead to
         }
         for name, (code, words) in cases.items():
             failure = refused(open_regular_at, fd, name)
@@ -377,3 +380,47 @@ def test_a_component_that_vanishes_right_after_refusing_to_open_as_a_folder_is_n
     monkeypatch.setattr(os, "open", open_then_vanish)
     failure = refused(Workspace(root).read_text, "app.py/x")
     assert failure.code == ErrorCode.NOT_REGULAR_FILE and failure.message == "'app.py' is not a directory"
+
+
+def test_a_fifo_swapped_in_after_the_lstat_is_refused_without_waiting(tree, monkeypatch):
+    root, _ = tree
+    real_open = os.open
+
+    def swap_then_open(path, flags, *args, **kwargs):
+        if path == "app.py":
+            os.replace(root / "app.py", root / "app.py.bak")
+            os.mkfifo(root / "app.py")
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", swap_then_open)
+    failure = refused(Workspace(root).read_text, "app.py")
+    assert failure.code == ErrorCode.NOT_REGULAR_FILE
+    assert failure.message == "'app.py' is not a regular file (FIFO, device or socket)"
+
+
+@pytest.mark.parametrize("grown", [1, 5 << 20])
+def test_a_file_growing_while_read_is_read_at_most_one_byte_past_the_limit(tree, monkeypatch, grown):
+    """Bounded memory: a file that grows after its size was checked is never read to its end."""
+    root, _ = tree
+    limit = 2 << 20
+    (root / "grows.bin").write_bytes(b"x" * limit)
+    real_fstat, real_read = os.fstat, os.read
+    read = []
+
+    def fstat_then_grow(fd):
+        st = real_fstat(fd)
+        with open(root / "grows.bin", "ab") as handle:
+            handle.write(b"y" * grown)
+        return st
+
+    def counting_read(fd, n):
+        chunk = real_read(fd, n)
+        read.append(len(chunk))
+        return chunk
+
+    monkeypatch.setattr(os, "fstat", fstat_then_grow)
+    monkeypatch.setattr(os, "read", counting_read)
+    failure = refused(Workspace(root).read_bytes, "grows.bin", max_bytes=limit)
+    monkeypatch.undo()
+    assert failure.code == ErrorCode.TOO_LARGE and failure.message == "file grew past the read limit while reading"
+    assert sum(read) == limit + 1
