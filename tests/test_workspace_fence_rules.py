@@ -424,3 +424,8 @@ def test_a_file_growing_while_read_is_read_at_most_one_byte_past_the_limit(tree,
     monkeypatch.undo()
     assert failure.code == ErrorCode.TOO_LARGE and failure.message == "file grew past the read limit while reading"
     assert sum(read) == limit + 1
+
+
+def test_an_absolute_path_climbing_above_slash_is_named_with_its_text(tree):
+    failure = refused(Workspace(tree[0]).locate, "/../etc/passwd")
+    assert failure.code == ErrorCode.OUTSIDE_WORKSPACE and failure.message == "'/../etc/passwd' escapes the workspace"
