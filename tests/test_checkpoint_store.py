@@ -253,3 +253,38 @@ def test_republishing_a_label_removes_the_previous_generation(store, project):
     second = os.readlink(store.root / "same")
     assert second != first and not (store.root / first).exists()
     assert sorted(os.listdir(store.root)) == sorted([second, "same"])
+
+
+def test_a_preview_into_another_folder_is_refused_like_the_restore(store, project):
+    store.create("sub", "app")
+    failure = refused(store.preview, "sub", ".")
+    assert failure.code == ErrorCode.CHECKPOINT_ORIGIN_MISMATCH
+    assert store.preview("sub", "app")["dir"] == "app"
+
+
+def test_the_skip_list_recorded_is_the_one_restore_keeps_to(store, project):
+    (project / "cache").mkdir()
+    (project / "cache" / "c.bin").write_text("cache v1\n")
+    store.create("own-skip", skip=frozenset({"cache"}))
+    assert store.get("own-skip")["skipped"] == ["cache"]
+    (project / "cache" / "c.bin").write_text("cache v2\n")
+    (project / ".besser" / "run.json").write_text("changed")
+    store.restore("own-skip")
+    assert (project / "cache" / "c.bin").read_text() == "cache v2\n"  # skipped: left alone
+    assert (project / ".besser" / "run.json").read_text() == "{}"  # not skipped this time: restored
+
+
+@pytest.mark.parametrize("filename, shown", [(None, "a file"), ("app/main.py", "app/main.py")])
+def test_a_disk_failure_during_a_restore_is_named_with_the_file(store, project, monkeypatch, filename, shown):
+    import errno
+
+    store.create("one")
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), filename)  # fault injection: the project went read-only
+
+    monkeypatch.setattr(os, "fchmod", read_only)
+    failure = refused(store.restore, "one")
+    monkeypatch.undo()
+    assert failure.code == ErrorCode.EXECUTION_FAILED
+    assert failure.message == f"restore stopped part-way: Read-only file system ({shown})"
