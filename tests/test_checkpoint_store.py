@@ -288,3 +288,15 @@ def test_a_disk_failure_during_a_restore_is_named_with_the_file(store, project, 
     monkeypatch.undo()
     assert failure.code == ErrorCode.EXECUTION_FAILED
     assert failure.message == f"restore stopped part-way: Read-only file system ({shown})"
+
+
+def test_the_listing_skips_broken_and_leftover_entries_and_keeps_every_good_one(store, project):
+    good = [f"good-{n}" for n in range(10)]
+    for label in good:
+        store.create(label)
+    generation = os.readlink(store.root / "good-0")
+    (store.root / ".link-0a1b2c3d").symlink_to(generation)  # a create killed between its link and the rename
+    for n in range(10):
+        (store.root / f"broken-{n}").symlink_to(f".gen-gone-{n}")  # generation removed under it
+    listed = [c["label"] for c in store.list()]
+    assert sorted(listed) == sorted(good)  # every good one, whatever order the folder lists them in
