@@ -300,3 +300,19 @@ def test_the_listing_skips_broken_and_leftover_entries_and_keeps_every_good_one(
         (store.root / f"broken-{n}").symlink_to(f".gen-gone-{n}")  # generation removed under it
     listed = [c["label"] for c in store.list()]
     assert sorted(listed) == sorted(good)  # every good one, whatever order the folder lists them in
+
+
+def test_the_stores_fence_hides_and_protects_nothing_a_command_could_change(store, project):
+    """The sandboxed shell can change .git and .besser too: a checkpoint covers them when asked to."""
+    (project / ".git" / "hooks").mkdir(parents=True)
+    (project / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\n")
+    store.create("hooks", ".git/hooks")
+    store.create("state", ".besser")
+    import shutil
+
+    shutil.rmtree(project / ".git")
+    (project / ".besser" / "run.json").write_text("changed")
+    store.restore("hooks")
+    store.restore("state")
+    assert (project / ".git" / "hooks" / "pre-commit").read_text() == "#!/bin/sh\n"
+    assert (project / ".besser" / "run.json").read_text() == "{}"
