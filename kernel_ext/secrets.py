@@ -7,9 +7,21 @@ downstream (widgets, notebooks, logs, ``events.jsonl``) ever holds the value.
 
 A known secret is cut whole and in part: any run of ``FRAGMENT_CHARS`` or more consecutive
 characters of it (an endpoint that echoes the key without its ``sk-`` prefix, a model that
-quotes half of it), also spelled with whitespace between the characters. Secrets shorter
-than that are cut whole. ``SecretMatcher`` does it in one linear-time pass (RE2 over the
-secrets' N-grams, then extension along the secret), compiled once per set of secrets.
+quotes half of it), also spelled with separators between the characters or pieces (whitespace,
+``+ - _ . , " '``). Its common encodings are cut the same way, from runs of
+``encoded_fragment`` characters: reversed, hex (lower and upper case), standard and URL-safe
+base64 at each of the three byte alignments (so a piece of a longer encoded text counts too)
+and percent-encoding. Secrets shorter than the fragment are cut whole, in every form.
+``SecretMatcher`` does it in one linear-time pass (RE2 over the grams of every form, then
+extension along the form), compiled once per set of secrets. The boundary refuses a call
+whose arguments hold any of it (``SECRET_IN_ARGUMENTS``), with the same matcher.
+
+Limits, honestly: this catches echoes and careless quotes, not a determined exfiltration. A
+model that knows a key can always spell it some way no list of encodings covers (every other
+character, ROT13, a cipher of its own, one character per call). The defence that holds is
+structural: keys never reach the model (the provider sends them as headers only, tool
+environments have secret-named variables stripped, and nothing a tool returns holds them).
+What is here keeps an endpoint's echo of a key out of events, logs and the app.
 """
 
 from __future__ import annotations
