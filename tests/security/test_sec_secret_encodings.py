@@ -39,7 +39,13 @@ from provider_server import Plan, json_error, loopback_only, server  # noqa: F40
 
 from kernel_ext.boundary import ApprovalPolicy, ExecutionPolicy, Executor, ToolCall
 from kernel_ext.errors import ErrorCode
-from kernel_ext.secrets import FRAGMENT_CHARS, REDACTED, encoded_fragment, matcher, redact_text
+from kernel_ext.secrets import (
+    FRAGMENT_CHARS,
+    REDACTED,
+    encoded_fragment,
+    matcher,
+    redact_text,
+)
 from kernel_ext.tools.base import ToolContext
 from kernel_ext.tools.registry import default_catalog
 from kernel_ext.workspace import Workspace
