@@ -258,7 +258,7 @@ def _refuse_secrets(secrets: SecretMatcher, name: str, texts: list[str]) -> None
     if secrets and any(secrets.found(text) for text in texts if len(text) >= 4):
         raise ToolFailure(
             ErrorCode.SECRET_IN_ARGUMENTS,
-            f"the arguments of {name!r} contain a credential of this run (whole, or {FRAGMENT_CHARS}+ characters of it); "
+            f"the arguments of {name!r} contain a credential of this run (whole, {FRAGMENT_CHARS}+ characters of it, or an encoding of it); "
             "nothing was checked, shown for approval or run. Never write a credential into the app: "
             "read it from the environment at run time (os.environ)",
         )
