@@ -18,35 +18,33 @@ stalls the server, whose event loop and GIL this check shares.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from collections.abc import Iterable
-from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox.options import MAX_COMMAND_CHARS
 from kernel_ext.sandbox.shell_words import SplitError, split_words
+from kernel_ext.sandbox.text_scan import Scan, fork_bomb
 
 __all__ = ["DENY_PATTERNS", "MAX_COMMAND_CHARS", "check_command", "first_program", "split_command"]
 
 _HOME = r"(?:~|\$HOME|\$\{HOME\}|/root|/home/[^/\s]+)"
-# (reason, RE2 pattern over the command's UTF-8 bytes). RE2 has no backreferences: the fork bomb's
-# three names are captured and compared in ``_denied`` (a name starts at a word boundary, as bash reads it).
+# (reason, pattern searched on RE2: ``text_scan``); the fork bomb needs a backreference, so it is ``fork_bomb``
 FORK_BOMB = "a fork bomb"
-DENY_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("privilege escalation (sudo/su/doas)", r"(?:^|[\s;&|(`$])(?:sudo|doas|su)(?:\s|$)"),
+DENY_PATTERNS: tuple[tuple[str, Scan | None], ...] = (
+    ("privilege escalation (sudo/su/doas)", Scan(r"(?:^|[\s;&|(`$])(?:sudo|doas|su)(?:\s|$)")),
     (
         "recursive delete of / or the home directory",
-        (
+        Scan(
             r"(?:^|[\s;&|(])rm\s+(?:-[a-zA-Z-]+\s+)*(?:-[a-zA-Z]*[rR][a-zA-Z]*|--recursive)\s+(?:-[a-zA-Z-]+\s+)*"
             r"(?:--no-preserve-root\s+)?[\"']?(?:/|/\*|~|~/|~/\*|\$HOME/?|\$\{HOME\}/?|/\.)[\"']?(?:\s|$|;|&|\|)"
         ),
     ),
-    ("a download piped into a shell", r"\b(?:curl|wget|fetch)\b[^|;&]*\|\s*(?:sudo\s+)?(?:ba|z|da|k|fi)?sh\b"),
-    (FORK_BOMB, r"(\b\w+|:)\s*\(\s*\)\s*\{\s*(\w+|:)\s*\|\s*(\w+|:)\s*&\s*\}"),
-    ("reading SSH or cloud credentials", _HOME + r"/\.(?:ssh|aws|gnupg|azure|kube|docker/config\.json)(?:/|\b)"),
-    ("formatting or overwriting a disk", r"\bmkfs(?:\.\w+)?\b|\bdd\b[^;&|]*\bof=/dev/(?:sd|hd|vd|nvme|xvd|mmcblk)"),
+    ("a download piped into a shell", Scan(r"\b(?:curl|wget|fetch)\b[^|;&]*\|\s*(?:sudo\s+)?(?:ba|z|da|k|fi)?sh\b")),
+    (FORK_BOMB, None),
+    ("reading SSH or cloud credentials", Scan(_HOME + r"/\.(?:ssh|aws|gnupg|azure|kube|docker/config\.json)(?:/|\b)")),
+    ("formatting or overwriting a disk", Scan(r"\bmkfs(?:\.\w+)?\b|\bdd\b[^;&|]*\bof=/dev/(?:sd|hd|vd|nvme|xvd|mmcblk)")),
 )
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -89,23 +87,10 @@ def split_command(command: str) -> list[str]:
     return words
 
 
-@functools.cache
-def _compiled() -> tuple[tuple[str, Any], ...]:
-    import re2  # lazy: linear-time matching, paid for by the first command checked
-
-    options = re2.Options()
-    options.log_errors = False
-    return tuple((reason, re2.compile(pattern.encode(), options)) for reason, pattern in DENY_PATTERNS)
-
-
 def _denied(command: str) -> str | None:
     """The reason of the first denylist entry ``command`` matches (None if none does)."""
-    text = command.encode("utf-8", "surrogatepass")
-    for reason, pattern in _compiled():
-        if reason == FORK_BOMB:
-            if any(m.group(1) == m.group(2) == m.group(3) for m in pattern.finditer(text)):
-                return reason
-        elif pattern.search(text):
+    for reason, scan in DENY_PATTERNS:
+        if fork_bomb(command) if scan is None else scan.search(command):
             return reason
     return None
 
