@@ -286,7 +286,9 @@ def policy_worst_cases() -> dict[str, str]:
     """Commands at the length cap shaped for the command policy's split and denylist.
 
     ``shlex`` took ~20 s on the one long word and the backtracking denylist minutes (its fork
-    bomb pattern retried every suffix of a word); each shape exits at once in the sandbox.
+    bomb pattern retried every suffix of a word); each shape exits at once in the sandbox. The
+    heap is frozen (``frozen_heap``): a full collection of pytest's own heap takes ~140 ms here,
+    and planning 21,845 words allocates enough to trigger several.
     """
     from kernel_ext.sandbox.options import MAX_COMMAND_CHARS as cap
 
@@ -299,7 +301,8 @@ def policy_worst_cases() -> dict[str, str]:
 
 @pytest.mark.parametrize("policy", [tier_param("bwrap")])
 @pytest.mark.parametrize("tool", ["run_command", "sh_run"])
-async def test_a_command_at_the_length_cap_leaves_the_loop_responsive(jp_fetch, jp_serverapp, runs_dir, world, scripts, tool, policy):
+async def test_a_command_at_the_length_cap_leaves_the_loop_responsive(jp_fetch, jp_serverapp, runs_dir, world, scripts, tool, policy,
+                                                                      frozen_heap):
     cases = policy_worst_cases()
     scripts[SCRIPT_SPEC] = Responder([Turn("", (call(tool, {"command": command}),)) for command in cases.values()])
     async with LoopLag() as lag:
