@@ -18,7 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox.command_policy import MAX_COMMAND_CHARS, check_command, split_command
+from kernel_ext.sandbox.command_policy import (
+    MAX_COMMAND_CHARS,
+    check_command,
+    split_command,
+)
 from kernel_ext.sandbox.plan import classify
 from kernel_ext.sandbox.shell_words import SplitError, split_words
 from kernel_ext.sandbox.text_scan import fork_bomb
