@@ -161,7 +161,12 @@ class Executor:
     async def _prepare(self, spec: ToolSpec, frozen: tuple[tuple[str, str], ...]) -> Preparation:
         if spec.prepare is None:
             return Preparation()
-        preparation = await maybe_await(spec.prepare(_build_args(spec, frozen), self.context))
+        args = _build_args(spec, frozen)
+        if spec.blocking:  # a card's checks are model-sized work (a command's policy and plan): off the loop
+            made = await asyncio.to_thread(spec.prepare, args, self.context)
+        else:
+            made = spec.prepare(args, self.context)
+        preparation = await maybe_await(made)
         if not isinstance(preparation, Preparation):
             raise TypeError(f"{spec.name}.prepare returned {type(preparation).__name__}, not Preparation")
         return preparation
