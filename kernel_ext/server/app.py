@@ -8,6 +8,7 @@ without Jupyter. Nothing a request carries changes these settings.
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 from jupyter_server.extension.application import ExtensionApp
@@ -83,6 +84,10 @@ class BesserAgentApp(ExtensionApp):
 
     async def _start_jupyter_server_extension(self, serverapp) -> None:
         self._publish()  # the port is final now (a busy port makes the server pick another)
+        # What start-up imported lives as long as the server: move it out of the collector's
+        # reach, so a full collection set off by a run's worker thread (which holds the GIL while
+        # it walks every object) never walks it, and the event loop keeps answering meanwhile.
+        gc.freeze()
 
     async def stop_extension(self) -> None:
         state = self.settings.get(STATE_KEY)
