@@ -93,36 +93,45 @@ def bound_names(edges: Iterable[tuple[str, str]], *, origin: str = "the model") 
     bound_both(parents, origin=origin)
 
 
-def bound_classes(classes: Iterable[Any], *, extra: tuple[Any, Any] | None = None, origin: str = "the model") -> None:
-    """Check B-UML ``Class`` objects and every class connected to them, reading generalizations only.
+def bound_classes(classes: Iterable[Any], *, extra: tuple[Any, Any] | None = None, origin: str = "the model",
+                  down_from: Iterable[Any] | None = None) -> None:
+    """Check what BESSER would walk from B-UML ``Class`` objects, reading generalizations only.
 
-    Never calls ``parents()``/``all_parents()``/``all_specializations()``. ``extra`` is a ``(specific, general)`` edge about
-    to be made (a ``Generalization`` being built or re-pointed), checked before BESSER walks it.
+    Upwards from ``classes`` (``all_parents``), downwards from ``down_from`` (default: the same;
+    ``all_specializations``). Never calls ``parents()``/``all_parents()``/``all_specializations()``.
+    ``extra`` is a ``(specific, general)`` edge about to be made (a ``Generalization`` being built
+    or re-pointed), checked before BESSER walks it. Linear in what it reaches, not the whole model.
     """
-    parents: dict[int, list[int]] = {}
+    starts = list(classes)
     names: dict[int, str] = {}
-    todo = list(classes)
-    if extra is not None:
-        todo.extend(extra)
+    up = _reach(starts, "general", extra, names)
+    bound_graph(up, names, origin=origin)
+    flipped = (extra[1], extra[0]) if extra is not None else None
+    down = _reach(starts if down_from is None else list(down_from), "specific", flipped, names)
+    bound_graph(down, names, origin=origin, toward="descendants")
+
+
+def _reach(starts: list[Any], end: str, extra: tuple[Any, Any] | None, names: dict[int, str]) -> dict[int, list[int]]:
+    """``id -> [ids one step away]`` over every class reachable from ``starts`` through ``end`` of generalizations."""
+    step: dict[int, list[int]] = {}
+    todo = [c for c in starts if c is not None]
     while todo:
         cls = todo.pop()
         key = id(cls)
-        if key in parents:
+        if key in step:
             continue
         names[key] = str(getattr(cls, "name", key))
         direct: list[int] = []
         for generalization in list(getattr(cls, "generalizations", None) or ()):
-            general = _field(generalization, "general")
-            if general is not None and general is not cls:  # BESSER's parents(): every other general
-                direct.append(id(general))
-                todo.append(general)
-            specific = _field(generalization, "specific")
-            if specific is not None and specific is not cls:  # a child: its own walk adds the edge
-                todo.append(specific)
+            other = _field(generalization, end)
+            if other is not None and other is not cls:  # BESSER's parents()/specializations(): every other end
+                direct.append(id(other))
+                todo.append(other)
         if extra is not None and extra[0] is cls and extra[1] is not None:
             direct.append(id(extra[1]))
-        parents[key] = direct
-    bound_both(parents, names, origin=origin)
+            todo.append(extra[1])
+        step[key] = direct
+    return step
 
 
 def bound_model(model: Any, *, origin: str = "the model") -> None:

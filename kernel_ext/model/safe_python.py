@@ -334,8 +334,10 @@ class _Evaluator:
 
         if not hasattr(general, "generalizations"):
             return  # BESSER refuses a missing or wrong general itself
+        # BESSER's setters walk the ancestors of both ends and the descendants of the specific one.
         edge = (specific, general) if hasattr(specific, "generalizations") else None
-        bound_classes([general], extra=edge, origin=f"{self.source} line {getattr(node, 'lineno', self.line)}")
+        bound_classes([general, *(edge[:1] if edge else ())], extra=edge, down_from=edge[:1] if edge else (),
+                      origin=f"{self.source} line {getattr(node, 'lineno', self.line)}")
 
     def _weight(self, value: Any) -> int:
         if isinstance(value, str):

@@ -21,9 +21,16 @@ from concurrent.futures import Future
 from typing import Any
 
 import httpx
-
 import pytest
-from jupyter_fixtures import auth, extension_config, jp_asyncio_loop, jp_server_config, poll, runs_dir, server_api  # noqa: F401
+from jupyter_fixtures import (  # noqa: F401
+    auth,
+    extension_config,
+    jp_asyncio_loop,
+    jp_server_config,
+    poll,
+    runs_dir,
+    server_api,
+)
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.model.examples import build_library_model
@@ -38,7 +45,7 @@ DEFAULT_WORKERS = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default execut
 @pytest.fixture
 def held_loads(monkeypatch):
     """Every run's model load blocks (up to ``HOLD_S``) until the test releases it, then is refused."""
-    import kernel_ext.pipeline.generation as generation
+    from kernel_ext.pipeline import generation
 
     release = threading.Event()
     entered: list[str] = []
