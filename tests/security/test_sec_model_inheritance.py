@@ -42,7 +42,6 @@ from kernel_ext.server.handlers.base import STATE_KEY
 
 from .ladder import SUFFIX, ladder_json, ladder_object, ladder_text
 from .loop_lag import BOUND_S, LoopLag
-from .test_sec_model_bounds import frozen_heap  # noqa: F401 - a fixture, requested by name
 
 REPO = Path(__file__).resolve().parents[2]
 HANG_S = 120  # a hang detector: the refusal itself takes well under a second
