@@ -211,7 +211,7 @@ def bench_replace(root: Path, rounds: int) -> list[str]:
 
 def bench_orm(root: Path, rounds: int) -> list[str]:
     path = orm_module(root)
-    checker = ImportChecker()
+    checker = ImportChecker(str(root))  # confined to this project (the import guard runs only sandboxed)
     ctx = ToolContext(services={"workspace": Workspace(root), "import_checker": checker})
     modify = SPECS["modify_file"]
     anchor = next(line for line in path.read_text().splitlines() if "title" in line and "mapped_column" in line)

@@ -5,10 +5,19 @@ characters of a known secret (issue G7 follow-up), it must stay linear and cheap
 pass over the text with whitespace dropped, work beyond that only where a piece was found.
 Baseline: the whole-value ``str.replace`` it replaced (which missed every piece), same text.
 Target: the median under 250 ms for 2 MB (the issue: "well under a second").
+
+Since G7 item 6 (encoded forms): the automaton also holds every 16-character run of each
+secret's reversed, hex, base64 (3 alignments x standard/URL-safe) and percent forms, and the
+text is read past a few separators (``+ - _ . , " '``) as well as whitespace. Measured on the
+same shared 2-core machine, median ms before -> after (two runs after): no secret 93 -> 58/83,
+prefix-less echoes 131 -> 90/122, spaced echoes 90 -> 66/78; the new base64-echo text 95.
+Within noise of before, well inside the 2x allowed: the literal alternation grows ~15x but
+RE2's DFA cost per byte does not.
 """
 
 from __future__ import annotations
 
+import base64
 import random
 import string
 import sys
@@ -33,6 +42,7 @@ def texts(key: str) -> dict[str, str]:
         "prose, no secret": prose,
         "prose, 500 prefix-less echoes": _sprinkle(prose, key[3:]),
         "prose, 500 spaced-out echoes": _sprinkle(prose, " ".join(key)),
+        "prose, 500 base64 echoes": _sprinkle(prose, base64.b64encode(b"x" + key.encode()).decode()),
     }
 
 

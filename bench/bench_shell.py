@@ -12,6 +12,9 @@
    that the tail was kept and the spill file written.
 5. ``sh_plan``'s classifier on hostile commands at the length cap (65,536 characters) against
    the same shape a quarter as long: linear work reads about 4x (it was quadratic on ``[``).
+6. The command policy (``check_command``: split, denylist, program list) on the same kind of
+   commands at the cap, against a quarter as long (``shlex`` took ~20 s on one 64 Ki word and
+   the backtracking denylist minutes; now the split is ``shell_words``, the scans RE2).
 
 Every figure is a median over rounds [min-max of the round medians]; ratios are computed per
 round against the baseline measured in that same round, iterations interleaved.
@@ -21,6 +24,7 @@ Run: ``.venv/bin/python bench/bench_shell.py``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import statistics
@@ -210,7 +214,7 @@ def bench_flood(workspace: Path, home: Path) -> list:
     ]
 
 
-PLAN_SHAPES = {"'[' word": "[", "brace word": "{a,b}", "substitutions": "$(x) ", "plain words": "a b "}
+PLAN_SHAPES = {"one word": "a", "short words": "dd ", "'[' word": "[", "brace word": "{a,b}", "substitutions": "$(x) ", "plain words": "a b "}
 
 
 def bench_plan() -> list:
@@ -233,6 +237,34 @@ def bench_plan() -> list:
     return figures
 
 
+POLICY_SHAPES = {"one word": "a", "short words": "dd ", "quotes": "''", "backslashes": "\\a", "punctuation": ";",
+                 "fork-bomb shapes": "f(){ f|f& };"}
+
+
+def bench_policy() -> list:
+    from kernel_ext.errors import ToolFailure
+    from kernel_ext.sandbox.command_policy import MAX_COMMAND_CHARS, check_command
+
+    def checked(text: str) -> None:
+        with contextlib.suppress(ToolFailure):  # a refusal is a result here; its cost is what is measured
+            check_command(text)
+
+    print(f"6. command policy on hostile commands: {MAX_COMMAND_CHARS} characters against a quarter of that (linear: ~4x)")
+    figures = []
+    for label, piece in POLICY_SHAPES.items():
+        full, quarter = [], []
+        for _ in range(ROUNDS):
+            big = (piece * MAX_COMMAND_CHARS)[:MAX_COMMAND_CHARS]
+            small = big[: MAX_COMMAND_CHARS // 4]
+            quarter.append(_med([_timed(lambda text=small: checked(text)) for _ in range(5)]))
+            full.append(_med([_timed(lambda text=big: checked(text)) for _ in range(5)]))
+        _row(f"policy of {MAX_COMMAND_CHARS} chars, {label}", full, quarter)
+        figures.append(figure(f"command policy, {MAX_COMMAND_CHARS}-char command of {label}", full, "ms",
+                              baseline=(f"same shape, {MAX_COMMAND_CHARS // 4} chars", quarter),
+                              target=Target("<=", 6.0, on_ratio=True), group="shell"))
+    return figures
+
+
 def main() -> None:
     from kernel_ext.sandbox.tiers import choose_tier
 
@@ -247,7 +279,7 @@ def main() -> None:
     try:
         print(f"sandboxed shell bench: {ROUNDS} rounds, medians [min-max of round medians]; python {sys.version.split()[0]}")
         figures = [*bench_round_trip(workspace, home), *bench_first_command(workspace, home),
-                   *bench_one_off(workspace, home), *bench_flood(workspace, home), *bench_plan()]
+                   *bench_one_off(workspace, home), *bench_flood(workspace, home), *bench_plan(), *bench_policy()]
         emit(figures)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

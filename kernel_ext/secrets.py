@@ -7,9 +7,21 @@ downstream (widgets, notebooks, logs, ``events.jsonl``) ever holds the value.
 
 A known secret is cut whole and in part: any run of ``FRAGMENT_CHARS`` or more consecutive
 characters of it (an endpoint that echoes the key without its ``sk-`` prefix, a model that
-quotes half of it), also spelled with whitespace between the characters. Secrets shorter
-than that are cut whole. ``SecretMatcher`` does it in one linear-time pass (RE2 over the
-secrets' N-grams, then extension along the secret), compiled once per set of secrets.
+quotes half of it), also spelled with separators between the characters or pieces (whitespace,
+``+ - _ . , " '``). Its common encodings are cut the same way, from runs of
+``encoded_fragment`` characters: reversed, hex (lower and upper case), standard and URL-safe
+base64 at each of the three byte alignments (so a piece of a longer encoded text counts too)
+and percent-encoding. Secrets shorter than the fragment are cut whole, in every form.
+``SecretMatcher`` does it in one linear-time pass (RE2 over the grams of every form, then
+extension along the form), compiled once per set of secrets. The boundary refuses a call
+whose arguments hold any of it (``SECRET_IN_ARGUMENTS``), with the same matcher.
+
+Limits, honestly: this catches echoes and careless quotes, not a determined exfiltration. A
+model that knows a key can always spell it some way no list of encodings covers (every other
+character, ROT13, a cipher of its own, one character per call). The defence that holds is
+structural: keys never reach the model (the provider sends them as headers only, tool
+environments have secret-named variables stripped, and nothing a tool returns holds them).
+What is here keeps an endpoint's echo of a key out of events, logs and the app.
 """
 
 from __future__ import annotations
@@ -61,48 +73,87 @@ def is_secret_name(name: str) -> bool:
 FRAGMENT_CHARS = 12  # a run this long of a known secret is cut; shorter secrets are cut whole
 SHORTEST_SECRET = 6  # below this a "secret" would blank common words: not matched at all
 MAX_CUTS = 1000  # past this many hits in one text, the whole text is withheld (bounded time)
-_SPACE = b" \t\r\n\f"
-_SPACE_RUN = re.compile(rb"[ \t\r\n\f]*")
+# Read past: whitespace and the few characters a key is split or spelled out with ("sk-a-b-c",
+# "piece+piece", '"ab", "cd"'). Both the text and the secret's forms are read without them.
+SEPARATORS = b" \t\r\n\f+-_.,\"'"
+_SEPARATOR_RUN = re.compile(rb"[ \t\r\n\f+\-_.,\"']*")
+
+
+def encoded_fragment(fragment: int) -> int:
+    """The run of an encoded form (hex, base64, percent) that is cut: a third longer than a plain
+    piece, as those alphabets carry fewer bits a character (12 -> 16, 8 -> 10)."""
+    return fragment + fragment // 3
+
+
+def forms(secret: str) -> list[tuple[bytes, bool]]:
+    """``secret`` and its common encodings, each with whether it is an encoding (longer bound).
+
+    Reversed; hex lower and upper case; standard and URL-safe base64 at the three byte
+    alignments a secret inside a longer encoded text can have (padding kept, so a cut takes it
+    too); percent-encoding where it differs from the secret.
+    """
+    import base64
+    from urllib.parse import quote
+
+    raw = _bytes(secret)
+    found: list[tuple[bytes, bool]] = [(raw, False), (raw[::-1], False), (raw.hex().encode(), True), (raw.hex().upper().encode(), True)]
+    for skip in range(3):
+        plain = base64.b64encode(raw[skip:])
+        found += [(plain, True), (plain.translate(bytes.maketrans(b"+/", b"-_")), True)]
+    quoted = quote(secret, safe="").encode()
+    if quoted != raw:
+        found.append((quoted, True))
+    return found
 
 
 class SecretMatcher:
     """Finds known secrets, whole or as fragments of ``fragment`` characters or more, in text.
 
-    Linear in the text. The UTF-8 bytes are read with whitespace dropped (so ``s k - a b c``
-    is seen as ``sk-abc``); one RE2 pass finds any ``fragment``-gram of a secret there (a
-    literal alternation: a small automaton, built once per set of secrets by ``matcher``),
-    each hit is extended as far as the text keeps following that secret, and the spans are
-    mapped back onto the original text, whitespace inside them included.
+    Linear in the text. The UTF-8 bytes are read with ``SEPARATORS`` dropped (so ``s k - a b c``
+    and ``sk+abc`` are seen as ``skabc``); one RE2 pass finds any gram of a secret or of one
+    of its encodings there (a literal alternation: a small automaton, built once per set of
+    secrets by ``matcher``), each hit is extended as far as the text keeps following that
+    form, and the spans are mapped back onto the original text, separators inside included.
+
+    A gram is as long as the fewest non-separator characters any ``fragment``-long window of the
+    form holds (``sk-abc`` loses its ``-``), so every ``fragment``-character piece of the secret
+    as written is still caught.
     """
 
     def __init__(self, secrets: Iterable[str], fragment: int = FRAGMENT_CHARS, shortest: int = SHORTEST_SECRET):
         self.fragment = fragment
-        self._grams: dict[bytes, list[tuple[bytes, int]]] = {}  # gram -> (secret, offset after the gram)
+        self._grams: dict[bytes, list[tuple[bytes, int]]] = {}  # gram -> (form, offset after the gram)
         alternatives: set[bytes] = set()
         for secret in {s for s in secrets if isinstance(s, str) and len(s) >= shortest}:
-            raw = secret.encode("utf-8", "surrogatepass").translate(None, _SPACE)
-            if len(raw) < fragment:
-                alternatives.add(raw)
-                continue
-            for start in range(len(raw) - fragment + 1):
-                gram = raw[start : start + fragment]
-                alternatives.add(gram)
-                self._grams.setdefault(gram, []).append((raw, start + fragment))
+            short = len(_bytes(secret)) < fragment
+            for form, encoded in forms(secret):
+                window = encoded_fragment(fragment) if encoded else fragment
+                dense = form.translate(None, SEPARATORS)
+                if short or len(form) < window:  # a short secret: each form is cut whole
+                    whole = dense.rstrip(b"=")
+                    if len(whole) >= 4:
+                        alternatives.add(whole)
+                    continue
+                size = max(_fewest_kept(form, window), window * 2 // 3)
+                for start in range(len(dense) - size + 1):
+                    gram = dense[start : start + size]
+                    alternatives.add(gram)
+                    self._grams.setdefault(gram, []).append((dense, start + size))
         self._pattern = _compile(b"|".join(_literal(a) for a in sorted(alternatives))) if alternatives else None
 
     def __bool__(self) -> bool:
         return self._pattern is not None
 
     def found(self, text: str) -> bool:
-        """True when ``text`` holds a known secret or a fragment of one."""
-        return self._pattern is not None and self._pattern.search(_bytes(text).translate(None, _SPACE)) is not None
+        """True when ``text`` holds a known secret, a fragment of one, or of one of its encodings."""
+        return self._pattern is not None and self._pattern.search(_bytes(text).translate(None, SEPARATORS)) is not None
 
     def cut(self, text: str) -> str:
         """``text`` with every secret and fragment replaced by ``REDACTED``."""
         if self._pattern is None or not text:
             return text
         data = _bytes(text)
-        dense = data.translate(None, _SPACE)
+        dense = data.translate(None, SEPARATORS)
         match = self._pattern.search(dense)
         if match is None:  # the common case: one pass, nothing else
             return text
@@ -112,8 +163,8 @@ class SecretMatcher:
             hits += 1
             start, end = match.span()
             matched = end
-            for secret, offset in self._grams.get(dense[start:matched], ()):
-                end = max(end, _follow(dense, matched, secret, offset))
+            for form, offset in self._grams.get(dense[start:matched], ()):
+                end = max(end, _follow(dense, matched, form, offset))
             if spans and start <= spans[-1][1]:  # adjacent (a repeated key): one cut
                 start = spans.pop()[0]
             spans.append((start, end))
@@ -123,16 +174,29 @@ class SecretMatcher:
         return _replace(data, spans).decode("utf-8", "surrogatepass")
 
 
+def _fewest_kept(form: bytes, window: int) -> int:
+    """The fewest non-separator bytes in any ``window``-long run of ``form`` (one sliding pass)."""
+    kept = [c not in SEPARATORS for c in form]
+    count = fewest = sum(kept[:window])
+    for i in range(window, len(kept)):
+        count += kept[i] - kept[i - window]
+        fewest = min(fewest, count)
+    return fewest
+
+
 def _follow(dense: bytes, at: int, secret: bytes, offset: int) -> int:
     """Where the text stops spelling ``secret`` (from ``offset``) after ``at``: O(log n) compares.
 
-    A secret spelled again right after itself (a repeated key) is followed on in one step each.
+    A secret spelled again whole right after itself (a repeated key) is followed on in one step
+    each. Once the secret has ended, a partial start of it is left alone (the next search cuts
+    it if it is long enough): otherwise the character after a cut that merely equals the key's
+    first one would be swallowed.
     """
     if dense.startswith(secret[offset:], at):
         at += len(secret) - offset
         while dense.startswith(secret, at):
             at += len(secret)
-        offset = 0
+        return at
     low, high = 0, min(len(secret) - offset, len(dense) - at)
     while low < high:
         middle = (low + high + 1) // 2
@@ -144,11 +208,11 @@ def _follow(dense: bytes, at: int, secret: bytes, offset: int) -> int:
 
 
 def _replace(data: bytes, spans: list[tuple[int, int]]) -> bytes:
-    """Cut ``spans`` (positions in ``data`` without whitespace) out of ``data`` itself."""
+    """Cut ``spans`` (positions in ``data`` without separators) out of ``data`` itself."""
     pieces, last, cursor = [], 0, (0, 0)
     for start, end in spans:
         cursor = _advance(data, cursor, start)
-        begin = _char_start(data, _SPACE_RUN.match(data, cursor[0]).end())
+        begin = _char_start(data, _SEPARATOR_RUN.match(data, cursor[0]).end())
         cursor = _advance(data, cursor, end)
         pieces += [data[last:begin], REDACTED.encode()]
         last = _char_end(data, cursor[0])
@@ -157,15 +221,15 @@ def _replace(data: bytes, spans: list[tuple[int, int]]) -> bytes:
 
 
 def _advance(data: bytes, cursor: tuple[int, int], target: int) -> tuple[int, int]:
-    """From ``cursor`` = (position, non-whitespace bytes before it), go on until ``data[:position]``
-    holds ``target`` non-whitespace bytes; each step is a C-level scan of a chunk."""
+    """From ``cursor`` = (position, non-separator bytes before it), go on until ``data[:position]``
+    holds ``target`` non-separator bytes; each step is a C-level scan of a chunk."""
     position, left = cursor[0], target - cursor[1]
     while left > 0:
-        position = _SPACE_RUN.match(data, position).end()
+        position = _SEPARATOR_RUN.match(data, position).end()
         chunk = data[position : position + left]
         if not chunk:
             break
-        left -= len(chunk.translate(None, _SPACE))
+        left -= len(chunk.translate(None, SEPARATORS))
         position += len(chunk)
     return position, target
 

@@ -11,6 +11,8 @@ import json
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from misbehaving_endpoint import endless, keepalives, reply, tasks_call
 from provider_server import Plan, json_error, loopback_only, openai_stream, server  # noqa: F401
 
@@ -68,6 +70,21 @@ async def test_lines_end_only_at_cr_lf_and_crlf_even_across_chunks():
     assert await lines_of("a\u2028b\u2029c\x85d\x0ce\n", "f\r", "\ng\rh\r\n\ni") == ["a\u2028b\u2029c\x85d\x0ce", "f", "g", "h", "", "i"]
     assert await lines_of("x\r", "\r", "y") == ["x", "", "y"]  # CR CR is two line ends, not one
     assert await lines_of("") == [] and await lines_of("no end") == ["no end"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab\r\n\u2028", max_size=40), st.lists(st.integers(0, 40), max_size=6))
+def test_any_chunking_gives_the_lines_of_the_whole_text(text, cuts):
+    """However the text is cut into pieces, the lines are those of the whole (CR LF, LF, CR end one)."""
+    import asyncio
+    import re
+
+    bounds = sorted({min(c, len(text)) for c in cuts} | {0, len(text)})
+    chunks = [text[a:b] for a, b in zip(bounds, bounds[1:])]
+    expected = re.split("\r\n|\r|\n", text)
+    if expected and expected[-1] == "":
+        expected.pop()  # a final terminator ends the last line; it does not start another
+    assert asyncio.run(lines_of(*chunks)) == expected
 
 
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])

@@ -161,7 +161,12 @@ class Executor:
     async def _prepare(self, spec: ToolSpec, frozen: tuple[tuple[str, str], ...]) -> Preparation:
         if spec.prepare is None:
             return Preparation()
-        preparation = await maybe_await(spec.prepare(_build_args(spec, frozen), self.context))
+        args = _build_args(spec, frozen)
+        if spec.blocking:  # a card's checks are model-sized work (a command's policy and plan): off the loop
+            made = await asyncio.to_thread(spec.prepare, args, self.context)
+        else:
+            made = spec.prepare(args, self.context)
+        preparation = await maybe_await(made)
         if not isinstance(preparation, Preparation):
             raise TypeError(f"{spec.name}.prepare returned {type(preparation).__name__}, not Preparation")
         return preparation
@@ -258,7 +263,7 @@ def _refuse_secrets(secrets: SecretMatcher, name: str, texts: list[str]) -> None
     if secrets and any(secrets.found(text) for text in texts if len(text) >= 4):
         raise ToolFailure(
             ErrorCode.SECRET_IN_ARGUMENTS,
-            f"the arguments of {name!r} contain a credential of this run (whole, or {FRAGMENT_CHARS}+ characters of it); "
+            f"the arguments of {name!r} contain a credential of this run (whole, {FRAGMENT_CHARS}+ characters of it, or an encoding of it); "
             "nothing was checked, shown for approval or run. Never write a credential into the app: "
             "read it from the environment at run time (os.environ)",
         )

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernel_ext.errors import ToolFailure
+from kernel_ext.model.inheritance import bound_model
+
 MAX_ROWS = 40
 
 
@@ -23,9 +26,13 @@ def validate_report(model: Any) -> tuple[str, dict[str, Any]]:
     if not model.get_classes():
         errors.append("the model has no classes")
     try:
+        bound_model(model)  # validate() walks all_parents: refuse an unbounded graph first
         result = model.validate(raise_exception=False)
         errors.extend(result.get("errors", []))
         warnings.extend(result.get("warnings", []))
+    except ToolFailure as exc:  # nothing else may walk this model's inheritance
+        data = {"valid": False, "errors": [exc.message], "warnings": [], "ocl_checked": 0}
+        return f"model {model.name!r} is INVALID: {exc.message}", data
     except Exception as exc:  # the validator itself failed on this model
         errors.append(f"BESSER's validator failed: {type(exc).__name__}: {exc}")
     ocl_checked = 0

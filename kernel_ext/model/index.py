@@ -216,11 +216,13 @@ def build_index(model: Any) -> ModelIndex:
 def _ancestors(name: str, parents: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
     """Breadth-first, nearest first, each once; cycles (an invalid model) cannot loop."""
     out: list[str] = []
+    seen: set[str] = {name}
     frontier = list(parents.get(name, ()))
     while frontier:
         nxt: list[str] = []
         for p in frontier:
-            if p not in out and p != name:
+            if p not in seen:
+                seen.add(p)
                 out.append(p)
                 nxt.extend(parents.get(p, ()))
         frontier = nxt

@@ -185,6 +185,7 @@ def model_from_dict(data: Any) -> Any:
     if data.get("version") != VERSION:
         raise ToolFailure(ErrorCode.NOT_A_MODEL, f"unsupported {FORMAT} version {data.get('version')!r}; expected {VERSION}")
     _check_size(data)
+    _check_inheritance(data)
     try:
         return _build(data)
     except ToolFailure:
@@ -235,6 +236,19 @@ def _check_size(data: dict[str, Any]) -> None:
     entries(data, "generalizations")
     for rule in entries(data, "constraints"):
         text(rule, "expression", "a constraint")
+
+
+def _check_inheritance(data: dict[str, Any]) -> None:
+    """Bound the inheritance graph by name before BESSER builds (and walks) it (``inheritance.py``)."""
+    from kernel_ext.model.inheritance import bound_names
+
+    entries = data.get("generalizations", [])
+    edges = [
+        (g.get("specific"), g.get("general"))
+        for g in (entries if isinstance(entries, list) else [])
+        if isinstance(g, dict) and isinstance(g.get("specific"), str) and isinstance(g.get("general"), str)
+    ]
+    bound_names(edges, origin="the model document")
 
 
 def _build(data: dict[str, Any]) -> Any:

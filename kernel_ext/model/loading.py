@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.model.inheritance import bound_model
 
 MAX_MODEL_FILE_BYTES = 1024 * 1024  # a 1,000-class model is a few hundred KB in any form
 PLANTUML_SUFFIXES = (".plantuml", ".puml", ".pu", ".iuml", ".wsd")
@@ -62,6 +63,7 @@ def check_model(model: Any, *, origin: str = "the model") -> list[str]:
 
     if not isinstance(model, DomainModel):
         raise ToolFailure(ErrorCode.NOT_A_MODEL, f"{origin} is a {type(model).__name__}, not a B-UML DomainModel")
+    bound_model(model, origin=origin)  # before validate() walks all_parents (inheritance.py)
     if not model.get_classes():
         kinds = f" (it has {len(model.types)} other types)" if model.types else ""
         raise ToolFailure(ErrorCode.EMPTY_MODEL, f"{origin} ({model.name!r}) has no classes{kinds}; add at least one Class")
@@ -83,7 +85,10 @@ def _load_unchecked(source: Any, variable: str | None, root: str | os.PathLike[s
         return _example(source[len(EXAMPLE_PREFIX):])
     if isinstance(source, (str, os.PathLike)):
         return load_file(Path(source), variable=variable, root=root)
-    return LoadedModel(source, "object", f"the {type(source).__name__} object")
+    origin = f"the {type(source).__name__} object"
+    if hasattr(source, "get_classes") and hasattr(source, "generalizations"):  # a DomainModel: bounded even unchecked
+        bound_model(source, origin=origin)
+    return LoadedModel(source, "object", origin)
 
 
 def _example(name: str) -> LoadedModel:

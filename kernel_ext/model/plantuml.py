@@ -92,6 +92,7 @@ def parse_plantuml(text: str, *, default_name: str = "DomainModel", source: str 
             f"{source} is not a model BESSER's PlantUML grammar accepts: {shown}{more}",
             {"syntax_errors": collected.errors[:50]},
         )
+    _check_inheritance(tree, PlantUMLParser, source)
     listener = BUMLGenerationListener()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -113,6 +114,23 @@ def parse_plantuml(text: str, *, default_name: str = "DomainModel", source: str 
         raise ToolFailure(ErrorCode.INVALID_NAME, f"{source}: the model name: {exc}") from None
     _add_ocl(model, ocl, source)
     return PlantUMLResult(model, [str(w.message) for w in caught])
+
+
+def _check_inheritance(tree: Any, parser_class: Any, source: str) -> None:
+    """Bound the inheritance the parse tree states (``extends`` and ``<|--``) before BESSER's listener builds it."""
+    from kernel_ext.model.inheritance import bound_names
+
+    edges: list[tuple[str, str]] = []
+    stack = [tree]
+    while stack:  # iterative: the tree's depth is the file's, not Python's stack
+        node = stack.pop()
+        if isinstance(node, parser_class.ClassContext) and node.extends() is not None:
+            edges.append((node.ID().getText(), node.extends().ID().getText()))
+        elif isinstance(node, parser_class.InheritanceContext):
+            first, second = node.ID(0).getText(), node.ID(1).getText()
+            edges.append((second, first) if node.inh_left else (first, second))
+        stack.extend(getattr(node, "children", None) or ())
+    bound_names(edges, origin=source)
 
 
 def _add_ocl(model: Any, rules: list[tuple[int, str]], source: str) -> None:

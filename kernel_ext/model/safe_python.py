@@ -123,11 +123,12 @@ def evaluate_source(text: str, *, source: str = "model file") -> SafeResult:
 
 class _Evaluator:
     def __init__(self, source: str):
-        from besser.BUML.metamodel.structural import Element, MethodImplementationType
+        from besser.BUML.metamodel.structural import Element, Generalization, MethodImplementationType
 
         self.source = source
         self.allowed, self.constructors = _allowlist()
         self.element = Element
+        self.generalization = Generalization
         self.impl_enum = MethodImplementationType
         self.result = SafeResult(namespace=dict(self.allowed))
         self.line = 0
@@ -221,6 +222,9 @@ class _Evaluator:
             owner = self._eval(target.value, 1)
             if not isinstance(owner, self.element) or target.attr not in _SETTABLE:
                 self._refuse(target, f"assigning {target.attr!r} on {type(owner).__name__}")
+            if isinstance(owner, self.generalization) and target.attr in ("general", "specific"):
+                ends = {"general": _field(owner, "general"), "specific": _field(owner, "specific"), target.attr: value}
+                self._bound_inheritance(target, ends["general"], ends["specific"])
             setattr(owner, target.attr, value)
             return
         self._refuse(target, "this assignment target")
@@ -315,11 +319,25 @@ class _Evaluator:
         self._weigh(node, arguments)  # set(...), tuple(...) or a constructor would hash or copy them
         # A constructor may copy the collections it is given: they count again.
         self._charge(node, sum(sys.getsizeof(a) for a in arguments if isinstance(a, (list, tuple, set, frozenset, dict))))
+        if target is self.generalization:
+            self._bound_inheritance(node, kwargs.get("general", args[0] if args else None),
+                                    kwargs.get("specific", args[1] if len(args) > 1 else None))
         result = target(*args, **kwargs)
         self._check_cpu(node)
         return self._weighed(node, result, arguments) if isinstance(result, (list, tuple, set, frozenset, dict)) else self._charged(node, result)
 
     # -- bounds -------------------------------------------------------------------------------
+
+    def _bound_inheritance(self, node: ast.AST, general: Any, specific: Any) -> None:
+        """Before BESSER's Generalization setters walk ``all_parents``: the graph with the new edge is bounded."""
+        from kernel_ext.model.inheritance import bound_classes
+
+        if not hasattr(general, "generalizations"):
+            return  # BESSER refuses a missing or wrong general itself
+        # BESSER's setters walk the ancestors of both ends and the descendants of the specific one.
+        edge = (specific, general) if hasattr(specific, "generalizations") else None
+        bound_classes([general, *(edge[:1] if edge else ())], extra=edge, down_from=edge[:1] if edge else (),
+                      origin=f"{self.source} line {getattr(node, 'lineno', self.line)}")
 
     def _weight(self, value: Any) -> int:
         if isinstance(value, str):
@@ -382,3 +400,10 @@ def _is_main_guard(test: ast.expr) -> bool:
         and isinstance(test.comparators[0], ast.Constant)
         and test.comparators[0].value == "__main__"
     )
+
+
+def _field(owner: Any, name: str) -> Any:
+    try:
+        return getattr(owner, name)
+    except AttributeError:  # a Generalization not fully built
+        return None

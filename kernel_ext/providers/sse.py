@@ -26,30 +26,30 @@ class SSEEvent:
 
 async def split_lines(chunks: AsyncIterable[str]) -> AsyncIterator[str]:
     """Decoded text pieces in, SSE lines out (terminators removed); a CR LF split across two
-    pieces is one line end. A last line without a terminator is delivered at the end."""
+    pieces is one line end. A last line without a terminator is delivered at the end.
+
+    Linear in the text: each piece is normalised (CR LF and lone CR to LF) and split once by
+    ``str.split``; a line spread over many pieces is joined once, when it ends."""
     pending: list[str] = []
     after_cr = False
     async for chunk in chunks:
         if after_cr and chunk.startswith("\n"):
-            chunk = chunk[1:]
-        after_cr = False
-        start = 0
-        while True:
-            cr, lf = chunk.find("\r", start), chunk.find("\n", start)
-            if cr < 0 and lf < 0:
-                break
-            end = lf if cr < 0 or (0 <= lf < cr) else cr
-            pending.append(chunk[start:end])
-            yield "".join(pending)
-            pending = []
-            start = end + 1
-            if chunk[end] == "\r":
-                if start == len(chunk):
-                    after_cr = True
-                elif chunk[start] == "\n":
-                    start += 1
-        if start < len(chunk):
-            pending.append(chunk[start:])
+            chunk = chunk[1:]  # the LF of a CR LF whose CR ended the previous piece
+        if not chunk:
+            after_cr = False
+            continue
+        after_cr = chunk.endswith("\r")
+        if "\r" in chunk:
+            chunk = chunk.replace("\r\n", "\n").replace("\r", "\n")
+        parts = chunk.split("\n")
+        if len(parts) == 1:
+            pending.append(chunk)
+            continue
+        pending.append(parts[0])
+        yield "".join(pending)
+        for line in parts[1:-1]:
+            yield line
+        pending = [parts[-1]] if parts[-1] else []
     if pending:
         yield "".join(pending)
 

@@ -88,11 +88,11 @@ class CheckpointStore:
         label = check_label(label)
         loc = self.locate(origin)
         source = self.project.joinpath(*loc.parts)
+        budget = TreeBudget(self._limits_for(label))  # may refuse before anything is written
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         generation = f".gen-{label}-{secrets.token_hex(4)}"
         (self.root / generation / "tree").mkdir(parents=True, mode=0o700)
         stats = CopyStats()
-        budget = TreeBudget(self.limits or TreeLimits.for_kind("checkpoint"))
         try:
             with self._opened(loc) as src, treewalk.opened_dir(self.root / generation / "tree") as dst:
                 try:
@@ -121,6 +121,21 @@ class CheckpointStore:
         if previous is not None:
             remove_path(self.root / previous)
         return meta
+
+    def _limits_for(self, label: str) -> TreeLimits:
+        """One checkpoint's limits, within what the project's store has left (the label being
+        replaced does not count: its old copy is removed once the new one is kept)."""
+        limits = self.limits or TreeLimits.for_kind("checkpoint")
+        if self.limits is not None:
+            return limits  # explicit limits (tests, callers that own the store) are taken as they are
+        others = [m for m in self.list() if m["label"] != label]
+        store = TreeLimits.for_kind("checkpoint_store")
+        limited = limits.within(store, sum(int(m["bytes"]) for m in others), sum(int(m["files"]) for m in others))
+        if limited is not limits and (limited.max_bytes == 0 and store.max_bytes or limited.max_files == 0 and store.max_files):
+            raise ToolFailure(ErrorCode.TREE_TOO_LARGE, f"checkpoint {label!r} refused, nothing kept: this project's "
+                              f"{len(others)} checkpoint(s) already fill the store (BESSER_CHECKPOINT_STORE_MAX_BYTES / "
+                              "_MAX_FILES); replace an existing label instead")
+        return limited
 
     def get(self, label: str) -> dict[str, Any]:
         label = check_label(label)

@@ -10,33 +10,41 @@ Two checks, both cheap and both easy to get around on purpose:
   ``pytest; python evil.py`` passes a list holding ``pytest``.
 
 What contains a command is the sandbox (namespaces or Landlock), never this module.
+
+The command is model-supplied and may be as long as ``MAX_COMMAND_CHARS``: every step here is
+linear in its length (the split is ``shell_words``, the denylist runs on RE2), so no command
+stalls the server, whose event loop and GIL this check shares.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shlex
 from collections.abc import Iterable
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.sandbox.options import MAX_COMMAND_CHARS
+from kernel_ext.sandbox.shell_words import SplitError, split_words
+from kernel_ext.sandbox.text_scan import Scan, fork_bomb
 
-MAX_COMMAND_CHARS = 100_000
+__all__ = ["DENY_PATTERNS", "MAX_COMMAND_CHARS", "check_command", "first_program", "split_command"]
 
 _HOME = r"(?:~|\$HOME|\$\{HOME\}|/root|/home/[^/\s]+)"
-DENY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("privilege escalation (sudo/su/doas)", re.compile(r"(?:^|[\s;&|(`$])(?:sudo|doas|su)(?:\s|$)")),
+# (reason, pattern searched on RE2: ``text_scan``); the fork bomb needs a backreference, so it is ``fork_bomb``
+FORK_BOMB = "a fork bomb"
+DENY_PATTERNS: tuple[tuple[str, Scan | None], ...] = (
+    ("privilege escalation (sudo/su/doas)", Scan(r"(?:^|[\s;&|(`$])(?:sudo|doas|su)(?:\s|$)")),
     (
         "recursive delete of / or the home directory",
-        re.compile(
+        Scan(
             r"(?:^|[\s;&|(])rm\s+(?:-[a-zA-Z-]+\s+)*(?:-[a-zA-Z]*[rR][a-zA-Z]*|--recursive)\s+(?:-[a-zA-Z-]+\s+)*"
             r"(?:--no-preserve-root\s+)?[\"']?(?:/|/\*|~|~/|~/\*|\$HOME/?|\$\{HOME\}/?|/\.)[\"']?(?:\s|$|;|&|\|)"
         ),
     ),
-    ("a download piped into a shell", re.compile(r"\b(?:curl|wget|fetch)\b[^|;&]*\|\s*(?:sudo\s+)?(?:ba|z|da|k|fi)?sh\b")),
-    ("a fork bomb", re.compile(r"(\w+|:)\s*\(\s*\)\s*\{\s*\1\s*\|\s*\1\s*&\s*\}")),
-    ("reading SSH or cloud credentials", re.compile(_HOME + r"/\.(?:ssh|aws|gnupg|azure|kube|docker/config\.json)(?:/|\b)")),
-    ("formatting or overwriting a disk", re.compile(r"\bmkfs(?:\.\w+)?\b|\bdd\b[^;&|]*\bof=/dev/(?:sd|hd|vd|nvme|xvd|mmcblk)")),
+    ("a download piped into a shell", Scan(r"\b(?:curl|wget|fetch)\b[^|;&]*\|\s*(?:sudo\s+)?(?:ba|z|da|k|fi)?sh\b")),
+    (FORK_BOMB, None),
+    ("reading SSH or cloud credentials", Scan(_HOME + r"/\.(?:ssh|aws|gnupg|azure|kube|docker/config\.json)(?:/|\b)")),
+    ("formatting or overwriting a disk", Scan(r"\bmkfs(?:\.\w+)?\b|\bdd\b[^;&|]*\bof=/dev/(?:sd|hd|vd|nvme|xvd|mmcblk)")),
 )
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -50,9 +58,9 @@ def check_command(command: str, allowed_programs: Iterable[str] | None = None) -
     if "\x00" in command:
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "the command contains a NUL byte")
     words = split_command(command)
-    for reason, pattern in DENY_PATTERNS:
-        if pattern.search(command):
-            raise ToolFailure(
+    reason = _denied(command)
+    if reason is not None:
+        raise ToolFailure(
                 ErrorCode.COMMAND_DENIED,
                 f"refused before running: {reason}. This denylist only stops obvious mistakes; the sandbox confines the rest",
             )
@@ -70,16 +78,21 @@ def check_command(command: str, allowed_programs: Iterable[str] | None = None) -
 
 def split_command(command: str) -> list[str]:
     """Split like a POSIX shell (quotes respected; ``; | & ( )`` become their own words)."""
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.commenters = ""
     try:
-        words = list(lexer)
-    except ValueError as exc:
+        words = split_words(command)
+    except SplitError as exc:
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"the command cannot be parsed as a shell would: {exc}") from None
     if not words:
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "the command is empty")
     return words
+
+
+def _denied(command: str) -> str | None:
+    """The reason of the first denylist entry ``command`` matches (None if none does)."""
+    for reason, scan in DENY_PATTERNS:
+        if fork_bomb(command) if scan is None else scan.search(command):
+            return reason
+    return None
 
 
 def first_program(words: list[str]) -> str | None:

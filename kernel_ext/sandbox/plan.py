@@ -39,6 +39,7 @@ from kernel_ext.sandbox.plan_verdict import (
     value_of,
     worst,
 )
+from kernel_ext.sandbox.text_scan import Scan, fork_bomb
 
 MAX_DEPTH = 8
 LEADING_KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}", "esac"})
@@ -73,8 +74,7 @@ WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
 _XARGS_VALUED = frozenset(["-a", "--arg-file", "-d", "--delimiter", "-E", "-e", "-I", "-L", "-n", "--max-args", "-P", "--max-procs", "-s", "--max-chars", "--process-slot-var"])
 _SSH_VALUED = frozenset(["-p", "-i", "-l", "-o", "-F", "-J", "-L", "-R", "-D", "-b", "-c", "-e", "-E", "-m", "-O", "-Q", "-S", "-W", "-w", "-B"])
 _NEUTRAL_TARGETS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
-_DEVICE = re.compile(r">\s*/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk)|\bof=/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk)")
-_FORK_BOMB = re.compile(r"(\w+|:)\s*\(\s*\)\s*\{\s*\1\s*\|\s*\1\s*&\s*\}")
+_DEVICE = Scan(r">\s*/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk)|\bof=/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk)")
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ def _command(parsed: Parsed, text: str, depth: int) -> tuple[Verdict, list[tuple
             parts.append(raw)
     if _DEVICE.search(text):
         parts.append(bad("overwrite", ("block device",), "writes to a raw disk device"))
-    if _FORK_BOMB.search(text):
+    if fork_bomb(text):
         parts.append(bad(note="a fork bomb"))
     if not parts:
         parts.append(ro())

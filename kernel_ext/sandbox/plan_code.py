@@ -23,33 +23,36 @@ from kernel_ext.sandbox.plan_verdict import (
     value_of,
     worst,
 )
+from kernel_ext.sandbox.text_scan import Scan
 
 _PYTHON = re.compile(r"^(?:python|pypy)[0-9.]*$")
 _OTHER_INTERPRETERS = frozenset({"node", "nodejs", "ruby", "perl", "php", "Rscript", "lua"})
 
-_B = r"(?:^|(?<=[\s;&|(`'\"$]))"
-_RAW_DESTRUCTIVE = re.compile(
-    _B + r"(?:rm|shred|unlink|wipefs|mkfs(?:\.\w+)?|truncate|rimraf)(?=\s|$|['\";&|)])|\bdd\s[^;&|]*\bof="
+# Searched on RE2 (``text_scan``: linear in the model's text); no lookaround there, so the
+# boundaries before and after a program name are consumed (the scans only ask whether).
+_B = r"(?:^|[\s;&|(`'\"$])"
+_RAW_DESTRUCTIVE = Scan(
+    _B + r"(?:rm|shred|unlink|wipefs|mkfs(?:\.\w+)?|truncate|rimraf)(?:\s|$|['\";&|)])|\bdd\s[^;&|]*\bof="
     r"|\bgit\s+(?:push\s[^;&|]*(?:--force|\s-f\b|--delete|--mirror|\s\+)|reset\s+--hard|clean\s+-\w*f|filter-branch"
     r"|checkout\s+--|stash\s+(?:drop|clear))|\bfind\s[^;&|]*-delete|rmtree|rm_rf"
 )
-_RAW_NETWORK = re.compile(
-    _B + r"(?:curl|wget|nc|ncat|ssh|scp|rsync|ftp|telnet|socat)(?=\s|$)|\bgit\s+(?:clone|fetch|pull|push)\b"
+_RAW_NETWORK = Scan(
+    _B + r"(?:curl|wget|nc|ncat|ssh|scp|rsync|ftp|telnet|socat)(?:\s|$)|\bgit\s+(?:clone|fetch|pull|push)\b"
     r"|\bpip3?\s+install\b|\bnpm\s+(?:install|i|ci)\b"
 )
-_CODE_DESTROY = re.compile(
+_CODE_DESTROY = Scan(
     r"rmtree|os\.remove|os\.unlink|\.unlink\(|os\.rmdir|\.rmdir\(|remove_dir_all|File\.delete|FileUtils\.rm|rm_rf|rmSync"
     r"|rmdirSync|unlinkSync|fs\.rm\b|fs\.unlink|fs\.rmdir|\.truncate\(|os\.truncate|rimraf|\bunlink\b|(?i:\bdrop\s+table|\bdelete\s+from|\btruncate\s+table)"
 )
-_CODE_NETWORK = re.compile(
+_CODE_NETWORK = Scan(
     r"urllib|\brequests\b|http\.client|httpx|aiohttp|\bsocket\b|urlopen|\bfetch\(|XMLHttpRequest|\bhttps?\.(?:get|request)"
     r"|net\.(?:connect|createServer)|LWP|Net::HTTP|open-uri|smtplib|ftplib|paramiko|http\.server|websocket"
 )
-_CODE_EXEC = re.compile(
+_CODE_EXEC = Scan(
     r"os\.system|subprocess|os\.popen|os\.exec|\bexec\(|\beval\(|child_process|execSync|spawnSync|\bsystem\(|`|\bpopen"
     r"|IO\.popen|Kernel\.|__import__|getattr\(|importlib|\bpty\b"
 )
-_CODE_WRITE = re.compile(
+_CODE_WRITE = Scan(
     r"open\([^)]*['\"](?:[wax]|r\+)|\.write\(|write_text|write_bytes|os\.rename|os\.replace|shutil\.(?:copy|move)"
     r"|os\.makedirs|os\.mkdir|\.mkdir\(|mkdirSync|writeFile|appendFile|renameSync|copyFile|File\.write|\.touch\(|os\.chmod|sqlite3"
 )

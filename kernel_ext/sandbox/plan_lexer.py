@@ -17,6 +17,9 @@ REDIRECT_OPS = ("&>>", "&>", "<<<", "<<-", "<<", ">>", ">|", ">&", "<&", "<>", "
 _NAME_START = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 _SPECIAL_VARS = set("@*#?$!-0123456789")
 _WORD_BREAK = re.compile(r"[ \t\n;&|<>()]")
+_OPERATOR_START = frozenset(op[0] for op in (*SEGMENT_OPS, *REDIRECT_OPS))
+_GLOB_START = frozenset("*?[{")
+_PLAIN_RUN = re.compile(r"[^ \t\n\\'\"`$<>;&|()*?\[{]+")  # characters with no meaning inside a word
 
 
 @dataclass
@@ -156,7 +159,7 @@ class _Lexer:
                 inner = self._balanced(self.i + 2, "(", ")")
                 self._w().subs.append(inner)
                 self.word.raw.append(c + "(" + inner + ")")
-            elif self._operator():
+            elif c in _OPERATOR_START and self._operator():
                 continue
             elif c == "(" and self.word is None:
                 inner = self._balanced(self.i + 1, "(", ")")
@@ -164,6 +167,13 @@ class _Lexer:
             elif c == ")":
                 self.problem = self.problem or "an unbalanced ')'"
                 self.i += 1
+            elif c not in _GLOB_START:  # a run of plain characters, taken at once
+                run = _PLAIN_RUN.match(s, self.i)
+                end = self.i + 1 if run is None else run.end()  # a '(' inside a word is one character
+                word = self._w()
+                word.text.append(s[self.i : end])
+                word.raw.append(s[self.i : end])
+                self.i = end
             else:
                 word = self._w()
                 if c in "*?" or (c == "[" and self._later_in_word("]")):

@@ -118,7 +118,8 @@ class ToolSpec:
     """One declared tool. ``requires`` names the services that must be present to offer it.
 
     ``blocking`` marks a synchronous ``run`` that waits on something slow (a subprocess): the
-    boundary runs it in a worker thread so a server's event loop keeps serving.
+    boundary runs it, and its ``prepare`` (a command's policy check and plan), in a worker
+    thread so a server's event loop keeps serving.
     """
 
     name: str

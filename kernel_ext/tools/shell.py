@@ -224,7 +224,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "sh_plan", Category.READ, ShPlanArgs,
         "Classify a command without running it: read-only, mutating, destructive, network, complex or unknown, with reversibility and file effects.",
-        sh_plan, None, _SHELL,
+        sh_plan, None, _SHELL, blocking=True,  # planning is linear but up to ~1 s at the length cap: off the loop
     ),
     ToolSpec(
         "sh_checkpoint", Category.PLAN, ShCheckpointArgs,

@@ -16,7 +16,8 @@ def model_hints(model: Any) -> dict[str, Any] | None:
     if model is None or not hasattr(model, "get_classes"):
         return None
     classes = list(model.get_classes())
-    parents = {cls.name: [p.name for p in _all_parents(cls)] for cls in classes}
+    ancestors = {cls.name: _all_parents(cls) for cls in classes}  # one walk each (bounded: model/inheritance.py)
+    parents = {name: [p.name for p in found] for name, found in ancestors.items()}
     entities: dict[str, Any] = {}
     for cls in classes:
         lineage = {cls.name, *parents[cls.name]}
@@ -29,7 +30,7 @@ def model_hints(model: Any) -> dict[str, Any] | None:
                         if other is not end and getattr(other, "name", None):
                             references[other.name] = other.type.name
         methods = {}
-        for owner in [cls, *_all_parents(cls)]:
+        for owner in [cls, *ancestors[cls.name]]:
             for method in getattr(owner, "methods", ()) or ():
                 params = {p.name: getattr(p.type, "name", str(p.type)) for p in getattr(method, "parameters", ()) or ()}
                 methods.setdefault(method.name, params)

@@ -38,6 +38,8 @@ DEFAULTS: dict[str, tuple[int, int]] = {
     "checkpoint": (512 * MIB, 50_000),
     "snapshot": (512 * MIB, 50_000),
     "archive": (512 * MIB, 50_000),
+    # all checkpoints of one project together: labels are cheap to make, so their sum is bounded too
+    "checkpoint_store": (2048 * MIB, 200_000),
 }
 
 
@@ -71,6 +73,20 @@ class TreeLimits:
         env = os.environ if environ is None else environ
         default_bytes, default_files = DEFAULTS[kind]
         return cls(kind, _number(env, bytes_var(kind), default_bytes), _number(env, files_var(kind), default_files))
+
+    def within(self, outer: TreeLimits, used_bytes: int, used_files: int) -> TreeLimits:
+        """These limits, tightened to what ``outer`` has left after ``used_*``; named after the
+        binding one, so a refusal names the setting to change."""
+        def left(limit: int, used: int) -> int:
+            return max(limit - used, 0) if limit else 0
+
+        room_bytes, room_files = left(outer.max_bytes, used_bytes), left(outer.max_files, used_files)
+        tighter = (outer.max_bytes and (not self.max_bytes or room_bytes < self.max_bytes)) or \
+                  (outer.max_files and (not self.max_files or room_files < self.max_files))
+        if not tighter:
+            return self
+        return TreeLimits(outer.kind, room_bytes if outer.max_bytes else self.max_bytes,
+                          room_files if outer.max_files else self.max_files)
 
     @classmethod
     def unlimited(cls, kind: str = "restore") -> TreeLimits:

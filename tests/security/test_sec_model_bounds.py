@@ -14,7 +14,6 @@ expensive of them, the server's event loop keeps answering (lag under 100 ms).
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import os
 import re
@@ -106,18 +105,6 @@ async def _max_lag_while(task: asyncio.Future, tick: float = 0.01) -> float:
         await asyncio.sleep(tick)
         worst = max(worst, time.perf_counter() - started - tick)
     return worst
-
-
-@pytest.fixture
-def frozen_heap():
-    """The test process's own heap (pytest, every test module, the server) is frozen first, as a
-    long-running server's start-up heap would be (``gc.freeze``): a full collection then costs
-    what the run allocated, not what pytest imported. Pauses the load's own objects cause are
-    still measured."""
-    gc.collect()
-    gc.freeze()
-    yield
-    gc.unfreeze()
 
 
 @pytest.mark.parametrize("payload", ["quadratic_add_type", "tuple_dag_hash", "json_too_many_elements", "many_strings"])

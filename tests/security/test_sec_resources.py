@@ -147,7 +147,13 @@ def test_filling_the_workspace_disk_fails_the_command_and_keeps_the_run_standing
 
 
 def lexer_steps(run) -> int:
-    """Lines executed in the command lexer while ``run()`` goes (a count of work, not a time)."""
+    """Lines executed in the command lexer while ``run()`` goes (a count of work, not a time).
+
+    A card is prepared in a worker thread (off the server's loop) and ``sys.settrace`` is per
+    thread, so the tracer is installed around each ``parse`` in the thread that runs it.
+    """
+    from kernel_ext.sandbox import plan
+
     count = 0
 
     def tracer(frame, event, arg):
@@ -158,11 +164,21 @@ def lexer_steps(run) -> int:
             return tracer
         return None
 
-    sys.settrace(tracer)
+    original = plan.parse
+
+    def traced(command):
+        previous = sys.gettrace()
+        sys.settrace(tracer)
+        try:
+            return original(command)
+        finally:
+            sys.settrace(previous)
+
+    plan.parse = traced
     try:
         run()
     finally:
-        sys.settrace(None)
+        plan.parse = original
     return count
 
 

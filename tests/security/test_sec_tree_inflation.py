@@ -120,6 +120,24 @@ def test_checkpoint_of_an_inflated_tree_is_refused_and_writes_nothing(h, low_bud
 
 
 @needs_bwrap
+def test_many_labels_cannot_fill_the_store_beyond_its_budget(h, monkeypatch):
+    """Each label is within its own budget; together they are held to the project's store budget."""
+    monkeypatch.setenv("BESSER_CHECKPOINT_MAX_BYTES", str(64 * MIB))
+    monkeypatch.setenv("BESSER_CHECKPOINT_STORE_MAX_BYTES", str(40 * MIB))
+    (h.ws / "a").mkdir()
+    assert h.call("sh_run", command="cd a && truncate -s 16M big").ok  # 16 MiB claimed, nothing written
+    before = tree_state(h.ws)
+    taken = [no_hang(h.call, "sh_checkpoint", label=f"c{i}", dir="a") for i in range(3)]
+    assert [t.ok for t in taken] == [True, True, False], [t.observation for t in taken]
+    refused = taken[2].error
+    assert refused.code == "tree_too_large" and "'c2'" in refused.message and "BESSER_CHECKPOINT_STORE_MAX_BYTES" in refused.message
+    assert sorted(m["label"] for m in h.shell.checkpoint_store.list()) == ["c0", "c1"]
+    assert not [p for p in (h.state / "checkpoints").rglob(".gen-c2-*")]  # nothing of the refused one kept
+    assert no_hang(h.call, "sh_checkpoint", label="c1", dir="a").ok  # replacing a label does not count twice
+    assert tree_state(h.ws) == before
+
+
+@needs_bwrap
 def test_checkpoint_within_budget_keeps_holes_and_copies_a_hard_link_once(h, monkeypatch):
     monkeypatch.setenv("BESSER_CHECKPOINT_MAX_BYTES", str(64 * MIB))
     (h.ws / "a").mkdir()

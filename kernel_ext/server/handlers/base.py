@@ -18,7 +18,6 @@ stable code. In ``prepare``, in this order:
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass
 from functools import partial
@@ -38,6 +37,7 @@ from kernel_ext.server.auth import (
     presented_token,
 )
 from kernel_ext.server.manager import RunManager
+from kernel_ext.server.offloop import for_request
 
 STATE_KEY = "besser_agent_state"
 MAX_BODY_BYTES = 4 * 1024 * 1024  # the default of ``BesserAgentApp.max_body_bytes``
@@ -192,7 +192,7 @@ class BesserHandler(APIHandler):
         connection = self.request.connection
         if why is None and not getattr(connection, "_besser_own_process", False):
             stream = getattr(connection, "stream", None)
-            why = await asyncio.to_thread(peer.not_our_process, getattr(stream, "socket", None))
+            why = await for_request(peer.not_our_process, getattr(stream, "socket", None))
             if why is None:  # the same client holds a kept-alive connection: checked once
                 connection._besser_own_process = True
         if why is not None:
@@ -215,12 +215,12 @@ class BesserHandler(APIHandler):
     async def json_body(self) -> Any:
         """The request body as JSON: the only place a route parses one (400 with a named code otherwise).
 
-        Parsed in a worker thread: a large body is real work, and the event loop serves everyone.
+        Parsed on a request worker (``offloop.py``): a large body is real work, and the event loop serves everyone.
         """
         body = bytes(self._body or b"")  # the capped body the streaming handler collected
         if not body:
             return {}
-        return await asyncio.to_thread(parse_json_body, body)
+        return await for_request(parse_json_body, body)
 
     async def find_run(self, run_id: str) -> Run:
         """The run, hosted or reloaded from disk (in a worker thread: a finished log can be large)."""

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from functools import partial
 
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from kernel_ext.server.handlers.base import BesserHandler
+from kernel_ext.server.offloop import for_request
 from kernel_ext.server.report import describe_configuration
 
 
@@ -19,6 +19,6 @@ class ConfigHandler(BesserHandler):
     @authorized
     async def get(self) -> None:
         state = self.state
-        # In a worker thread: the first answer imports the provider settings (~0.1 s of the GIL),
+        # On a request worker (never behind runs' work): the first answer imports the provider settings (~0.1 s of the GIL),
         # and the loop must keep serving while it does.
-        self.reply(await asyncio.to_thread(partial(describe_configuration, state.operator, state.manager, sandbox=state.sandbox)))
+        self.reply(await for_request(partial(describe_configuration, state.operator, state.manager, sandbox=state.sandbox)))
