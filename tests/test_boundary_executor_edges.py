@@ -274,7 +274,7 @@ SECRET = "sk-live-Qw3rTy7uIo9pAs1dFg"
 
 def secret_refusal(name: str) -> str:
     return (
-        f"the arguments of {name!r} contain a credential of this run (whole, or 12+ characters of it); "
+        f"the arguments of {name!r} contain a credential of this run (whole, 12+ characters of it, or an encoding of it); "
         "nothing was checked, shown for approval or run. Never write a credential into the app: "
         "read it from the environment at run time (os.environ)"
     )
@@ -416,3 +416,32 @@ def test_a_stale_input_names_the_file_the_change_and_when(project, when):
     assert result.error.message.startswith("'app.py' ")
     assert result.error.message.endswith(f" {when}; nothing ran. Read it again and make a new request")
     assert target.read_text() == "someone else, longer\n"
+
+
+def test_a_blocking_tools_preparation_also_runs_off_the_loop_with_the_frozen_arguments(project):
+    seen: dict = {}
+
+    def prepare(args, ctx):
+        seen.update(args=args.model_dump(), ctx=ctx, thread=threading.get_ident())
+        return Preparation(files=(args.path,), proposal=f"touch {args.path}")
+
+    requests = []
+    spec = ToolSpec("slow_touch", Category.EDIT, boundary_fixtures.PathArgs, "x", lambda a, c: ToolOutcome("ran"), prepare, blocking=True)
+    ex = executor(project, spec, approver=lambda r: requests.append(r) or True)
+    assert ex.execute_sync(ToolCall("c1", "slow_touch", {"path": "app.py"})).ok
+    assert seen["args"] == {"path": "app.py"} and seen["ctx"] is ex.context
+    assert seen["thread"] != threading.get_ident()
+    assert requests[0].proposal == "touch app.py" and [f.path for f in requests[0].files] == ["app.py"]
+
+
+def test_a_blocking_preparation_may_return_an_awaitable(project):
+    async def later(args):
+        return Preparation(proposal=f"later {args.path}")
+
+    requests = []
+    spec = ToolSpec("slow_async_prep", Category.EDIT, boundary_fixtures.PathArgs, "x", lambda a, c: ToolOutcome("ran"),
+                    lambda a, c: later(a), blocking=True)
+    assert executor(project, spec, approver=lambda r: requests.append(r) or True).execute_sync(
+        ToolCall("c1", "slow_async_prep", {"path": "app.py"})
+    ).ok
+    assert requests[0].proposal == "later app.py"
