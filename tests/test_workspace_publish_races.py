@@ -282,3 +282,13 @@ def test_a_put_back_that_finds_the_name_taken_again_keeps_the_entry_aside_and_sa
     assert failure.message == f"'app.py' was replaced while it was being deleted; the entry found is kept as {kept[0]!r}"
     assert re.fullmatch(r"\.app\.py\.besser-tmp-[0-9a-f]+", kept[0])
     assert (folder / "app.py").read_text() == "THIRD\n"
+
+
+def test_without_hard_links_a_failed_rename_is_a_named_disk_failure(folder, monkeypatch):
+    failing_link(monkeypatch, errno.EPERM)
+    fail_call(monkeypatch, "rename", errno.EIO, when=is_temp)
+    failure = refused(publish, Workspace(folder), "new.py", b"MINE\n", expected=None)
+    monkeypatch.undo()
+    assert failure.code == ErrorCode.EXECUTION_FAILED
+    assert failure.message == "writing 'new.py' failed: Input/output error"
+    assert names(folder) == ["app.py"]
