@@ -29,7 +29,6 @@ SCRATCH = ROOT / "build" / "mutation"
 COPIED = ("kernel_ext", "widgets", "tests", "pyproject.toml", "DESIGN.md", "README.md")
 
 # module -> its own test files (those that exercise the promise the module carries).
-# The two modules another slice is changing (fence, checkpoints) come last.
 MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "read_ids": ("kernel_ext/tools/read_ids.py", (
         "tests/test_file_tools_replace.py", "tests/test_file_tools_read.py", "tests/test_file_tools_modify.py",
