@@ -316,3 +316,21 @@ def test_the_stores_fence_hides_and_protects_nothing_a_command_could_change(stor
     store.restore("state")
     assert (project / ".git" / "hooks" / "pre-commit").read_text() == "#!/bin/sh\n"
     assert (project / ".besser" / "run.json").read_text() == "{}"
+
+
+@pytest.mark.parametrize("setting", ["BESSER_CHECKPOINT_STORE_MAX_BYTES", "BESSER_CHECKPOINT_STORE_MAX_FILES"])
+def test_a_store_already_full_refuses_a_new_label_before_copying_and_still_replaces_one(store, project, monkeypatch, setting):
+    """No room left must refuse: a room of 0 must never become "0 = unlimited"."""
+    first = store.create("first")
+    used = first["bytes"] if setting.endswith("BYTES") else first["files"]
+    monkeypatch.setenv(setting, str(used))
+    before = sorted(os.listdir(store.root))
+    failure = refused(store.create, "second")
+    assert failure.code == ErrorCode.TREE_TOO_LARGE
+    assert failure.message == (
+        "checkpoint 'second' refused, nothing kept: this project's 1 checkpoint(s) already fill the store "
+        "(BESSER_CHECKPOINT_STORE_MAX_BYTES / _MAX_FILES); replace an existing label instead"
+    )
+    assert sorted(os.listdir(store.root)) == before
+    if setting.endswith("BYTES"):  # (the entry budget also counts folders: 3 files do not fit a copy of 3 files and a folder)
+        assert store.create("first")["label"] == "first"  # the label being replaced does not count
