@@ -13,13 +13,20 @@ import logging
 import threading
 from pathlib import Path
 
+import boundary_fixtures
 import pytest
 from pydantic import model_validator
 
-import boundary_fixtures
 from kernel_ext.boundary import ExecutionPolicy, Executor, ToolCall, always_approve
 from kernel_ext.errors import ToolFailure
-from kernel_ext.tools.base import Category, Preparation, ToolArgs, ToolContext, ToolOutcome, ToolSpec
+from kernel_ext.tools.base import (
+    Category,
+    Preparation,
+    ToolArgs,
+    ToolContext,
+    ToolOutcome,
+    ToolSpec,
+)
 from kernel_ext.tools.registry import ToolCatalog
 from kernel_ext.workspace import Workspace
 

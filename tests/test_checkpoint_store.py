@@ -16,7 +16,12 @@ import stat
 import pytest
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox.checkpoints import DEFAULT_SKIP, CheckpointStore, check_label, project_key
+from kernel_ext.sandbox.checkpoints import (
+    DEFAULT_SKIP,
+    CheckpointStore,
+    check_label,
+    project_key,
+)
 from kernel_ext.workspace.treebudget import TreeLimits
 
 
