@@ -51,7 +51,7 @@ def refused(fn, *args, **kwargs) -> ToolFailure:
 def test_labels_are_1_to_64_safe_characters_starting_with_a_letter_or_digit():
     for good in ("a", "A9", "v1.2_rc-3", "x" * 64, "0"):
         assert check_label(good) == good
-    for bad in ("", ".", "..", "-a", ".a", "_a", "a/b", "a b", "x" * 65, "é", None, 5):
+    for bad in ("", ".", "..", "-a", ".a", "_a", "a/b", "a b", "x" * 65, "é", "a\n", "a\nb", None, 5):
         failure = refused(check_label, bad)
         assert failure.code == ErrorCode.INVALID_LABEL
         assert failure.message == (
@@ -123,7 +123,7 @@ def test_the_listing_names_each_checkpoint_in_the_order_taken(store, project, tm
     (store.root / "not-a-label").write_text("x")  # not a link: skipped
     listed = store.list()
     assert [c["label"] for c in listed] == ["b-first", "a-second"]
-    assert set(listed[0]) == {"label", "origin", "created_at", "files", "bytes", "method"}
+    assert set(listed[0]) == {"label", "origin", "created_at", "files", "entries", "bytes", "method"}
     assert listed[1]["origin"] == str(project / "app") and listed[1]["files"] == 2
     assert listed[0]["created_at"] <= listed[1]["created_at"]
 

@@ -38,7 +38,7 @@ from kernel_ext.workspace.fence import Location, Workspace
 from kernel_ext.workspace.treebudget import TreeBudget, TreeLimits
 from kernel_ext.workspace.treecopy import CopyStats, copy_tree, remove_path, sync_tree
 
-LABEL_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+LABEL_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # whole labels only: fullmatch (``$`` allows a final newline)
 DEFAULT_SKIP = frozenset({".besser", ".besser_command_output"})
 
 __all__ = ["DEFAULT_SKIP", "CheckpointStore", "CopyStats", "check_label", "project_key"]
@@ -49,7 +49,7 @@ def project_key(project: str | os.PathLike[str]) -> str:
 
 
 def check_label(label: str) -> str:
-    if not isinstance(label, str) or not LABEL_PATTERN.match(label) or label in (".", ".."):
+    if not isinstance(label, str) or not LABEL_PATTERN.fullmatch(label) or label in (".", ".."):
         raise ToolFailure(
             ErrorCode.INVALID_LABEL,
             f"checkpoint label {label!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-' (no '/'), starting with a letter or digit",
@@ -130,7 +130,7 @@ class CheckpointStore:
             return limits  # explicit limits (tests, callers that own the store) are taken as they are
         others = [m for m in self.list() if m["label"] != label]
         store = TreeLimits.for_kind("checkpoint_store")
-        limited = limits.within(store, sum(int(m["bytes"]) for m in others), sum(int(m["files"]) for m in others))
+        limited = limits.within(store, sum(int(m["bytes"]) for m in others), sum(int(m["entries"]) for m in others))
         if limited is not limits and (limited.max_bytes == 0 and store.max_bytes or limited.max_files == 0 and store.max_files):
             raise ToolFailure(ErrorCode.TREE_TOO_LARGE, f"checkpoint {label!r} refused, nothing kept: this project's "
                               f"{len(others)} checkpoint(s) already fill the store (BESSER_CHECKPOINT_STORE_MAX_BYTES / "
@@ -229,12 +229,13 @@ class CheckpointStore:
             return []
         found = []
         for entry in os.scandir(self.root):
-            if entry.is_symlink() and LABEL_PATTERN.match(entry.name):
+            if entry.is_symlink() and LABEL_PATTERN.fullmatch(entry.name):
                 try:
                     meta = json.loads((self.root / os.readlink(entry.path) / "meta.json").read_text(encoding="utf-8"))
                 except (OSError, ValueError):
                     continue
-                found.append({k: meta[k] for k in ("label", "origin", "created_at", "files", "bytes", "method")})
+                found.append({k: meta[k] for k in ("label", "origin", "created_at", "files", "bytes", "method")}
+                             | {"entries": meta.get("files", 0) + meta.get("dirs", 0) + meta.get("links", 0)})
         return sorted(found, key=lambda m: m["created_at"])
 
     def _generation(self, label: str) -> str | None:

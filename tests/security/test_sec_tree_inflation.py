@@ -138,6 +138,17 @@ def test_many_labels_cannot_fill_the_store_beyond_its_budget(h, monkeypatch):
 
 
 @needs_bwrap
+def test_the_store_counts_every_entry_of_its_checkpoints(h, monkeypatch):
+    """Folders and links count toward the store's entries as they do toward one checkpoint's."""
+    monkeypatch.setenv("BESSER_CHECKPOINT_STORE_MAX_FILES", "30")
+    (h.ws / "a").mkdir()
+    assert h.call("sh_run", command="cd a && mkdir -p d1 d2 d3 d4 d5 d6 d7 d8 && : > f && ln -s f l").ok  # 10 entries, 1 file
+    taken = [no_hang(h.call, "sh_checkpoint", label=f"c{i}", dir="a") for i in range(4)]
+    assert [t.ok for t in taken] == [True, True, True, False], [t.observation for t in taken]
+    assert taken[3].error.code == "tree_too_large"
+
+
+@needs_bwrap
 def test_checkpoint_within_budget_keeps_holes_and_copies_a_hard_link_once(h, monkeypatch):
     monkeypatch.setenv("BESSER_CHECKPOINT_MAX_BYTES", str(64 * MIB))
     (h.ws / "a").mkdir()
