@@ -217,24 +217,30 @@ def bench_flood(workspace: Path, home: Path) -> list:
 PLAN_SHAPES = {"one word": "a", "short words": "dd ", "'[' word": "[", "brace word": "{a,b}", "substitutions": "$(x) ", "plain words": "a b "}
 
 
-def bench_plan() -> list:
+def _at_the_cap(title: str, row: str, name: str, shapes: dict[str, str], work, repeats: int) -> list:
+    """``work`` on each shape at the command cap against a quarter of it (linear: ~4x)."""
     from kernel_ext.sandbox.options import MAX_COMMAND_CHARS
-    from kernel_ext.sandbox.plan import classify
 
-    print(f"5. sh_plan on hostile commands: {MAX_COMMAND_CHARS} characters against a quarter of that (linear: ~4x)")
+    print(f"{title}: {MAX_COMMAND_CHARS} characters against a quarter of that (linear: ~4x)")
     figures = []
-    for label, piece in PLAN_SHAPES.items():
+    for label, piece in shapes.items():
         full, quarter = [], []
         for _ in range(ROUNDS):
             big = (piece * MAX_COMMAND_CHARS)[:MAX_COMMAND_CHARS]
             small = big[: MAX_COMMAND_CHARS // 4]
-            quarter.append(_med([_timed(lambda text=small: classify(text)) for _ in range(3)]))
-            full.append(_med([_timed(lambda text=big: classify(text)) for _ in range(3)]))
-        _row(f"plan of {MAX_COMMAND_CHARS} chars, {label}", full, quarter)
-        figures.append(figure(f"sh_plan, {MAX_COMMAND_CHARS}-char command of {label}", full, "ms",
+            quarter.append(_med([_timed(lambda text=small: work(text)) for _ in range(repeats)]))
+            full.append(_med([_timed(lambda text=big: work(text)) for _ in range(repeats)]))
+        _row(f"{row} of {MAX_COMMAND_CHARS} chars, {label}", full, quarter)
+        figures.append(figure(f"{name}, {MAX_COMMAND_CHARS}-char command of {label}", full, "ms",
                               baseline=(f"same shape, {MAX_COMMAND_CHARS // 4} chars", quarter),
                               target=Target("<=", 6.0, on_ratio=True), group="shell"))
     return figures
+
+
+def bench_plan() -> list:
+    from kernel_ext.sandbox.plan import classify
+
+    return _at_the_cap("5. sh_plan on hostile commands", "plan", "sh_plan", PLAN_SHAPES, classify, 3)
 
 
 POLICY_SHAPES = {"one word": "a", "short words": "dd ", "quotes": "''", "backslashes": "\\a", "punctuation": ";",
@@ -243,26 +249,13 @@ POLICY_SHAPES = {"one word": "a", "short words": "dd ", "quotes": "''", "backsla
 
 def bench_policy() -> list:
     from kernel_ext.errors import ToolFailure
-    from kernel_ext.sandbox.command_policy import MAX_COMMAND_CHARS, check_command
+    from kernel_ext.sandbox.command_policy import check_command
 
     def checked(text: str) -> None:
         with contextlib.suppress(ToolFailure):  # a refusal is a result here; its cost is what is measured
             check_command(text)
 
-    print(f"6. command policy on hostile commands: {MAX_COMMAND_CHARS} characters against a quarter of that (linear: ~4x)")
-    figures = []
-    for label, piece in POLICY_SHAPES.items():
-        full, quarter = [], []
-        for _ in range(ROUNDS):
-            big = (piece * MAX_COMMAND_CHARS)[:MAX_COMMAND_CHARS]
-            small = big[: MAX_COMMAND_CHARS // 4]
-            quarter.append(_med([_timed(lambda text=small: checked(text)) for _ in range(5)]))
-            full.append(_med([_timed(lambda text=big: checked(text)) for _ in range(5)]))
-        _row(f"policy of {MAX_COMMAND_CHARS} chars, {label}", full, quarter)
-        figures.append(figure(f"command policy, {MAX_COMMAND_CHARS}-char command of {label}", full, "ms",
-                              baseline=(f"same shape, {MAX_COMMAND_CHARS // 4} chars", quarter),
-                              target=Target("<=", 6.0, on_ratio=True), group="shell"))
-    return figures
+    return _at_the_cap("6. command policy on hostile commands", "policy", "command policy", POLICY_SHAPES, checked, 5)
 
 
 def main() -> None:
