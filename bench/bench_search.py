@@ -135,13 +135,18 @@ def bench_pattern(root: Path, label: str, pattern: str, rounds: int) -> list[Fig
     rg_base = ("bare rg", samples["bare_rg"]) if samples["bare_rg"] else None
     figures = [
         figure(f"search {label}: python path, 10k files", samples["python_path"], "ms",
-               baseline=("plain Python walk+re", samples["plain"]), group=group),
+               baseline=("plain Python walk+re", samples["plain"]), group=group,
+               note="since 2026-12 (G0) a model's pattern runs on RE2, linear in the text: its Python binding costs "
+                    "more per line than re, the price of a search that no pattern can stall (was 2.1x)"),
         figure(f"search {label}: search_in_files via Executor", samples["tool"], "ms",
                baseline=rg_base or ("plain Python walk+re", samples["plain"]), group=group),
     ]
     if rg_base:
         figures.insert(0, figure(f"search {label}: ripgrep path, 10k files", samples["rg_path"], "ms",
-                                 baseline=rg_base, group=group))
+                                 baseline=rg_base, group=group,
+                                 note="since 2026-12 (G0) rg runs in the fence-opened folder and its answer counts only "
+                                      "if no folder changed meanwhile (every folder stamped before and after), and hits "
+                                      "are re-read on RE2: no host-file oracle through a swapped link (common was 5.2x)"))
         figures.append(figure(f"search {label}: python path vs bare rg", samples["python_path"], "ms",
                               baseline=rg_base, group=group))
     return figures
