@@ -65,7 +65,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "approval": ("kernel_ext/boundary/approval.py", (
         "tests/test_boundary_approval.py", "tests/test_boundary_executor.py", "tests/test_boundary_approvers.py")),
     "executor": ("kernel_ext/boundary/executor.py", (
-        "tests/test_boundary_executor.py", "tests/test_boundary_executor_edges.py", "tests/test_boundary_approvers.py")),
+        "tests/test_boundary_executor.py", "tests/test_boundary_executor_edges.py", "tests/test_boundary_executor_arguments.py",
+        "tests/test_boundary_approvers.py")),
     "fence": ("kernel_ext/workspace/fence.py", (
         "tests/test_workspace_fence.py", "tests/test_workspace_fence_rules.py", "tests/test_workspace_walk.py")),
     "checkpoints": ("kernel_ext/sandbox/checkpoints.py", (
