@@ -20,6 +20,15 @@ from provider_server import Plan, json_error
 
 PROTOCOLS = ("openai", "anthropic")
 KEY = "sk-misbehaving-0123456789abcdefghijklmnop"  # a fake key; must never reach a file of a run
+REQUEST = "Pydantic classes for the library, with an isbn on Book"  # what the harness's runs ask for
+
+
+def endpoint_env(server, protocol: str) -> dict[str, str]:
+    """The environment that points a run at ``server`` speaking ``protocol``, with the test key."""
+    if protocol == "openai":
+        return {"OPENAI_BASE_URL": server.url + "/v1", "OPENAI_API_KEY": KEY}
+    return {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": KEY}
+
 MB = 1024 * 1024
 
 

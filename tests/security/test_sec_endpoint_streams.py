@@ -40,11 +40,10 @@ from jupyter_fixtures import (  # noqa: F401
     jp_server_config,
     runs_dir,
 )
-from misbehaving_endpoint import CASES, KEY, ODD_LINE_ENDS, Case, case
+from misbehaving_endpoint import CASES, KEY, ODD_LINE_ENDS, REQUEST, Case, case, endpoint_env
 from provider_server import loopback_only, server  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
-REQUEST = "Pydantic classes for the library, with an isbn on Book"
 RSS_BOUND_MB = 250  # a CLI run here peaks at ~75 MB, default limits included; unbounded, a stream grew it to 2.6 GB
 RESENT_BOUND = 200_000  # bytes of a request sent after a 600 KB task and a refused 900 KB call
 PROCESS_TIMEOUT = 60
@@ -52,12 +51,6 @@ PROCESS_TIMEOUT = 60
 
 def params(cases=CASES, protocols=("openai", "anthropic")):
     return [pytest.param(c, p, id=f"{c.name}-{p}", marks=[pytest.mark.slow] if c.slow else []) for c in cases for p in protocols]
-
-
-def endpoint_env(server, protocol: str) -> dict[str, str]:
-    if protocol == "openai":
-        return {"OPENAI_BASE_URL": server.url + "/v1", "OPENAI_API_KEY": KEY}
-    return {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": KEY}
 
 
 def serve(server, c: Case, protocol: str) -> threading.Event:

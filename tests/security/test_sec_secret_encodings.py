@@ -34,7 +34,7 @@ from jupyter_fixtures import (  # noqa: F401
     jp_server_config,
     runs_dir,
 )
-from misbehaving_endpoint import KEY, done_replies, reply, tasks_call
+from misbehaving_endpoint import KEY, REQUEST, done_replies, endpoint_env, reply, tasks_call
 from provider_server import Plan, json_error, loopback_only, server  # noqa: F401
 
 from kernel_ext.boundary import ApprovalPolicy, ExecutionPolicy, Executor, ToolCall
@@ -51,7 +51,6 @@ from kernel_ext.tools.registry import default_catalog
 from kernel_ext.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]
-REQUEST = "Pydantic classes for the library, with an isbn on Book"
 ENCODED = encoded_fragment(FRAGMENT_CHARS)
 
 
@@ -188,10 +187,6 @@ def check_run(run_dir: Path, case: str) -> None:
             assert_no_form(path.read_bytes(), str(path))
 
 
-def openai_env(server) -> dict[str, str]:
-    return {"OPENAI_BASE_URL": server.url + "/v1", "OPENAI_API_KEY": KEY}
-
-
 @pytest.mark.parametrize("case", list(PLANS))
 def test_cli_keeps_every_form_of_the_key_out(server, tmp_path, case):
     server.plan(*PLANS[case])
@@ -201,7 +196,7 @@ def test_cli_keeps_every_form_of_the_key_out(server, tmp_path, case):
     completed = subprocess.run(
         [sys.executable, "-m", "kernel_ext", "generate", "example:library", REQUEST, "--generator", "pydantic",
          "--provider", "openai", "--approve", "edits", "--out", str(tmp_path / "run")],
-        cwd=out, env={**keep, "PYTHONPATH": str(ROOT), **openai_env(server)}, capture_output=True, timeout=120, check=False,
+        cwd=out, env={**keep, "PYTHONPATH": str(ROOT), **endpoint_env(server, "openai")}, capture_output=True, timeout=120, check=False,
     )
     assert completed.returncode in (0, 1), completed.stderr.decode(errors="replace")
     assert_no_form(completed.stdout, "CLI stdout")
@@ -214,7 +209,7 @@ def test_cli_keeps_every_form_of_the_key_out(server, tmp_path, case):
 async def test_python_api_keeps_every_form_of_the_key_out(server, tmp_path, monkeypatch, case):
     from kernel_ext.pipeline.generation import generate
 
-    for name, value in openai_env(server).items():
+    for name, value in endpoint_env(server, "openai").items():
         monkeypatch.setenv(name, value)
     server.plan(*PLANS[case])
     run = generate("example:library", REQUEST, run_dir=tmp_path / "run", provider="openai", target="pydantic",
@@ -227,7 +222,7 @@ async def test_python_api_keeps_every_form_of_the_key_out(server, tmp_path, monk
 
 @pytest.mark.parametrize("case", list(PLANS))
 async def test_rest_keeps_every_form_of_the_key_out(server, jp_fetch, jp_serverapp, runs_dir, monkeypatch, case):
-    for name, value in openai_env(server).items():
+    for name, value in endpoint_env(server, "openai").items():
         monkeypatch.setenv(name, value)
     server.plan(*PLANS[case])
     body = {"kind": "generate", "request": REQUEST, "model_path": "example:library", "target": "pydantic",

@@ -33,7 +33,7 @@ from jupyter_fixtures import (  # noqa: F401
     jp_server_config,
     runs_dir,
 )
-from misbehaving_endpoint import KEY, done_replies, reply, tasks_call
+from misbehaving_endpoint import KEY, REQUEST, done_replies, endpoint_env, reply, tasks_call
 from provider_server import Plan, loopback_only, server  # noqa: F401
 
 from kernel_ext.boundary import ApprovalPolicy, ExecutionPolicy, Executor, ToolCall
@@ -44,7 +44,6 @@ from kernel_ext.tools.registry import default_catalog
 from kernel_ext.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]
-REQUEST = "Pydantic classes for the library, with an isbn on Book"
 PIECES = [KEY[i : i + FRAGMENT_CHARS] for i in range(len(KEY) - FRAGMENT_CHARS + 1)]
 ESCAPED = "".join(f"\\u{ord(c):04x}" for c in KEY)  # the key as JSON \u-escapes: no plain piece of it
 
@@ -58,12 +57,6 @@ def echoes(protocol: str) -> list[Plan]:
         Plan(chunks=list(reply(protocol, call=("write_file", ['{"path": "settings.py", "content": "K = \'' + ESCAPED + '\'\\n"}'])))),
         *done_replies(protocol, 4),
     ]
-
-
-def endpoint_env(server, protocol: str) -> dict[str, str]:
-    if protocol == "openai":
-        return {"OPENAI_BASE_URL": server.url + "/v1", "OPENAI_API_KEY": KEY}
-    return {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": KEY}
 
 
 def assert_no_piece(text: str | bytes, where: str) -> None:
