@@ -100,6 +100,8 @@ class ErrorCode(StrEnum):
     CORRECTION_REQUIRED = "correction_required"
     TOO_MANY_SCENARIOS = "too_many_scenarios"
     RUNTIME_CHECKS_DISABLED = "runtime_checks_disabled"
+    # the generated app's own environment (kernel_ext.appenv)
+    REQUIREMENTS_UNMET = "requirements_unmet"
     # task list (kernel_ext.tools.task_list): registered by F11, whose fuzzing found them unlisted
     UNKNOWN_TASK = "unknown_task"
     TASK_REQUIRED = "task_required"

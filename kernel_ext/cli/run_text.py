@@ -88,6 +88,8 @@ def describe(event) -> str:
     if t == "task_list":
         return "  tasks: " + "; ".join(f"{x['id']} [{x['status']}] {x['text'][:60]}" for x in event.tasks)
     if t == "finding":
+        if event.source == "app-environment":  # which interpreter and packages the app ran with
+            return f"  {event.message}"
         return f"  finding [{event.severity}] {event.source}: {event.message}" if event.severity != "info" else ""
     if t == "snapshot":
         return f"  snapshot {event.action}: {event.snapshot_id} ({event.reason})"

@@ -84,6 +84,7 @@ class Orchestrator:
         self.generated_paths: list[str] = []  # set by generate
         self.phase3: phase3.Phase3Result | None = None  # set by validate
         self.no_model = "no LLM provider is configured"  # why the model is not called, when it is not
+        self._environment_line = ""  # the app environment last shown on the timeline
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -278,6 +279,9 @@ class Orchestrator:
 
         result = await asyncio.to_thread(validate_run, self.tool_context)
         report = result.report
+        if result.environment_line and result.environment_line != self._environment_line:
+            self._environment_line = result.environment_line  # which interpreter and packages the app ran with
+            self.events.emit("finding", severity="info", source="app-environment", message=result.environment_line)
         if self.operator.toolchain_validation:
             from kernel_ext.pipeline.toolchain import toolchain_findings
 

@@ -53,6 +53,7 @@ def run_confined(
     stdin: bytes | None = None,
     home: str | os.PathLike[str] | None = None,
     writable: Sequence[str | os.PathLike[str]] = (),
+    readable: Sequence[str | os.PathLike[str]] = (),
     hidden: Sequence[str | os.PathLike[str]] = (),
     policy: str | None = None,
     spill_output: bool = True,
@@ -62,7 +63,8 @@ def run_confined(
 
     ``cwd`` must lie inside the workspace (default: its root); ``env`` adds variables (secret
     names are still removed); ``stdin`` is at most 64 KiB; ``home`` defaults to a fresh
-    temporary folder removed afterwards. ``writable`` adds writable folders, ``hidden`` masks
+    temporary folder removed afterwards. ``writable`` adds writable folders, ``readable``
+    read-only ones (outside the system folders every sandbox shows), ``hidden`` masks
     paths that would otherwise be visible. Refuses with ``sandbox_unavailable`` when the
     operator's tier cannot start, ``outside_workspace`` for a ``cwd`` outside it.
     """
@@ -79,7 +81,7 @@ def run_confined(
     if not is_within(where, workspace):
         raise ToolFailure(ErrorCode.OUTSIDE_WORKSPACE, f"working directory {str(cwd)!r} is outside the workspace")
     extra_env, dropped = split_secrets(env or {})
-    if home is None and spares.valid_env_names(extra_env):
+    if home is None and not readable and spares.valid_env_names(extra_env):
         writable_paths = tuple(Path(os.path.realpath(p)) for p in writable)
         hidden_paths = tuple(Path(os.path.realpath(p)) for p in hidden)
         try:
@@ -96,7 +98,8 @@ def run_confined(
     own_home = home is None
     home_dir = Path(tempfile.mkdtemp(prefix="besser-oneoff-home-")) if own_home else Path(home)
     try:
-        conf = Confinement.for_run(workspace, home_dir, network=network, writable=writable, hidden=hidden, cwd=where)
+        conf = Confinement.for_run(workspace, home_dir, network=network, writable=writable, readable=readable,
+                                   hidden=hidden, cwd=where)
         return execute(choice, conf, argv, timeout, stdin=stdin, env=env, spill_output=spill_output, label=label)
     finally:
         if own_home:

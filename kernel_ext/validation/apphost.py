@@ -1,5 +1,8 @@
 """The server's handle on one warm app host: start it sandboxed, stage source, run jobs.
 
+The app runs with the server's interpreter and packages, plus an overlay of what its own
+``requirements.txt`` needs and the server lacks (``kernel_ext.appenv``): ``stage`` settles the
+environment first, and a host started with another overlay is restarted with the new one.
 The host process (``apphost_main``) runs under the operator's sandbox tier with the network
 unshared (bubblewrap: a new network namespace; Landlock: TCP denied), whether or not shell
 tools are enabled, with the scrubbed environment every sandboxed command gets. It sees the
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernel_ext.appenv.environment import AppEnvironment, environment_for
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.validation.frames import FrameError, read_frame, write_frame
 from kernel_ext.validation.staging import Source
@@ -39,6 +43,7 @@ class Staged:
     digest: str
     entry: str
     attr: str
+    environment: AppEnvironment | None = None
 
 
 class AppHost:
@@ -55,6 +60,8 @@ class AppHost:
         self.network = False
         self.notes: tuple[str, ...] = ()
         self.ready: dict[str, Any] = {}
+        self.environment: AppEnvironment | None = None  # what the last staged source runs with
+        self._overlay: Path | None = None  # the overlay the running host was started with
         self.starts = 0
         self.submitted = 0  # jobs sent (tests use it to show a refusal ran nothing)
         self._proc: subprocess.Popen | None = None
@@ -99,11 +106,13 @@ class AppHost:
         from kernel_ext.sandbox.spec import Confinement
         from kernel_ext.sandbox.workers import start_worker
 
+        overlay = [self._overlay] if self._overlay is not None else []
         conf = Confinement.for_run(self.scratch / "rw", self.scratch / "home", network=False,
-                                   readable=[self.scratch / "src"])
+                                   readable=[self.scratch / "src", *overlay])
         from kernel_ext.sandbox.boot import package_program
 
-        argv = package_program("kernel_ext.validation.apphost_main", *([] if self.standby else ["--no-standby"]))
+        options = [*([] if self.standby else ["--no-standby"]), *(arg for p in overlay for arg in ("--path", str(p)))]
+        argv = package_program("kernel_ext.validation.apphost_main", *options)
         self._log = open(self.scratch / "host.log", "ab")
         try:
             worker = start_worker(argv, conf, policy=self.policy, stderr=self._log)
@@ -188,11 +197,20 @@ class AppHost:
     # -- source -----------------------------------------------------------------------------------
 
     def stage(self, source: Source) -> Staged:
-        """A read-only copy of ``source`` the children start from (reused while the digest holds).
-        Refused once the host is closed: its folder is gone and must not be made again."""
+        """A read-only copy of ``source`` the children start from (reused while the digest holds),
+        once its environment is settled. Refused once the host is closed (its folder is gone and
+        must not be made again), and with ``requirements_unmet`` when the app's requirements
+        cannot be provided."""
+        if self._closed:
+            raise ToolFailure(ErrorCode.EXECUTION_FAILED, "the app host of this run was closed")
+        environment = environment_for(source.files.get("requirements.txt"), policy=self.policy)
         with self._lock:
             if self._closed:
                 raise ToolFailure(ErrorCode.EXECUTION_FAILED, "the app host of this run was closed")
+            self.environment = environment
+            if environment.overlay != self._overlay:  # the next job starts a host with the app's packages
+                self._overlay = environment.overlay
+                self._terminate()
             for staged in self._staged:
                 if staged.digest == source.digest:
                     return staged
@@ -204,7 +222,7 @@ class AppHost:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
             os.replace(tmp, target)
-            staged = Staged(target, source.digest, source.backend.entry, source.backend.attr)
+            staged = Staged(target, source.digest, source.backend.entry, source.backend.attr, environment)
             self._staged.append(staged)
             while len(self._staged) > KEEP_STAGED:
                 old = self._staged.pop(0)
@@ -266,5 +284,6 @@ class AppHost:
 
     def describe(self) -> dict[str, Any]:
         return {"tier": self.tier, "network": self.network, "notes": list(self.notes), "starts": self.starts,
-                "preload_ms": self.ready.get("preload_ms"), "warm_ms": self.ready.get("warm_ms")}
+                "preload_ms": self.ready.get("preload_ms"), "warm_ms": self.ready.get("warm_ms"),
+                "environment": self.environment.describe() if self.environment is not None else None}
 

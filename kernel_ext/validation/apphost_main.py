@@ -266,6 +266,11 @@ def main(argv: list[str]) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     use_standby = "--no-standby" not in argv
+    # The app's overlay (``kernel_ext.appenv``) goes before the site folders, so its packages win
+    # over the server's (never before the standard library, which the host itself runs on).
+    overlays = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--path"]
+    first_site = next((i for i, p in enumerate(sys.path) if "-packages" in p), len(sys.path))
+    sys.path[first_site:first_site] = overlays
     from kernel_ext.validation import warmup
 
     imported, preload_ms = warmup.preload()

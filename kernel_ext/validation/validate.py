@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from kernel_ext.errors import ToolFailure
+from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.pyparse import parse_source
 from kernel_ext.validation.report import Finding, ValidationReport
 from kernel_ext.validation.staging import Source
@@ -43,6 +43,8 @@ class AppValidation:
     actions: list[dict[str, Any]] = field(default_factory=list)
     sandbox: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)  # AppEnvironment.describe(): interpreter, packages
+    environment_line: str = ""
 
     @property
     def verified(self) -> bool:
@@ -57,7 +59,7 @@ class AppValidation:
                           "path": f.path, "line": f.line} for f in r.findings[:limit]],
             "remaining_findings": max(0, len(r.findings) - limit),
             "entities": self.entities, "actions": self.actions, "backend": self.backend, "source_digest": self.digest,
-            "sandbox": self.sandbox, "timings": self.timings,
+            "sandbox": self.sandbox, "timings": self.timings, "environment": self.environment,
         }
 
     def to_text(self, limit: int = 40) -> str:
@@ -112,6 +114,9 @@ def _starts_something(data: bytes) -> bool:
     return False
 
 
+_MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([A-Za-z_][\w.]*)'")
+
+
 def _located(folder: str, message: str) -> tuple[str | None, int | None]:
     match = _WHERE.search(message or "")
     if not match:
@@ -120,8 +125,11 @@ def _located(folder: str, message: str) -> tuple[str | None, int | None]:
     return (rel if folder in ("", ".") else f"{folder}/{rel}"), int(match.group(2))
 
 
-def runtime_findings(reply: dict[str, Any], folder: str) -> tuple[list[Finding], bool | None, list[str], list[str], dict[str, Any]]:
-    """(findings, boots, cannot_create, cannot_run, probe result) from the host's reply."""
+def runtime_findings(reply: dict[str, Any], folder: str, own_modules: frozenset[str] = frozenset()) -> tuple[list[Finding], bool | None, list[str], list[str], dict[str, Any]]:
+    """(findings, boots, cannot_create, cannot_run, probe result) from the host's reply.
+
+    ``own_modules``: the app's own top-level module names (a missing one of those is the app's
+    bug, not a package to install)."""
     if reply.get("op") != "result":
         code = reply.get("code") or "probe_failed"
         message = f"runtime unverified: the start-up probe did not finish ({code}): {reply.get('message')}"
@@ -135,7 +143,14 @@ def runtime_findings(reply: dict[str, Any], folder: str) -> tuple[list[Finding],
     if not boot.get("ok"):
         error = boot.get("error") or "the entry module did not import"
         path, line = _located(folder, error)
-        findings.append(Finding("blocker", "startup", f"application startup: {error}", path, line, "startup_failed"))
+        missing = _MISSING_MODULE.search(error)
+        if missing and missing.group(1).split(".")[0] not in own_modules:  # a package the environment lacks: say which and what to do, not the import chain
+            top = missing.group(1).split(".")[0]
+            findings.append(Finding("blocker", "requirements", f"application startup: the app imports {top!r}, which is not "
+                                    "installed in its environment: add the package that provides it to requirements.txt "
+                                    "(the run then provides it from the sources the operator allows)", path, line, "module_missing"))
+        else:
+            findings.append(Finding("blocker", "startup", f"application startup: {error}", path, line, "startup_failed"))
         return findings, False, [], [], result
     boots: bool | None = True
     if boot.get("mapper_error"):
@@ -198,11 +213,20 @@ def validate_source(source: Source, host: Any, *, hints: dict[str, Any] | None =
         job = {"kind": "probe", "modules": smoke_modules(source.files, source.backend.entry), "hints": hints}
         reply = host.run(staged, job, timeout=PROBE_TIMEOUT_S)
     except ToolFailure as exc:
-        findings.append(Finding("blocker", "probe", f"runtime unverified: {exc.message}; start-up and create were not checked",
-                                code="sandbox_unavailable" if exc.code == "sandbox_unavailable" else "probe_failed"))
+        if exc.code == ErrorCode.REQUIREMENTS_UNMET:  # one finding naming the packages, never an import traceback
+            findings.append(Finding("blocker", "requirements", f"the app was not started: {exc.message}",
+                                    f"{folder}/requirements.txt" if folder != "." else "requirements.txt", None,
+                                    "requirements_unmet"))
+        else:
+            findings.append(Finding("blocker", "probe", f"runtime unverified: {exc.message}; start-up and create were not checked",
+                                    code="sandbox_unavailable" if exc.code == "sandbox_unavailable" else "probe_failed"))
         result.report = ValidationReport(tuple(findings))
         return result
-    more, boots, cannot_create, cannot_run, probe = runtime_findings(reply, folder)
+    environment = getattr(staged, "environment", None)
+    if environment is not None:
+        result.environment, result.environment_line = environment.describe(), environment.line()
+    own = frozenset(PurePosixPath(rel).parts[0].removesuffix(".py") for rel in source.files)
+    more, boots, cannot_create, cannot_run, probe = runtime_findings(reply, folder, own)
     result.report = ValidationReport(tuple(findings + more), boots, tuple(cannot_create), tuple(cannot_run))
     result.entities = probe.get("entities") or []
     result.actions = probe.get("actions") or []

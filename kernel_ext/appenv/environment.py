@@ -1,0 +1,123 @@
+"""The environment an app runs in: the server's interpreter, its packages, and the app's overlay.
+
+``environment_for`` is the one call the app host makes before it stages source: it reads the
+app's ``requirements.txt``, keeps what the server already meets, and puts the rest in a cached
+overlay (``overlay.py``), or refuses with one ``requirements_unmet`` naming every package no
+allowed source provides. The answer is remembered per file content, so the check costs
+nothing on the next scenario.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernel_ext.appenv.overlay import BuildFailed, cached_overlay, ensure_overlay, overlay_key
+from kernel_ext.appenv.plan import EnvPlan, Provided, plan_for
+from kernel_ext.appenv.requirements import Listed, read_requirements
+from kernel_ext.appenv.settings import AppEnvSettings, how_to_provide
+from kernel_ext.errors import ErrorCode, ToolFailure
+
+MEMO_SIZE = 64
+
+
+@dataclass(frozen=True)
+class AppEnvironment:
+    """What the app runs with: ``overlay`` (None: the server's packages alone) goes first on its path."""
+
+    interpreter: str
+    python: str
+    packages: tuple[Provided, ...] = ()
+    overlay: Path | None = None
+    key: str = ""
+    built_s: float | None = None
+    unusable: tuple[tuple[str, str], ...] = ()
+
+    def describe(self) -> dict[str, Any]:
+        return {"interpreter": self.interpreter, "python": self.python, "overlay": self.key or None,
+                "built_s": self.built_s, "packages": [{"name": p.name, "version": p.version, "from": p.where} for p in self.packages],
+                "ignored_lines": [f"{line}: {why}" for line, why in self.unusable]}
+
+    def line(self) -> str:
+        """One line for the run's timeline."""
+        own = [p.label() for p in self.packages if p.where != "server"]
+        server = [p.label() for p in self.packages if p.where == "server"]
+        parts = [f"the app ran on Python {self.python} ({self.interpreter})"]
+        if server:
+            parts.append(f"with the server's {', '.join(server)}")
+        if own:
+            how = f"built in {self.built_s:g} s" if self.built_s is not None else "cached"
+            parts.append(f"and its own environment {self.key[:12]} ({how}): {', '.join(own)}")
+        if self.unusable:
+            parts.append(f"ignoring {len(self.unusable)} requirements line(s): {self.unusable[0][0]} ({self.unusable[0][1]})")
+        return "; ".join(parts)
+
+
+_memo: dict[tuple[str, AppEnvSettings], AppEnvironment] = {}
+_memo_lock = threading.Lock()
+
+
+def environment_for(requirements: str | bytes | None, *, policy: str | None = None,
+                    settings: AppEnvSettings | None = None) -> AppEnvironment:
+    """The environment for an app whose ``requirements.txt`` is ``requirements`` (None: it has none).
+
+    Raises ``ToolFailure(requirements_unmet)`` naming the packages that cannot be provided.
+    """
+    settings = settings or AppEnvSettings.from_environment()
+    data = requirements.encode("utf-8") if isinstance(requirements, str) else (requirements or b"")
+    memo_key = (hashlib.sha256(data).hexdigest() + ("" if requirements is not None else "-none"), settings)
+    with _memo_lock:
+        known = _memo.get(memo_key)
+    if known is not None and (known.overlay is None or known.overlay.is_dir()):
+        return known
+    listed = read_requirements(requirements)
+    found = _resolve(listed, settings, policy)
+    with _memo_lock:
+        if len(_memo) >= MEMO_SIZE:
+            _memo.pop(next(iter(_memo)))
+        _memo[memo_key] = found
+    return found
+
+
+def _resolve(listed: Listed, settings: AppEnvSettings, policy: str | None) -> AppEnvironment:
+    base = {"interpreter": sys.executable, "python": sys.version.split()[0], "unusable": listed.unusable}
+    plan = plan_for(listed.requirements)
+    if plan.satisfied:
+        return AppEnvironment(packages=plan.provided, **base)
+    overlay = cached_overlay(settings, overlay_key(plan.missing))
+    if overlay is None:
+        if not settings.can_fetch:
+            raise ToolFailure(ErrorCode.REQUIREMENTS_UNMET, unmet_message(plan, (), "no package source is allowed"),
+                              {"missing": [str(r) for r in plan.missing]})
+        try:
+            overlay = ensure_overlay(plan.missing, settings, policy=policy)
+        except BuildFailed as exc:
+            raise ToolFailure(ErrorCode.REQUIREMENTS_UNMET,
+                              unmet_message(plan, exc.names, f"{settings.sources()} could not provide them: {exc.detail}"),
+                              {"missing": [str(r) for r in plan.missing], "not_found": list(exc.names)}) from None
+    versions = dict(overlay.packages)
+    own = tuple(Provided(n, versions.get(n, "?"), "app env") for n in (_name(r) for r in plan.missing))
+    return AppEnvironment(packages=plan.provided + own, overlay=overlay.site, key=overlay.key, built_s=overlay.built_s, **base)
+
+
+def unmet_message(plan: EnvPlan, not_found: tuple[str, ...], why: str) -> str:
+    """One line naming each missing package, why it is missing, and what a person can do."""
+    installed = {_name(r): v for r, v in plan.wrong_version}
+    named = []
+    for requirement in plan.missing:
+        if not_found and _name(requirement) not in not_found:
+            continue
+        have = installed.get(_name(requirement))
+        named.append(f"{requirement} ({f'{have} is installed' if have else 'not installed'})")
+    return (f"the app's requirements.txt needs {', '.join(named) or ', '.join(map(str, plan.missing))}, which this "
+            f"server does not provide, and {why}. To run the app: {how_to_provide()}")
+
+
+def _name(requirement: Any) -> str:
+    from packaging.utils import canonicalize_name
+
+    return canonicalize_name(requirement.name)

@@ -1,0 +1,156 @@
+"""Building and caching an overlay: the packages an app needs that the server lacks, in one folder.
+
+One overlay per requirements set (and interpreter), kept under the operator's cache folder as
+``<key>/site`` with an ``env.json`` written last (its presence means complete). A build runs
+``pip install --target`` in a one-off sandbox that can write only its scratch folder, sees a
+wheelhouse read-only, and reaches the network only when the operator allowed it; the folder is
+renamed into place when pip succeeded and the result fits the size limit. Concurrent builds of
+one key wait on a lock file, so the second run reuses the first one's overlay.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib.metadata import Distribution
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from kernel_ext.appenv.settings import AppEnvSettings
+from kernel_ext.errors import ErrorCode, ToolFailure
+
+MANIFEST = "env.json"
+_NOT_FOUND = re.compile(r"(?:No matching distribution found for|Could not find a version that satisfies the requirement) "
+                        r"([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+@dataclass(frozen=True)
+class Overlay:
+    key: str
+    site: Path
+    packages: tuple[tuple[str, str], ...]  # (name, version) installed there
+    built_s: float | None = None  # set when this call built it; None: reused from the cache
+
+
+class BuildFailed(Exception):
+    """pip could not provide the requirements: ``names`` it could not find, ``detail`` its last error line."""
+
+    def __init__(self, names: tuple[str, ...], detail: str):
+        super().__init__(detail)
+        self.names = names
+        self.detail = detail
+
+
+def overlay_key(requirements: Sequence[Requirement]) -> str:
+    """The cache key: the interpreter (version, implementation, machine) and the sorted requirements."""
+    tag = f"{sys.implementation.name}-{sys.version_info[0]}.{sys.version_info[1]}-{platform.machine()}"
+    lines = sorted(f"{canonicalize_name(r.name)}{r.specifier}{sorted(r.extras)}" for r in requirements)
+    return hashlib.sha256(json.dumps([tag, lines]).encode()).hexdigest()[:24]
+
+
+def cached_overlay(settings: AppEnvSettings, key: str) -> Overlay | None:
+    """The complete overlay for ``key``, or None."""
+    folder = settings.cache / key
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    packages = tuple((str(n), str(v)) for n, v in manifest.get("packages", []))
+    return Overlay(key, folder / "site", packages)
+
+
+def ensure_overlay(requirements: Sequence[Requirement], settings: AppEnvSettings, *, policy: str | None = None) -> Overlay:
+    """The overlay for ``requirements``: from the cache, else built now in the sandbox.
+
+    Raises ``BuildFailed`` when pip could not provide them, ``ToolFailure`` when the sandbox
+    cannot start or the build passes its limits.
+    """
+    key = overlay_key(requirements)
+    found = cached_overlay(settings, key)
+    if found is not None:
+        return found
+    settings.cache.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with _locked(settings.cache / f".{key}.lock"):
+        found = cached_overlay(settings, key)  # built by another run while we waited
+        if found is not None:
+            return found
+        return _build(requirements, settings, key, policy)
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _build(requirements: Sequence[Requirement], settings: AppEnvSettings, key: str, policy: str | None) -> Overlay:
+    from kernel_ext.sandbox.oneoff import run_confined
+
+    started = time.perf_counter()
+    scratch = Path(tempfile.mkdtemp(prefix=f".build-{key}-", dir=settings.cache))
+    try:
+        (scratch / "requirements.txt").write_text("".join(f"{r}\n" for r in requirements), encoding="utf-8")
+        argv = [sys.executable, "-m", "pip", "install", "--target", str(scratch / "site"), "--no-input",
+                "--disable-pip-version-check", "--no-warn-script-location", "--progress-bar", "off",
+                "-r", str(scratch / "requirements.txt")]
+        if not settings.network:
+            argv.append("--no-index")
+        readable: list[Path] = []
+        if settings.wheelhouse is not None:
+            argv += ["--find-links", str(settings.wheelhouse)]
+            readable.append(settings.wheelhouse)
+        record = run_confined(argv, scratch, settings.build_seconds, network=settings.network, cwd=scratch,
+                              readable=readable, policy=policy, spill_output=False, label="app environment build")
+        if not record.ok:
+            text = f"{record.view('stdout', 20_000)[0]}\n{record.view('stderr', 20_000)[0]}"
+            names = tuple(dict.fromkeys(canonicalize_name(n) for n in _NOT_FOUND.findall(text)))
+            raise BuildFailed(names, _last_error(text) or record.status_line())
+        size = _size(scratch / "site")
+        if size > settings.max_bytes:
+            raise ToolFailure(ErrorCode.REQUIREMENTS_UNMET,
+                              f"the app's environment would take {size // 2**20} MiB, over the operator's limit of "
+                              f"{settings.max_bytes // 2**20} MiB (BESSER_APP_ENV_MAX_MB)")
+        packages = tuple(sorted({(canonicalize_name(d.metadata["Name"] or ""), str(d.version))
+                                 for d in Distribution.discover(path=[str(scratch / "site")])}))
+        built_s = round(time.perf_counter() - started, 2)
+        manifest = {"key": key, "requirements": [str(r) for r in requirements], "packages": packages,
+                    "python": sys.version.split()[0], "interpreter": sys.executable, "built_s": built_s,
+                    "sources": settings.sources()}
+        (scratch / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        os.replace(scratch, settings.cache / key)
+        return Overlay(key, settings.cache / key / "site", packages, built_s)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _last_error(text: str) -> str:
+    errors = [line.strip() for line in text.splitlines() if line.strip().startswith("ERROR:")]
+    return errors[-1][:300] if errors else ""
+
+
+def _size(folder: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
