@@ -245,7 +245,8 @@ def test_settings_come_from_the_operator_environment(tmp_path):
 
 @requires_sandbox
 def test_a_run_whose_model_adds_an_unavailable_requirement_ends_with_one_named_finding(no_sources, tmp_path):
-    from pipeline_helpers import Turn, call as scripted_call, events_of, run_pipeline
+    from pipeline_helpers import Turn, events_of, run_pipeline
+    from pipeline_helpers import call as scripted_call
 
     turns = [
         Turn("", (scripted_call("submit_tasks", {"tasks": ["add a dependency"]}),)),

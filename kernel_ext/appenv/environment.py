@@ -16,7 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernel_ext.appenv.overlay import BuildFailed, cached_overlay, ensure_overlay, overlay_key
+from kernel_ext.appenv.overlay import (
+    BuildFailed,
+    cached_overlay,
+    ensure_overlay,
+    overlay_key,
+)
 from kernel_ext.appenv.plan import EnvPlan, Provided, plan_for
 from kernel_ext.appenv.requirements import Listed, read_requirements
 from kernel_ext.appenv.settings import AppEnvSettings, how_to_provide
