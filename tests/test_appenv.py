@@ -264,3 +264,48 @@ def test_a_run_whose_model_adds_an_unavailable_requirement_ends_with_one_named_f
     assert any("besser-no-such-package-zz" in b for b in done.blockers)
     log = (run.context.layout.run_dir / "events.jsonl").read_text()
     assert "Traceback" not in log and "ModuleNotFoundError" not in log
+
+
+@requires_sandbox
+def test_with_shell_tools_install_dependencies_provides_what_the_app_lacks(no_sources, tmp_path):
+    """The refusal names install_dependencies; after an approved install in the run's shell the app imports it."""
+    from shell_tools_fixtures import harness
+
+    from kernel_ext.boundary import ApprovalPolicy, ExecutionPolicy, Executor
+    from kernel_ext.tools.base import ToolContext
+    from kernel_ext.tools.registry import default_catalog
+    from kernel_ext.workspace import Workspace
+
+    h = harness(tmp_path)
+    project = h.ws
+    app_project(project, "fastapi\nbesser-demo-dep==1.2.0\n", APP.replace("import yaml\n", "").replace(
+        ', "yaml": yaml.__version__', ""))
+    make_wheel(project / "wheels", "besser-demo-dep", "1.2.0")
+    host = AppHost()
+    approved: list[str] = []
+    executor = Executor(
+        default_catalog(),
+        ToolContext(services={"workspace": Workspace(project), "shell": h.service, "app_host": host},
+                    state=RunState(run_id="appenv-shell")),
+        policy=ExecutionPolicy.allowing(["shell", "test"]),
+        approvals=ApprovalPolicy.without_approval_for("test"),
+        approver=lambda request: approved.append(request.name) or True,
+    )
+    probe = {"requests": [{"method": "GET", "path": "/versions", "expected_status": 200, "expected_fields": {"dep": "1.2.0"}}]}
+    try:
+        refused = call(executor, "test_api", probe)
+        assert not refused.ok and refused.error.code == "requirements_unmet"
+        assert "install_dependencies" in refused.error.message and "besser-demo-dep==1.2.0" in refused.error.message
+        installed = call(executor, "install_dependencies", {
+            "working_dir": "backend",
+            "command": 'python -m pip install --ignore-installed --prefix "$HOME/.local" --no-index '
+                       "--find-links ../wheels besser-demo-dep==1.2.0"})
+        assert installed.ok, installed.text
+        assert approved == ["install_dependencies"]  # the install asked; test_api did not need to
+        passed = call(executor, "test_api", probe)
+        assert passed.ok, passed.text
+        assert ("besser-demo-dep", "1.2.0", "run shell") in {(p.name, p.version, p.where) for p in host.environment.packages}
+        assert "install_dependencies" in host.environment.line()
+    finally:
+        host.close()
+        h.service.close()

@@ -55,13 +55,17 @@ def runtime_enabled(ctx: ToolContext) -> bool:
 
 
 def _host(ctx: ToolContext) -> Any:
-    """The host installed by the caller (``services["app_host"]``), else the run's own."""
-    installed = ctx.services.get("app_host")
-    if installed is not None:
-        return installed
-    from kernel_ext.validation.hosting import app_host
+    """The host installed by the caller (``services["app_host"]``), else the run's own; with shell
+    tools on, it also sees what ``install_dependencies`` installed in the run's shell."""
+    host = ctx.services.get("app_host")
+    if host is None:
+        from kernel_ext.validation.hosting import app_host
 
-    return app_host(ctx.state)
+        host = app_host(ctx.state)
+    shell = ctx.services.get("shell")
+    if shell is not None and getattr(shell, "enabled", False) and getattr(shell, "home", None) is not None:
+        host.shell_home = shell.home
+    return host
 
 
 def _source(ctx: ToolContext, backend: str | None) -> Any:

@@ -61,7 +61,8 @@ class AppHost:
         self.notes: tuple[str, ...] = ()
         self.ready: dict[str, Any] = {}
         self.environment: AppEnvironment | None = None  # what the last staged source runs with
-        self._overlay: Path | None = None  # the overlay the running host was started with
+        self._paths: tuple[Path, ...] = ()  # the app's own package folders the running host was started with
+        self.shell_home: Path | None = None  # the run's shell home, when shell tools are on (api_test sets it)
         self.starts = 0
         self.submitted = 0  # jobs sent (tests use it to show a refusal ran nothing)
         self._proc: subprocess.Popen | None = None
@@ -106,7 +107,7 @@ class AppHost:
         from kernel_ext.sandbox.spec import Confinement
         from kernel_ext.sandbox.workers import start_worker
 
-        overlay = [self._overlay] if self._overlay is not None else []
+        overlay = list(self._paths)
         conf = Confinement.for_run(self.scratch / "rw", self.scratch / "home", network=False,
                                    readable=[self.scratch / "src", *overlay])
         from kernel_ext.sandbox.boot import package_program
@@ -203,13 +204,13 @@ class AppHost:
         cannot be provided."""
         if self._closed:
             raise ToolFailure(ErrorCode.EXECUTION_FAILED, "the app host of this run was closed")
-        environment = environment_for(source.files.get("requirements.txt"), policy=self.policy)
+        environment = environment_for(source.files.get("requirements.txt"), policy=self.policy, shell_home=self.shell_home)
         with self._lock:
             if self._closed:
                 raise ToolFailure(ErrorCode.EXECUTION_FAILED, "the app host of this run was closed")
             self.environment = environment
-            if environment.overlay != self._overlay:  # the next job starts a host with the app's packages
-                self._overlay = environment.overlay
+            if environment.paths != self._paths:  # the next job starts a host with the app's packages
+                self._paths = environment.paths
                 self._terminate()
             for staged in self._staged:
                 if staged.digest == source.digest:
