@@ -309,3 +309,17 @@ def test_with_shell_tools_install_dependencies_provides_what_the_app_lacks(no_so
     finally:
         host.close()
         h.service.close()
+
+
+def test_the_configuration_says_where_an_apps_packages_may_come_from(tmp_path, monkeypatch):
+    from kernel_ext.pipeline.options import OperatorSettings
+    from kernel_ext.server.report import describe_configuration
+
+    monkeypatch.delenv("BESSER_APP_ENV_NETWORK", raising=False)
+    monkeypatch.delenv("BESSER_APP_WHEELHOUSE", raising=False)
+    closed = describe_configuration(OperatorSettings())["app_environment"]
+    assert closed["fetches"] is False and closed["sources"].startswith("none")
+    monkeypatch.setenv("BESSER_APP_WHEELHOUSE", str(tmp_path))
+    monkeypatch.setenv("BESSER_APP_ENV_NETWORK", "1")
+    opened = describe_configuration(OperatorSettings())["app_environment"]
+    assert opened["fetches"] is True and str(tmp_path) in opened["sources"] and "package index" in opened["sources"]

@@ -6,6 +6,7 @@ is configured and which one, never a key, a token or an endpoint's credentials.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from kernel_ext import __version__
@@ -30,10 +31,20 @@ def describe_configuration(
         },
         "sandbox": sandbox or describe_sandbox(operator),
         "provider": describe_provider(operator),
+        "app_environment": describe_app_environment(),
         "budgets": {k: v for k, v in operator.extra.items() if k in ("max_turns", "max_cost_usd", "max_runtime_s")},
         "approval_timeout_s": manager.approval_timeout if manager is not None else operator.approval_timeout_s,
         "runs_dir": str(manager.runs_dir) if manager is not None else None,
     }
+
+
+def describe_app_environment() -> dict[str, Any]:
+    """Where a generated app's missing packages may come from (kernel_ext.appenv), and its cache."""
+    from kernel_ext.appenv.settings import AppEnvSettings
+
+    settings = AppEnvSettings.from_environment()
+    return {"interpreter": sys.executable, "python": sys.version.split()[0], "sources": settings.sources(),
+            "fetches": settings.can_fetch, "cache": str(settings.cache)}
 
 
 def describe_sandbox(operator: OperatorSettings) -> dict[str, Any]:
