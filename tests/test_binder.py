@@ -87,20 +87,14 @@ def test_readme_links_binder_to_notebook_01():
 
 
 @pytest.mark.slow
-def test_postbuild_installs_and_enables_in_a_fresh_environment(tmp_path):
-    """``postBuild`` as repo2docker runs it, in a new virtual environment; then ``start`` in it."""
-    env_dir = tmp_path / "binder-env"
-    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(env_dir)], check=True, timeout=120)
-    env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8"}
-    built = subprocess.run(["bash", str(BINDER / "postBuild")], cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=900, check=False)
-    assert built.returncode == 0, (built.stdout + built.stderr)[-3000:]
-    started = subprocess.run([str(BINDER / "start"), "python", "-c", PROBE], cwd=tmp_path, env=env, capture_output=True,
-                             text=True, timeout=120, check=False)
+def test_postbuild_installs_and_enables_in_a_fresh_environment(binder_env, tmp_path):
+    """``postBuild`` as repo2docker runs it, in a new virtual environment (``binder_env``, shared
+    with test_install_paths, which runs notebook 01 there); then ``start`` in it."""
+    started = binder_env.run(BINDER / "start", "python", "-c", PROBE, cwd=tmp_path, timeout=120)
     assert started.returncode == 0, started.stderr
     seen = json.loads(started.stdout)
     assert seen["provider"] == ["replay", "replay:library-jwt.cassette.jsonl"]
-    assert Path(seen["env"]["BESSER_LLM_CASSETTE"]).is_relative_to(env_dir)  # the installed copy, not this tree
+    assert Path(seen["env"]["BESSER_LLM_CASSETTE"]).is_relative_to(binder_env.prefix)  # the installed copy, not this tree
     assert seen["config"]["provider"]["configured"] is True
 
 
