@@ -79,11 +79,33 @@ def test_start_ends_with_exec_and_the_build_files_are_sane():
     assert (BINDER / "runtime.txt").read_text().strip() == "python-3.11"
 
 
-def test_readme_links_binder_to_notebook_01():
+def test_readme_says_how_to_build_the_binder_link_to_notebook_01():
     readme = (ROOT / "README.md").read_text()
-    assert "badge_logo.svg" in readme
-    assert "urlpath=lab/tree/notebooks/01-library-prototyping.ipynb" in readme
+    assert "OWNER/REPO" not in readme  # no link to a repository that does not exist
+    assert "https://mybinder.org/v2/gh/<owner>/<repo>/HEAD?urlpath=lab/tree/notebooks/01-library-prototyping.ipynb" in readme
     assert (ROOT / "notebooks" / "01-library-prototyping.ipynb").is_file()
+
+
+def test_readme_ways_in_are_real():
+    """The make targets it names exist, and its three notebook lines are the magic's own syntax,
+    asking the shipped recording's request, with the ``--approve`` default the text describes."""
+    import re
+
+    from kernel_ext.magics.commands import _split, build_parser
+    from kernel_ext.scenarios import library_jwt
+
+    readme = (ROOT / "README.md").read_text()
+    targets = set(re.findall(r"^([a-z]+):", (ROOT / "Makefile").read_text(), re.MULTILINE))
+    assert {"lab", "test", "demo"} <= targets
+    assert re.search(r"^make lab\s.*\nmake test\s", readme, re.MULTILINE)  # the two set-up commands, first
+    (block,) = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+    first, model, generate = block.strip().splitlines()
+    assert first == "%load_ext kernel_ext"
+    assert "library = build_library_model()" in model
+    args = build_parser().parse_args(_split(generate.removeprefix("%besser ")))
+    assert (args.command, args.model, " ".join(args.request)) == ("generate", "library", library_jwt.REQUEST)
+    assert args.provider == "replay:library-jwt" and args.approve == "none"
+    assert "`--approve` defaults to `none`" in readme
 
 
 @pytest.mark.slow

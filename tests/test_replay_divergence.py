@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -99,6 +100,8 @@ async def test_the_replay_error_is_one_line_with_the_cause_and_the_place(tmp_pat
     assert error.message.startswith("the replay cannot go on: this machine needed more model turns than the recording holds (1)")
     assert "request #2 goes beyond cassette short.jsonl, which holds 1 exchange(s)" in error.message
     assert error.data == {"exchange": 2, "cause": "beyond"}
+    again = pickle.loads(pickle.dumps(error))  # as it crosses a worker's pipe: still the run-ending kind
+    assert type(again) is ReplayDiverged and (again.code, again.message, again.data) == (error.code, error.message, error.data)
 
 
 # -- a run that meets the difference ends at once ------------------------------------------
