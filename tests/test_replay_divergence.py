@@ -45,6 +45,8 @@ def test_a_missing_module_in_the_checks_is_named_as_the_cause():
     assert why.cause == "missing_module"
     assert why.words.startswith("the app could not start here: jwt is missing on this machine (the recording's machine had it)")
     assert "No module named 'jwt.api'" in why.words and "\n" not in why.words
+    here = request_record(USER, {"role": "user", "text": REPAIR + "\n- [app-env] missing packages: PyJWT, passlib (offline)"})
+    assert explain(recorded, here, "request.messages[1].text").words.startswith("the app could not start here: PyJWT, passlib are missing")
 
 
 def test_another_finding_is_quoted_line_for_line():

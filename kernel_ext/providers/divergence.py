@@ -22,7 +22,8 @@ __all__ = ["Divergence", "ReplayDiverged", "beyond", "explain"]
 HINT = ("A recording answers only the requests it saw, so the run stops here: make this machine match the "
         "recording's (install what is missing), or run with a live model.")
 _MESSAGE = re.compile(r"^request\.messages\[(\d+)\]")
-_MISSING_MODULE = re.compile(r"No module named '([A-Za-z_][\w.]*)'|missing module: ([A-Za-z_][\w.]*)")
+# What a check says when the app lacks a package: Python's own words, or a finding's.
+_MISSING_MODULE = re.compile(r"No module named '([A-Za-z_][\w.]*)'|missing (?:module|packages?): ([A-Za-z_][\w.\-]*(?:, [A-Za-z_][\w.\-]*)*)")
 _LINE_CHARS = 160
 
 
@@ -74,7 +75,8 @@ def beyond(held: int) -> Divergence:
 def _observation(lead: str, old: dict[str, Any], new: dict[str, Any], cause: str) -> Divergence:
     before, after = _text(old), _text(new)
     added = _only_in(after, before)
-    modules = sorted({(m.group(1) or m.group(2)).split(".")[0] for line in added for m in _MISSING_MODULE.finditer(line)})
+    modules = sorted({name.split(".")[0] for line in added for m in _MISSING_MODULE.finditer(line)
+                      for name in (m.group(1) or m.group(2)).split(", ")})
     if modules:
         names = ", ".join(modules)
         verb, it = ("is", "it") if len(modules) == 1 else ("are", "them")
