@@ -3,8 +3,9 @@ from pathlib import Path
 
 import pytest
 
-# Fixtures for the Jupyter server tests (jp_serverapp, jp_fetch, base url "/a%40b/").
-pytest_plugins = ("pytest_jupyter.jupyter_server",)
+# Fixtures for the Jupyter server tests (jp_serverapp, jp_fetch, base url "/a%40b/"); the
+# session's fresh install environments (install_fixtures: shared by every test that needs one).
+pytest_plugins = ("pytest_jupyter.jupyter_server", "install_fixtures")
 
 sys.path.insert(0, str(Path(__file__).parent))
 

@@ -113,8 +113,11 @@ async def test_divergence_names_where_and_what(cassette):
     assert error.code == ErrorCode.REPLAY_DIVERGED
     assert "request #2" in error.message and "session.jsonl" in error.message
     assert "request.messages[2].content" in error.message
-    assert "hello" in error.message and "goodbye" in error.message
-    assert error.data == {"exchange": 2, "path": "request.messages[2].content"}
+    assert "this machine's result of read_file differs from the recording's" in error.message  # said in words
+    assert "here \"print('goodbye')\"; recorded \"print('hello')\"" in error.message
+    assert "\n" not in error.message  # one line
+    assert {k: error.data[k] for k in ("exchange", "path", "cause")} == {"exchange": 2, "path": "request.messages[2].content", "cause": "tool_result"}
+    assert "hello" in error.data["recorded"] and "goodbye" in error.data["sent"]
 
 
 async def test_lenient_replay_ignores_tool_output_only(cassette):

@@ -60,7 +60,11 @@ async def print_timeline(run):
     started = time.monotonic()
     if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets its escape, not a traceback
         sys.stdout.reconfigure(errors="backslashreplace")
+    said = ""  # the last error's message: a run that ends on it says it once, not again as the summary
     async for event in run.events.follow(0):
+        if event.type == "done" and event.summary and event.summary == said:
+            event = event.model_copy(update={"summary": "the run stopped on the error above"})
+        said = event.message if event.type == "error" else said
         try:
             line = describe(event)
         except Exception as exc:  # noqa: BLE001 - one odd event must not end the timeline

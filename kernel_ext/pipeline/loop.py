@@ -5,7 +5,8 @@ its text and cost, then take its tool calls one by one (a call cut off by the ou
 an edit of a file churning without progress is refused here, before the boundary). A reply
 without tool calls is the model saying it is finished: accepted only when no task is open
 and no retained API scenario fails; otherwise it is told what is open, a bounded number of
-times.
+times. A replay that diverged from its recording (``ReplayDiverged``) is not absorbed here:
+it ends the whole run, since no later request could be replayed either.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from kernel_ext.pipeline.bus import EventLog
 from kernel_ext.pipeline.guards import Budgets, EditChurn, condense_context, truncated_call, victory_refusal
 from kernel_ext.pipeline.reporting import report_call, report_result
 from kernel_ext.providers.base import Provider, ProviderError
+from kernel_ext.providers.divergence import ReplayDiverged
 from kernel_ext.providers.messages import Conversation, ToolUse, admit, summarise
 from kernel_ext.tools.task_list import TaskList
 
@@ -65,6 +67,8 @@ async def customize(
             events.emit("text", text="[host] older tool results were condensed to stay within the context budget")
         try:
             reply = await provider.complete(conversation, executor.offered, cancel=cancel, budget=budgets.call_budget())
+        except ReplayDiverged:
+            raise  # nothing after the difference can be replayed: the run ends (the orchestrator says so once)
         except ProviderError as exc:
             code = str(exc.code).upper()
             budget = code in BUDGET_CODES

@@ -1,8 +1,9 @@
 """Replaying a cassette: a recorded session answered again, offline, labelled as a replay.
 
 Each request must match the recorded one; the first difference fails the call with
-``REPLAY_DIVERGED`` and a message naming where (``messages[3].content``), what was
-recorded and what the run sent. ``strict=False`` ignores the content of tool results (paths
+``ReplayDiverged`` (code ``REPLAY_DIVERGED``): a message saying in plain words what this machine
+observed differently (``providers/divergence.py``) and where (``messages[3].content``), the
+recorded and sent excerpts in its data. The pipeline ends the run on it. ``strict=False`` ignores the content of tool results (paths
 and timings that legitimately differ between machines) but still checks everything else.
 Where recording cut a key (``[redacted]``), any text matches.
 Recorded usage is priced again, so the cost line and a cost cap behave as they did live.
@@ -19,6 +20,7 @@ from typing import Any, ClassVar
 
 from kernel_ext.providers.base import ErrorCode, Event, Provider, ProviderError, event_from_dict
 from kernel_ext.providers.cancel import cancelled
+from kernel_ext.providers.divergence import HINT, ReplayDiverged, beyond, explain
 from kernel_ext.providers.messages import Request
 from kernel_ext.providers.recording import CASSETTE_VERSION, request_record
 from kernel_ext.providers.redact import MASK, redact
@@ -100,10 +102,12 @@ class ReplayProvider(Provider):
         exchanges = self.cassette.exchanges
         number = self.position + 1
         if self.position >= len(exchanges):
-            raise ProviderError(
+            why = beyond(len(exchanges))
+            raise ReplayDiverged(
                 ErrorCode.REPLAY_DIVERGED,
-                f"request #{number} goes beyond cassette {self.cassette.path.name}, "
-                f"which holds {len(exchanges)} exchange(s)",
+                f"the replay cannot go on: {why.words}. {HINT} [request #{number} goes beyond cassette "
+                f"{self.cassette.path.name}, which holds {len(exchanges)} exchange(s)]",
+                {"exchange": number, "cause": why.cause},
             )
         recorded = exchanges[self.position]
         expected, actual = recorded["request"], request_record(request)
@@ -112,11 +116,13 @@ class ReplayProvider(Provider):
         difference = first_difference(expected, actual)
         if difference is not None:
             where, old, new = difference
+            why = explain(expected, actual, where)
             message = (
-                f"request #{number} diverges from cassette {self.cassette.path.name} at {where}: "
-                f"recorded {old}, the run sent {new}"
+                f"the replay cannot go on: {why.words}. {HINT} "
+                f"[request #{number} diverges from cassette {self.cassette.path.name} at {where}]"
             )
-            raise ProviderError(ErrorCode.REPLAY_DIVERGED, redact(message), {"exchange": number, "path": where})
+            data = {"exchange": number, "path": where, "cause": why.cause, "recorded": redact(old), "sent": redact(new)}
+            raise ReplayDiverged(ErrorCode.REPLAY_DIVERGED, redact(message), data)
         self.position += 1
         for data in recorded["events"]:
             if cancel is not None and cancel.is_set():
