@@ -23,7 +23,15 @@ HINT = ("A recording answers only the requests it saw, so the run stops here: ma
         "recording's (install what is missing), or run with a live model.")
 _MESSAGE = re.compile(r"^request\.messages\[(\d+)\]")
 # What a check says when the app lacks a package: Python's own words, or a finding's.
-_MISSING_MODULE = re.compile(r"No module named '([A-Za-z_][\w.]*)'|missing (?:module|packages?): ([A-Za-z_][\w.\-]*(?:, [A-Za-z_][\w.\-]*)*)")
+# What this package's own checks say when a package is missing: an import error, Phase 1's check
+# ("missing module: x"), the app environment's ("needs x>=1 (not installed)", "imports 'x', which is
+# not installed"; kernel_ext/appenv, validation/validate.py).
+_MISSING_MODULE = re.compile(
+    r"No module named '([A-Za-z_][\w.]*)'"
+    r"|missing (?:module|packages?): ([A-Za-z_][\w.\-]*(?:, [A-Za-z_][\w.\-]*)*)"
+    r"|([A-Za-z0-9][\w.\-]*)(?:\[[^\]]*\])?(?:[<>=!~][^ ,()]*)? \((?:not installed|[^)]* is installed)\)"
+    r"|imports '([A-Za-z_][\w.]*)', which is not installed"
+)
 _LINE_CHARS = 160
 
 
@@ -76,7 +84,7 @@ def _observation(lead: str, old: dict[str, Any], new: dict[str, Any], cause: str
     before, after = _text(old), _text(new)
     added = _only_in(after, before)
     modules = sorted({name.split(".")[0] for line in added for m in _MISSING_MODULE.finditer(line)
-                      for name in (m.group(1) or m.group(2)).split(", ")})
+                      for name in next(g for g in m.groups() if g).split(", ")})
     if modules:
         names = ", ".join(modules)
         verb, it = ("is", "it") if len(modules) == 1 else ("are", "them")
