@@ -8,10 +8,10 @@ import asyncio
 import pytest
 from jupyter_fixtures import completed_scenario_events, poll
 
-from kernel_ext.pipeline.bus import EventLog
-from kernel_ext.pipeline.events import make_event
-from kernel_ext.pipeline.layout import RunLayout
-from kernel_ext.pipeline.run import start_run
+from kernel_ext.hosting.bus import EventLog
+from kernel_ext.hosting.events import make_event
+from kernel_ext.hosting.layout import RunLayout
+from kernel_ext.hosting.run import start_run
 from kernel_ext.scenarios.side_effects_run import side_effects_body
 from widgets.approval import ApprovalCard
 from widgets.report import RequestReport

@@ -76,7 +76,7 @@ def _settled_model(args: argparse.Namespace) -> Any:
     from kernel_ext.model.loading import load
     from kernel_ext.model.names import check_names
     from kernel_ext.pipeline.method_bodies import decide_without_card
-    from kernel_ext.pipeline.options import OperatorSettings
+    from kernel_ext.hosting.options import OperatorSettings
 
     loaded = load(args.model)
     check_names(loaded.model, origin=loaded.origin)

@@ -21,11 +21,11 @@ from kernel_ext.magics.client import (
     from_environment,
 )
 from kernel_ext.magics.loop import LoopRunner
-from kernel_ext.pipeline.options import OperatorSettings
-from kernel_ext.pipeline.run import Run
+from kernel_ext.hosting.options import OperatorSettings
+from kernel_ext.hosting.run import Run
 from kernel_ext.secrets import secret_values
-from kernel_ext.server.kinds import RequestRefused, parse_request
-from kernel_ext.server.manager import RunManager
+from kernel_ext.hosting.requests import RequestRefused, parse_request
+from kernel_ext.hosting.manager import RunManager
 from kernel_ext.server.report import describe_configuration
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from kernel_ext.boundary import ExecutionPolicy, Executor, ToolCall
 from kernel_ext.pipeline.reporting import boundary_observer, report_call, report_result
-from kernel_ext.pipeline.run import RunBody, RunContext
+from kernel_ext.hosting.run import RunBody, RunContext
 from kernel_ext.scenarios.calculator import BUG, CALCULATOR, FIX, TOOLS, write_fixture
 from kernel_ext.tools.base import ToolContext
 from kernel_ext.tools.registry import ToolCatalog

@@ -14,12 +14,12 @@ from pathlib import Path
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Float, Int, Unicode
 
-from kernel_ext.pipeline.options import OperatorSettings
+from kernel_ext.hosting.options import OperatorSettings
 from kernel_ext.secrets import secret_values
 from kernel_ext.server.auth import Capability, KernelExport, api_url, direct_url
 from kernel_ext.server.handlers import routes
 from kernel_ext.server.handlers.base import MAX_BODY_BYTES, STATE_KEY, ServerState
-from kernel_ext.server.manager import RunManager
+from kernel_ext.hosting.manager import RunManager
 
 
 class BesserAgentApp(ExtensionApp):

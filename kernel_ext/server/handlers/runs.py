@@ -6,8 +6,8 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from kernel_ext.server.handlers.base import BesserHandler, Refusal
-from kernel_ext.server.kinds import RequestRefused, kind_of, parse_request
-from kernel_ext.server.manager import summarize
+from kernel_ext.hosting.requests import RequestRefused, kind_of, parse_request
+from kernel_ext.hosting.manager import summarize
 
 
 class RunsHandler(BesserHandler):

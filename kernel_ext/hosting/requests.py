@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from kernel_ext.pipeline.options import OperatorSettings, RunRequest, ScenarioRequest
-from kernel_ext.pipeline.run import RunBody
+from kernel_ext.hosting.options import OperatorSettings, RunRequest, ScenarioRequest
+from kernel_ext.hosting.run import RunBody
 
 KINDS = ("generate", "scenario")
 

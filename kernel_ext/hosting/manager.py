@@ -23,11 +23,11 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from kernel_ext.pipeline.bus import EventLog
-from kernel_ext.pipeline.layout import RUN_ID_PATTERN, RunLayout
-from kernel_ext.pipeline.options import OperatorSettings, RunRequest, ScenarioRequest
-from kernel_ext.pipeline.run import Run, RunBody, load_finished, start_run
-from kernel_ext.server.kinds import kind_of, resolve_body
+from kernel_ext.hosting.bus import EventLog
+from kernel_ext.hosting.layout import RUN_ID_PATTERN, RunLayout
+from kernel_ext.hosting.options import OperatorSettings, RunRequest, ScenarioRequest
+from kernel_ext.hosting.run import Run, RunBody, load_finished, start_run
+from kernel_ext.hosting.requests import kind_of, resolve_body
 from kernel_ext.server.offloop import off_loop
 from kernel_ext.workspace.publish import sweep_temporaries
 
