@@ -32,7 +32,7 @@ def describe_configuration(
         "sandbox": sandbox or describe_sandbox(operator),
         "provider": describe_provider(operator),
         "app_environment": describe_app_environment(),
-        "budgets": {k: v for k, v in operator.extra.items() if k in ("max_turns", "max_cost_usd", "max_runtime_s")},
+        "budgets": operator.budget_caps(),
         "approval_timeout_s": manager.approval_timeout if manager is not None else operator.approval_timeout_s,
         "runs_dir": str(manager.runs_dir) if manager is not None else None,
     }

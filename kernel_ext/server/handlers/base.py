@@ -37,7 +37,7 @@ from kernel_ext.server.auth import (
     presented_token,
 )
 from kernel_ext.hosting.manager import RunManager
-from kernel_ext.server.offloop import for_request
+from kernel_ext.hosting.offloop import for_request
 
 STATE_KEY = "besser_agent_state"
 MAX_BODY_BYTES = 4 * 1024 * 1024  # the default of ``BesserAgentApp.max_body_bytes``
