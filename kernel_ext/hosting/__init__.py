@@ -36,6 +36,24 @@ _EXPORTS = {
     "RunSummary": "summaries",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "BaseEvent",
+    "EventLog",
+    "OperatorSettings",
+    "RequestRefused",
+    "Run",
+    "RunBody",
+    "RunContext",
+    "RunLayout",
+    "RunManager",
+    "RunRequest",
+    "RunSummary",
+    "ScenarioRequest",
+    "load_finished",
+    "make_event",
+    "parse_request",
+    "resolve_body",
+    "start_run",
+]
 
 __getattr__, __dir__ = lazy_exports(__name__, {name: f"{__name__}.{module}" for name, module in _EXPORTS.items()})

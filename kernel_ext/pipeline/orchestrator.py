@@ -15,15 +15,15 @@ from typing import Any
 
 from kernel_ext.boundary import ApprovalRequest, ExecutionPolicy, Executor
 from kernel_ext.errors import ToolFailure
+from kernel_ext.hosting.options import OperatorSettings, RunRequest
+from kernel_ext.hosting.run import RunContext
 from kernel_ext.pipeline import phase3, planner, prompts
 from kernel_ext.pipeline.guards import Budgets, EditChurn
 from kernel_ext.pipeline.intent import frontend_intent
 from kernel_ext.pipeline.loop import LoopGuards, customize
 from kernel_ext.pipeline.modify import find_base_run
-from kernel_ext.hosting.options import OperatorSettings, RunRequest
 from kernel_ext.pipeline.recipe import frontend_files, write_recipe
 from kernel_ext.pipeline.reporting import boundary_observer
-from kernel_ext.hosting.run import RunContext
 from kernel_ext.providers.messages import Conversation
 from kernel_ext.tools.base import Category, ToolContext
 from kernel_ext.tools.registry import default_catalog

@@ -10,9 +10,9 @@ import sys
 from typing import Any
 
 from kernel_ext import __version__
+from kernel_ext.hosting.manager import RunManager
 from kernel_ext.hosting.options import OperatorSettings
 from kernel_ext.hosting.requests import KINDS
-from kernel_ext.hosting.manager import RunManager
 
 SCENARIOS = ("side-effects",)
 
