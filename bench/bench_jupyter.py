@@ -153,8 +153,8 @@ class Follower(threading.Thread):
 async def bench_server(workdir: Path) -> None:
     from jupyter_server.serverapp import ServerApp
 
-    from kernel_ext.pipeline.bus import EventLog
-    from kernel_ext.pipeline.layout import RunLayout
+    from kernel_ext.hosting.bus import EventLog
+    from kernel_ext.hosting.layout import RunLayout
     from kernel_ext.server.auth import ENV_TOKEN, ENV_URL
     from kernel_ext.server.handlers.base import STATE_KEY
     from widgets.runview import RunView

@@ -102,7 +102,7 @@ class ErrorCode(StrEnum):
     RUNTIME_CHECKS_DISABLED = "runtime_checks_disabled"
     # the generated app's own environment (kernel_ext.appenv)
     REQUIREMENTS_UNMET = "requirements_unmet"
-    # task list (kernel_ext.tools.task_list): registered by F11, whose fuzzing found them unlisted
+    # task list (kernel_ext.tools.task_list): listed so every code a tool raises is named (fuzzing found these missing)
     UNKNOWN_TASK = "unknown_task"
     TASK_REQUIRED = "task_required"
     EVIDENCE_REQUIRED = "evidence_required"

@@ -5,7 +5,7 @@ surrogate (``"\\ud800"`` in a JSON chunk decodes to one), NULs and terminal esca
 string fails ``encode("utf-8")`` (ending a run unnamed) or rewrites the person's terminal. Each
 lone surrogate becomes U+FFFD; each control character other than ``\\n`` and ``\\t`` is shown
 as an escape (``\\x1b``), ``\\r\\n`` becoming ``\\n``. Non-finite floats inside a payload become
-``null``, which JSON can hold. ``pipeline/events.py`` applies it to every event built.
+``null``, which JSON can hold. ``hosting/events.py`` applies it to every event built.
 
 ``valid_unicode`` is the lighter rule for data the host keeps (a model's text, the values of
 its tool calls as the planner reads them): lone surrogates only, control characters kept, so

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kernel_ext.pipeline.layout import RunLayout
-from kernel_ext.pipeline.run import start_run
+from kernel_ext.hosting.layout import RunLayout
+from kernel_ext.hosting.run import start_run
 from kernel_ext.scenarios.side_effects_run import side_effects_body
 
 

@@ -15,7 +15,7 @@ import pytest
 from api_fixtures import app_workspace, call, executor_for, host, requires_sandbox  # noqa: F401 - host is a fixture
 
 from kernel_ext.boundary import ToolCall
-from kernel_ext.pipeline.bus import EventLog
+from kernel_ext.hosting.bus import EventLog
 from kernel_ext.pipeline.reporting import report_call, report_result
 from kernel_ext.tools.base import RunState
 

@@ -312,7 +312,7 @@ def test_with_shell_tools_install_dependencies_provides_what_the_app_lacks(no_so
 
 
 def test_the_configuration_says_where_an_apps_packages_may_come_from(tmp_path, monkeypatch):
-    from kernel_ext.pipeline.options import OperatorSettings
+    from kernel_ext.hosting.options import OperatorSettings
     from kernel_ext.server.report import describe_configuration
 
     monkeypatch.delenv("BESSER_APP_ENV_NETWORK", raising=False)

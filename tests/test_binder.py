@@ -23,7 +23,7 @@ BIN = Path(sys.executable).parent
 PROBE = """
 import json, os
 from kernel_ext.pipeline.generation import provider_from_spec
-from kernel_ext.pipeline.options import OperatorSettings
+from kernel_ext.hosting.options import OperatorSettings
 from kernel_ext.server.report import describe_configuration
 spec = os.environ.get("BESSER_LLM_PROVIDER")
 provider = None if spec in (None, "none") else provider_from_spec(spec)

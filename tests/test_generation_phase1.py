@@ -180,7 +180,7 @@ def test_checks_name_syntax_import_and_startup_problems():
     assert report.app_import == "failed"
     (finding,) = report.blockers
     assert finding.message.startswith("application startup: importing main_api failed: RuntimeError: no database configured")
-    from kernel_ext.pipeline.events import make_event
+    from kernel_ext.hosting.events import make_event
 
     event = make_event("finding", "run-1", **finding.as_event())  # findings are the pipeline's event shape
     assert event.severity == "blocker" and event.path == "app/main_api.py"

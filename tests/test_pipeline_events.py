@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from kernel_ext.pipeline.bus import EventLog
-from kernel_ext.pipeline.events import PHASES, make_event, parse_event
+from kernel_ext.hosting.bus import EventLog
+from kernel_ext.hosting.events import PHASES, make_event, parse_event
 
 
 def test_secrets_never_enter_an_event():
@@ -73,7 +73,7 @@ async def test_follow_resumes_after_a_sequence_and_streams_live():
 
 def test_every_string_of_every_event_is_made_valid_and_written_as_ascii(tmp_path):
     """Lone surrogates become U+FFFD; controls other than newline and tab are escaped, in keys too."""
-    from kernel_ext.pipeline.events import TextEvent, to_json
+    from kernel_ext.hosting.events import TextEvent, to_json
 
     nasty = "a\ud800b\x1b[2J\x07\x85\u2028c\r\nd\te"
     events = EventLog("r1", tmp_path / "events.jsonl")
@@ -97,8 +97,8 @@ def test_an_event_no_schema_accepts_is_a_named_error_and_the_log_goes_on(tmp_pat
 
 
 def test_a_log_that_cannot_be_written_says_so_in_an_event_and_ends_the_run_failed(tmp_path):
-    from kernel_ext.pipeline.layout import RunLayout
-    from kernel_ext.pipeline.run import start_run
+    from kernel_ext.hosting.layout import RunLayout
+    from kernel_ext.hosting.run import start_run
 
     layout = RunLayout.create(tmp_path / "runs")
 

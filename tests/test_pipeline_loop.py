@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from kernel_ext.boundary import ExecutionPolicy, Executor, always_approve
-from kernel_ext.pipeline.bus import EventLog
+from kernel_ext.hosting.bus import EventLog
 from kernel_ext.pipeline.guards import Budgets, EditChurn
 from kernel_ext.pipeline.loop import LoopGuards, _take_call, customize
 from kernel_ext.providers.messages import Conversation, ToolUse

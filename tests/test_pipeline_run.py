@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from kernel_ext.pipeline.layout import RunLayout
-from kernel_ext.pipeline.run import load_finished, start_run
+from kernel_ext.hosting.layout import RunLayout
+from kernel_ext.hosting.run import load_finished, start_run
 from kernel_ext.scenarios.calculator import BUG, FIX
 from kernel_ext.scenarios.side_effects_run import side_effects_body
 

@@ -22,7 +22,7 @@ from jupyter_fixtures import (  # noqa: F401
 )
 from tornado.httpclient import HTTPClientError
 
-from kernel_ext.pipeline.bus import EventLog
+from kernel_ext.hosting.bus import EventLog
 from kernel_ext.server.auth import ENV_TOKEN, ENV_URL
 from kernel_ext.server.handlers.base import STATE_KEY
 

@@ -8,15 +8,15 @@ import asyncio
 import pytest
 from jupyter_fixtures import completed_scenario_events, poll
 
-from kernel_ext.pipeline.bus import EventLog
-from kernel_ext.pipeline.events import make_event
-from kernel_ext.pipeline.layout import RunLayout
-from kernel_ext.pipeline.run import start_run
+from kernel_ext.hosting.bus import EventLog
+from kernel_ext.hosting.events import make_event
+from kernel_ext.hosting.layout import RunLayout
+from kernel_ext.hosting.run import start_run
 from kernel_ext.scenarios.side_effects_run import side_effects_body
 from widgets.approval import ApprovalCard
 from widgets.report import RequestReport
 from widgets.runview import RunView
-from widgets.state import ApprovalView, RunState
+from widgets.state import ApprovalView, RunViewState
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -29,7 +29,7 @@ async def test_state_after_a_replayed_event_log(tmp_path):
     events = await completed_scenario_events(tmp_path)
     persisted = EventLog.load(events[0].run_id, tmp_path / "replay_runs" / events[0].run_id / "events.jsonl").events
     assert [e.seq for e in persisted] == [e.seq for e in events]
-    state = RunState.replay(persisted)
+    state = RunViewState.replay(persisted)
     assert state.status == "completed" and state.finished and state.last_seq == len(events)
     assert state.provider_kind == "scripted" and state.request == "fix the calculator"
     assert state.phases["customize"].status == "done" and state.phases["customize"].duration_s is not None
@@ -41,12 +41,12 @@ async def test_state_after_a_replayed_event_log(tmp_path):
     before = (state.last_seq, state.event_count)
     assert all(state.apply(e) == set() for e in persisted)
     assert (state.last_seq, state.event_count) == before
-    from_json = RunState.replay(e.model_dump(mode="json") for e in persisted)
+    from_json = RunViewState.replay(e.model_dump(mode="json") for e in persisted)
     assert from_json.approvals.keys() == state.approvals.keys() and from_json.status == "completed"
 
 
 async def test_denied_cards_show_denied(tmp_path):
-    state = RunState.replay(await completed_scenario_events(tmp_path, approve=(False, False)))
+    state = RunViewState.replay(await completed_scenario_events(tmp_path, approve=(False, False)))
     assert state.status == "blocked"
     assert [a.outcome for a in state.approvals.values()] == ["denied", "denied"]
 
@@ -64,11 +64,11 @@ def test_every_card_outcome_from_events():
         event(11, "tool_result", call_id="late", name="edit", ok=False, error_code="approval_denied"),
         event(12, "done", status="cancelled"),
     ]
-    state = RunState.replay(log)
+    state = RunViewState.replay(log)
     assert {c: a.outcome for c, a in state.approvals.items()} == {
         "ok": "executed", "stale": "stale input", "late": "expired", "open": "cancelled",
     }
-    interrupted = RunState.replay([*log[:5], event(6, "done", status="interrupted")])
+    interrupted = RunViewState.replay([*log[:5], event(6, "done", status="interrupted")])
     assert {a.outcome for a in interrupted.approvals.values()} == {"interrupted"}
 
 

@@ -100,10 +100,10 @@ def fill_during_write(ws: Path, runs: str) -> dict:
 
 async def _event_log_on_full_disk(runs: Path) -> dict:
     """A hosted run whose events.jsonl lives on the full disk: it must still end visibly."""
-    from kernel_ext.pipeline.bus import EventLog
-    from kernel_ext.pipeline.layout import RunLayout
-    from kernel_ext.pipeline.run import start_run
-    from kernel_ext.server.manager import RunManager
+    from kernel_ext.hosting.bus import EventLog
+    from kernel_ext.hosting.layout import RunLayout
+    from kernel_ext.hosting.run import start_run
+    from kernel_ext.hosting.manager import RunManager
 
     layout = RunLayout.create(runs)
 

@@ -1,6 +1,6 @@
 """Notebook widgets for runs, composed from ipywidgets 8 only (no JS build).
 
-``RunState`` (pure reducer) needs no ipywidgets; the widgets import ipywidgets when first used.
+``RunViewState`` (pure reducer) needs no ipywidgets; the widgets import ipywidgets when first used.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from kernel_ext.lazy import lazy_exports
 
 _EXPORTS = {
-    "RunState": "widgets.state",
+    "RunViewState": "widgets.state",
     "PhaseTimeline": "widgets.timeline",
     "ApprovalCard": "widgets.approval",
     "RequestReport": "widgets.report",

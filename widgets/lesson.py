@@ -35,7 +35,7 @@ async def answer_cards(
     timeout: float | None = None,
     say: Any = print,
 ) -> Any:
-    """Let the run's cards be answered, then return its final ``RunState``.
+    """Let the run's cards be answered, then return its final ``RunViewState``.
 
     ``person``: a one-line hint, then wait (no timeout unless given) while you click.
     ``scripted``: click ``decisions`` in order as the cards appear (``None``: approve every

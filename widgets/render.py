@@ -1,4 +1,4 @@
-"""HTML and plain text for the pieces of a run view, from ``RunState`` alone.
+"""HTML and plain text for the pieces of a run view, from ``RunViewState`` alone.
 
 Shared by the live widgets (HTML) and their ``_repr_mimebundle_`` fallbacks for static viewers
 (text), so both always say the same thing. Every value is escaped; nothing here holds state.
@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from kernel_ext.safetext import shown_text
-from widgets.state import ApprovalView, RunState
+from widgets.state import ApprovalView, RunViewState
 
 STATUS_MARK = {"pending": "○", "started": "◐", "done": "●", "skipped": "–", "failed": "✕"}
 STATUS_COLOR = {
@@ -45,7 +45,7 @@ def seconds(value: float | None) -> str:
 # -- header and meter ---------------------------------------------------------------------
 
 
-def meter_text(state: RunState) -> str:
+def meter_text(state: RunViewState) -> str:
     cost = state.cost
     return (
         f"{seconds(state.elapsed_s) or '0 ms'} · ${float(cost.get('cost_usd') or 0):.4f} · "
@@ -53,7 +53,7 @@ def meter_text(state: RunState) -> str:
     )
 
 
-def header_html(state: RunState, note: str = "") -> str:
+def header_html(state: RunViewState, note: str = "") -> str:
     waiting = len(state.open_approvals())
     status = f"waiting for {waiting} approval{'s' * (waiting > 1)}" if waiting and not state.finished else state.status
     parts = [f"<b>run {esc(state.run_id or '…')}</b> {badge(status)}"]
@@ -69,7 +69,7 @@ def header_html(state: RunState, note: str = "") -> str:
 # -- timeline -----------------------------------------------------------------------------
 
 
-def timeline_html(state: RunState) -> str:
+def timeline_html(state: RunViewState) -> str:
     cells = []
     for phase in state.phases.values():
         mark = STATUS_MARK.get(phase.status, "?")
@@ -86,7 +86,7 @@ def timeline_html(state: RunState) -> str:
     )
 
 
-def timeline_text(state: RunState) -> str:
+def timeline_text(state: RunViewState) -> str:
     phases = "  ".join(f"{STATUS_MARK.get(p.status, '?')} {p.name} {seconds(p.duration_s)}".rstrip() for p in state.phases.values())
     return f"{phases}\nprovider: {state.provider_label} ({state.provider_kind}) · sandbox: {state.sandbox_tier or 'n/a'} · {meter_text(state)}"
 
@@ -129,11 +129,11 @@ def card_text(card: ApprovalView) -> str:
 # -- tasks, findings, done ----------------------------------------------------------------
 
 
-def texts_html(state: RunState) -> str:
+def texts_html(state: RunViewState) -> str:
     return "".join(f'<div style="color:#57606a"><small>{esc(t[:500])}</small></div>' for t in state.texts[-3:])
 
 
-def tasks_html(state: RunState) -> str:
+def tasks_html(state: RunViewState) -> str:
     if not state.tasks:
         return ""
     rows = "".join(
@@ -144,7 +144,7 @@ def tasks_html(state: RunState) -> str:
     return f"<b>tasks</b><ul style='margin:0'>{rows}</ul>"
 
 
-def findings_html(state: RunState) -> str:
+def findings_html(state: RunViewState) -> str:
     if not state.findings:
         return ""
     rows = "".join(
@@ -165,7 +165,7 @@ AUTHORSHIP_LABELS = {
 }
 
 
-def done_html(state: RunState, link_base: str | None = None) -> str:
+def done_html(state: RunViewState, link_base: str | None = None) -> str:
     done = state.done
     if not done:
         return ""
@@ -187,7 +187,7 @@ def done_html(state: RunState, link_base: str | None = None) -> str:
     return "".join(parts)
 
 
-def file_link(state: RunState, relative: str, link_base: str | None, label: str | None = None) -> str:
+def file_link(state: RunViewState, relative: str, link_base: str | None, label: str | None = None) -> str:
     """A link the notebook front end opens: relative to the kernel's folder, or under ``link_base``.
 
     ``run_dir`` and file names come from events (a replayed ``events.jsonl`` may be crafted), so
@@ -217,7 +217,7 @@ def file_href(run_dir: str, relative: str, link_base: str | None) -> str | None:
     return link_base.rstrip("/") + "/" + quote(target.replace("\\", "/").lstrip("/"), safe="/")
 
 
-def run_text(state: RunState, note: str = "") -> str:
+def run_text(state: RunViewState, note: str = "") -> str:
     """The whole run as plain text (static viewers, terminals, ``print(view)``)."""
     lines = [f"run {state.run_id or '…'} [{state.status}] {state.request[:200]}".rstrip()]
     if note:

@@ -1,10 +1,10 @@
 """``RequestReport``: one row per API request (method, resolved path, status, assertions,
 timing) with the bodies expandable; credentials are shown redacted.
 
-It takes F6's report as data (a dict with ``requests`` or a plain list of rows). Each row may
+It takes the ``test_api`` tool's report as data (a dict with ``requests`` or a plain list of rows). Each row may
 carry ``method``, ``path``, ``status``, ``expected_status``, ``assertions`` (a list of
 ``{path, expected, actual, ok}``), ``duration_ms`` and ``request`` / ``response`` with
-``headers`` and ``body``. Whatever F6 already redacted, headers and bodies are passed through
+``headers`` and ``body``. Whatever the tool already redacted, headers and bodies are passed through
 ``kernel_ext.secrets.redact`` once more here, so a credential never reaches the screen.
 """
 

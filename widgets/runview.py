@@ -1,7 +1,7 @@
 """``RunView``: a run in one widget: header, timeline, approval cards, tasks, findings, done.
 
 Fed one event at a time through ``apply`` (from the SSE follower, an in-process listener or a
-replayed ``events.jsonl``); the pure ``RunState`` reducer decides what changed and only those
+replayed ``events.jsonl``); the pure ``RunViewState`` reducer decides what changed and only those
 parts are re-rendered. ``wait`` and ``wait_for_approval`` let a notebook cell (or a test)
 await the run without blocking the kernel, and let card clicks through while they wait. A failing render never reaches the run: ``apply``
 logs and carries on.
@@ -28,7 +28,7 @@ from widgets.render import (
     tasks_html,
     texts_html,
 )
-from widgets.state import RunState
+from widgets.state import RunViewState
 from widgets.timeline import PhaseTimeline
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class RunView(StaticFallback, w.VBox):
         link_base: str | None = None,
         **kwargs,
     ):
-        self.state = RunState(run_id=run_id)
+        self.state = RunViewState(run_id=run_id)
         self.decide = decide
         self.cancel_run = cancel
         self.note = note
@@ -95,10 +95,10 @@ class RunView(StaticFallback, w.VBox):
         return list(self._cards.values())
 
     def card(self, call_id: str) -> ApprovalCard:
-        """The latest card of ``call_id`` (cards are keyed by their own key, see ``RunState``)."""
+        """The latest card of ``call_id`` (cards are keyed by their own key, see ``RunViewState``)."""
         return self._cards[self.state.card_of_call.get(call_id, call_id)]
 
-    async def wait(self, timeout: float | None = None) -> RunState:
+    async def wait(self, timeout: float | None = None) -> RunViewState:
         """Until the run's ``done`` arrives here (polls; works from any loop)."""
         await self._until(lambda: self.state.finished, timeout)
         return self.state

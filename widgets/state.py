@@ -62,7 +62,7 @@ class ApprovalView:
 
 
 @dataclass
-class RunState:
+class RunViewState:
     run_id: str = ""
     request: str = ""
     model_name: str = ""
@@ -91,7 +91,7 @@ class RunState:
     # -- reducing -------------------------------------------------------------------------
 
     @classmethod
-    def replay(cls, events) -> RunState:
+    def replay(cls, events) -> RunViewState:
         state = cls()
         for event in events:
             state.apply(event)

@@ -7,17 +7,17 @@ import ipywidgets as w
 
 from widgets.base import StaticFallback
 from widgets.render import timeline_html, timeline_text
-from widgets.state import RunState
+from widgets.state import RunViewState
 
 
 class PhaseTimeline(StaticFallback, w.VBox):
-    def __init__(self, state: RunState | None = None, **kwargs):
+    def __init__(self, state: RunViewState | None = None, **kwargs):
         self._html = w.HTML()
         super().__init__(children=(self._html,), **kwargs)
-        self.state = state if state is not None else RunState()
+        self.state = state if state is not None else RunViewState()
         self.update(self.state)
 
-    def update(self, state: RunState) -> None:
+    def update(self, state: RunViewState) -> None:
         self.state = state
         value = timeline_html(state)
         if self._html.value != value:

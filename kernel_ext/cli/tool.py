@@ -73,10 +73,10 @@ def handle(args: argparse.Namespace) -> int:
 def _settled_model(args: argparse.Namespace) -> Any:
     """The model as ``generate`` without a request takes it: names checked, foreign method bodies
     kept only with ``--approve yes`` (the one answer this command has), else stubs (a note on stderr)."""
+    from kernel_ext.hosting.options import OperatorSettings
     from kernel_ext.model.loading import load
     from kernel_ext.model.names import check_names
     from kernel_ext.pipeline.method_bodies import decide_without_card
-    from kernel_ext.pipeline.options import OperatorSettings
 
     loaded = load(args.model)
     check_names(loaded.model, origin=loaded.origin)

@@ -1,10 +1,9 @@
-"""``%%test_api``: run a cell's requests against a run's app with F6's ``test_api`` tool.
+"""``%%test_api``: run a cell's requests against a run's app with the ``test_api`` tool.
 
 The cell body lists requests (JSON or YAML): a list of ``{method, path, json?, headers?,
 expected_status?, expected_fields?}`` or ``{"name": ..., "requests": [...]}``. The call goes
 through the boundary like any other (the person who wrote the cell is the approver of this one
-``test`` call) and the report renders as a ``RequestReport``. Until F6's
-``kernel_ext.tools.api_test`` exists the magic says so in one line.
+``test`` call) and the report renders as a ``RequestReport``.
 """
 
 from __future__ import annotations

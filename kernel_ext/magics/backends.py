@@ -14,6 +14,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from kernel_ext.hosting.manager import RunManager
+from kernel_ext.hosting.options import OperatorSettings
+from kernel_ext.hosting.requests import HostedRequest, RequestRefused, payload
+from kernel_ext.hosting.run import Run
+from kernel_ext.hosting.summaries import RunSummary
 from kernel_ext.magics.client import (
     ServerClient,
     ServerError,
@@ -21,11 +26,7 @@ from kernel_ext.magics.client import (
     from_environment,
 )
 from kernel_ext.magics.loop import LoopRunner
-from kernel_ext.pipeline.options import OperatorSettings
-from kernel_ext.pipeline.run import Run
 from kernel_ext.secrets import secret_values
-from kernel_ext.server.kinds import RequestRefused, parse_request
-from kernel_ext.server.manager import RunManager
 from kernel_ext.server.report import describe_configuration
 
 
@@ -57,11 +58,12 @@ class ServerBackend:
     def config(self) -> dict[str, Any]:
         return self._call("GET", "config")
 
-    def runs(self) -> list[dict[str, Any]]:
-        return self._call("GET", "runs")["runs"]
+    def runs(self) -> list[RunSummary]:
+        return [RunSummary.model_validate(run) for run in self._call("GET", "runs")["runs"]]
 
-    def start(self, payload: dict[str, Any]) -> Any:
-        run = self._call("POST", "runs", payload)["run"]
+    def start(self, request: HostedRequest) -> Any:
+        """POST the request's JSON (``payload``): the server reads it back with the same model."""
+        run = self._call("POST", "runs", payload(request))["run"]
         return self.attach(run["id"])
 
     def attach(self, run_id: str) -> Any:
@@ -91,15 +93,10 @@ class LocalBackend:
     def config(self) -> dict[str, Any]:
         return describe_configuration(self.manager.operator, self.manager, mode=self.mode)
 
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[RunSummary]:
         return self.manager.list()
 
-    def start(self, payload: dict[str, Any]) -> Any:
-        try:
-            request = parse_request(payload)
-        except RequestRefused as exc:
-            raise BackendError(exc.code, exc.message) from None
-
+    def start(self, request: HostedRequest) -> Any:
         def begin() -> Any:
             try:
                 run = self.manager.start(request)

@@ -107,16 +107,16 @@ class BesserMagics(Magics):
     # -- commands -------------------------------------------------------------------------
 
     def _generate(self, args: argparse.Namespace) -> Any:
-        payload: dict[str, Any] = {"kind": "generate", "request": " ".join(args.request), **self._model_source(args.model)}
+        fields: dict[str, Any] = {"kind": "generate", "request": " ".join(args.request), **self._model_source(args.model)}
         options = {"target": args.target, "provider": args.provider, "llm_model": args.llm_model, "approve": args.approve,
                    "max_turns": args.max_turns, "max_cost_usd": args.max_cost, "max_runtime_s": args.max_runtime,
                    "base_run_id": args.base_run}
-        payload.update({k: v for k, v in options.items() if v is not None})
-        return self._start(payload)
+        fields.update({k: v for k, v in options.items() if v is not None})
+        return self._start(_request(fields))
 
     def _scenario(self, args: argparse.Namespace) -> Any:
         allow = [part.strip() for part in args.allow.split(",") if part.strip()]
-        return self._start({"kind": "scenario", "scenario": args.name, "allow": allow})
+        return self._start(_request({"kind": "scenario", "scenario": args.name, "allow": allow}))
 
     def _runs(self, args: argparse.Namespace) -> Any:
         from kernel_ext.magics.display import RunsTable
@@ -152,15 +152,15 @@ class BesserMagics(Magics):
             self._local = LocalBackend(self._runner)
         return choose_backend(self._runner, self._local)
 
-    def _start(self, payload: dict[str, Any]) -> Any:
+    def _start(self, request: Any) -> Any:
         import httpx
 
         backend, note = self._backend()
         try:
-            view = backend.start(payload)
+            view = backend.start(request)
         except httpx.TransportError as exc:  # answered the probe, then went away
             note = f"the server extension stopped answering ({type(exc).__name__}); running in-process instead"
-            view = self._local.start(payload)
+            view = self._local.start(request)
         return self._keep(view, note)
 
     def _keep(self, view: Any, note: str) -> Any:
@@ -206,10 +206,20 @@ class BesserMagics(Magics):
             return path
         backend, _ = self._backend()
         runs = backend.runs()
-        chosen = next((r for r in runs if r["id"] == args.run_id), None) if args.run_id else (runs[-1] if runs else None)
+        chosen = next((r for r in runs if r.id == args.run_id), None) if args.run_id else (runs[-1] if runs else None)
         if chosen is None:
             raise UsageError(f"no run {args.run_id!r}; `%besser runs` lists them" if args.run_id else "no runs yet: pass --app DIR")
-        return Path(chosen["run_dir"]) / "app"
+        return Path(chosen.run_dir) / "app"
+
+
+def _request(fields: dict[str, Any]) -> Any:
+    """The hosting request model the server validates (its JSON is what a POST sends)."""
+    from kernel_ext.hosting.requests import RequestRefused, parse_request
+
+    try:
+        return parse_request(fields)
+    except RequestRefused as exc:
+        raise UsageError(f"{exc.code}: {exc.message}") from None
 
 
 def _split(line: str) -> list[str]:

@@ -8,7 +8,10 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kernel_ext.hosting.summaries import RunSummary
 
 
 class Notice:
@@ -27,16 +30,16 @@ class Notice:
 class RunsTable:
     COLUMNS = ("id", "status", "request", "started", "events", "waiting")
 
-    def __init__(self, runs: list[dict[str, Any]], note: str = ""):
+    def __init__(self, runs: list[RunSummary], note: str = ""):
         self.runs = runs
         self.note = note
 
     def _rows(self) -> list[tuple[str, ...]]:
         rows = []
         for run in self.runs:
-            started = run.get("started_at")
+            started = run.started_at
             when = dt.datetime.fromtimestamp(started).strftime("%Y-%m-%d %H:%M:%S") if started else ""
-            rows.append((run["id"], run.get("status", ""), (run.get("request") or "")[:60], when, str(run.get("events", "")), str(len(run.get("pending_approvals") or []))))
+            rows.append((run.id, run.status, run.request[:60], when, str(run.events), str(len(run.pending_approvals))))
         return rows
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:

@@ -13,9 +13,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from kernel_ext.pipeline.layout import RunLayout
-from kernel_ext.pipeline.options import OperatorSettings, RunRequest
-from kernel_ext.pipeline.run import Run, RunBody, RunContext, start_run
+from kernel_ext.hosting.layout import RunLayout
+from kernel_ext.hosting.options import OperatorSettings, RunRequest
+from kernel_ext.hosting.run import Run, RunBody, RunContext, start_run
 from kernel_ext.secrets import secret_values
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.pipeline.layout import RUN_ID_PATTERN
+from kernel_ext.hosting.layout import RUN_ID_PATTERN
 from kernel_ext.pipeline.snapshots import SKIPPED
 from kernel_ext.workspace import treewalk
 from kernel_ext.workspace.treecopy import CopyStats, sync_tree

@@ -13,17 +13,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernel_ext.boundary import ApprovalRequest, ExecutionPolicy, Executor
+from kernel_ext.boundary import ExecutionPolicy, Executor
 from kernel_ext.errors import ToolFailure
+from kernel_ext.hosting.options import OperatorSettings, RunRequest
+from kernel_ext.hosting.run import RunContext
 from kernel_ext.pipeline import phase3, planner, prompts
+from kernel_ext.pipeline.approve_mode import ModeApprover
 from kernel_ext.pipeline.guards import Budgets, EditChurn
 from kernel_ext.pipeline.intent import frontend_intent
 from kernel_ext.pipeline.loop import LoopGuards, customize
 from kernel_ext.pipeline.modify import find_base_run
-from kernel_ext.pipeline.options import OperatorSettings, RunRequest
 from kernel_ext.pipeline.recipe import frontend_files, write_recipe
 from kernel_ext.pipeline.reporting import boundary_observer
-from kernel_ext.pipeline.run import RunContext
 from kernel_ext.providers.messages import Conversation
 from kernel_ext.tools.base import Category, ToolContext
 from kernel_ext.tools.registry import default_catalog
@@ -31,12 +32,6 @@ from kernel_ext.tools.task_list import SERVICE as TASKS, TaskList
 from kernel_ext.validation.report import Finding, ValidationReport
 
 REPAIR_TURNS_PER_ROUND = 6
-AUTO_APPROVED = {
-    "none": frozenset(),
-    "edits": frozenset({Category.EDIT, Category.GENERATE}),
-    "shell": frozenset({Category.EDIT, Category.GENERATE, Category.SHELL}),
-    "all": frozenset({Category.EDIT, Category.GENERATE, Category.SHELL, Category.TEST}),
-}
 
 
 @dataclass(frozen=True)
@@ -46,21 +41,6 @@ class PhaseOutcome:
     status: str = "done"  # "done" | "skipped" | "failed"
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
-
-
-class ModeApprover:
-    """The person's ``--approve`` choice: listed categories pass without a card, others ask."""
-
-    def __init__(self, inner: Any, mode: str):
-        self.inner = inner
-        self.auto = AUTO_APPROVED[mode]
-        self.decided_by = inner.decided_by
-
-    async def __call__(self, request: ApprovalRequest) -> bool:
-        if request.category in self.auto:
-            self.decided_by[request.call_id] = "auto"
-            return True
-        return await self.inner(request)
 
 
 class Orchestrator:

@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from kernel_ext.pipeline.layout import RunLayout
+from kernel_ext.hosting.layout import RunLayout
 from kernel_ext.secrets import redact
 from kernel_ext.workspace import treewalk
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from kernel_ext.boundary.approval import ApprovalRequest, BoundaryEvent
 from kernel_ext.boundary.calls import ToolCall, ToolResult
+from kernel_ext.hosting.bus import EventLog
 from kernel_ext.safejson import MAX_JSON_DEPTH, deeper_than
-from kernel_ext.pipeline.bus import EventLog
 from kernel_ext.safetext import clip
 
 SUMMARY_CHARS = 400

@@ -1,6 +1,6 @@
 """Toolchain validation (operator opt-in): do the app's dependencies resolve, does its frontend build?
 
-Each check runs in a one-off sandbox (F3) with the network on (it must reach the package
+Each check runs in a one-off sandbox (``sandbox.run_confined``) with the network on (it must reach the package
 registries) and nothing of the server writable; a failure is a blocker naming the tool and the
 tail of its output. Off unless ``BESSER_LLM_ENABLE_TOOLCHAIN_VALIDATION=1`` or the library
 argument turns it on, because it downloads.

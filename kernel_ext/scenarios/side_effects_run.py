@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kernel_ext.boundary import ExecutionPolicy, Executor, ToolCall
+from kernel_ext.hosting.options import OperatorSettings, ScenarioRequest
+from kernel_ext.hosting.run import RunBody, RunContext
 from kernel_ext.pipeline.reporting import boundary_observer, report_call, report_result
-from kernel_ext.pipeline.run import RunBody, RunContext
 from kernel_ext.scenarios.calculator import BUG, CALCULATOR, FIX, TOOLS, write_fixture
 from kernel_ext.tools.base import ToolContext
 from kernel_ext.tools.registry import ToolCatalog
@@ -68,3 +69,8 @@ def side_effects_body(allowed: Iterable[str] = ("edit", "test"), request: str = 
         )
 
     return body
+
+
+def scenario_body(request: ScenarioRequest, operator: OperatorSettings) -> RunBody:
+    """The body hosting starts for a ``scenario`` request (named in ``hosting/bodies.py``)."""
+    return side_effects_body(allowed=tuple(request.allow))

@@ -1,6 +1,6 @@
-"""The Jupyter server extension: a run manager, REST + SSE handlers, and their auth.
+"""The Jupyter server extension: REST + SSE handlers, their auth, and the run archive.
 
-Import-light on purpose: ``kernel_ext.server.kinds`` and ``kernel_ext.server.manager`` are
-jupyter-free and shared with the in-process path of the magics; only ``app``, ``auth`` and
-``handlers`` import jupyter_server.
+Runs themselves are hosted by ``kernel_ext.hosting`` (Jupyter-free, shared with the magics'
+in-process path); this package is transport and auth around it, and imports hosting only,
+never the agent. Only ``app``, ``auth`` and ``handlers`` import jupyter_server.
 """

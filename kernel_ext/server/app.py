@@ -14,12 +14,13 @@ from pathlib import Path
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Float, Int, Unicode
 
-from kernel_ext.pipeline.options import OperatorSettings
+from kernel_ext.hosting.bodies import preload
+from kernel_ext.hosting.manager import RunManager
+from kernel_ext.hosting.options import OperatorSettings
 from kernel_ext.secrets import secret_values
 from kernel_ext.server.auth import Capability, KernelExport, api_url, direct_url
 from kernel_ext.server.handlers import routes
 from kernel_ext.server.handlers.base import MAX_BODY_BYTES, STATE_KEY, ServerState
-from kernel_ext.server.manager import RunManager
 
 
 class BesserAgentApp(ExtensionApp):
@@ -46,7 +47,6 @@ class BesserAgentApp(ExtensionApp):
     )
 
     def initialize_settings(self) -> None:
-        caps = {"max_turns": self.max_turns, "max_cost_usd": self.max_cost_usd, "max_runtime_s": self.max_runtime_s}
         operator = OperatorSettings.from_environment(
             shell_tools_enabled=self.shell_tools_enabled,
             toolchain_validation=self.toolchain_validation,
@@ -55,7 +55,9 @@ class BesserAgentApp(ExtensionApp):
             llm_model=self.llm_model,
             approval_timeout_s=self.approval_timeout,
             model_root=str(self.serverapp.root_dir),  # REST model_path: only files under the server's root
-            extra={k: v for k, v in caps.items() if v is not None},
+            max_turns=self.max_turns,
+            max_cost_usd=self.max_cost_usd,
+            max_runtime_s=self.max_runtime_s,
         )
         capability = Capability.new()
         manager = RunManager(
@@ -84,10 +86,9 @@ class BesserAgentApp(ExtensionApp):
 
     async def _start_jupyter_server_extension(self, serverapp) -> None:
         self._publish()  # the port is final now (a busy port makes the server pick another)
-        # The run pipeline is imported here, once, not by the first POST runs on the event loop
-        # (~0.1-0.15 s of imports every follower would wait through).
-        import kernel_ext.pipeline.generation  # noqa: F401
-        import kernel_ext.scenarios.side_effects_run  # noqa: F401
+        # Every kind's run body is imported here, once, not by the first POST runs on the event
+        # loop (~0.1-0.15 s of imports every follower would wait through).
+        preload()
 
         # What start-up imported lives as long as the server: move it out of the collector's
         # reach, so a full collection set off by a run's worker thread (which holds the GIL while

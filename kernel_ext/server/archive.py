@@ -1,8 +1,8 @@
 """The run archive: a zip of a run's folder, written from descriptors, with portable entry names.
 
 The zip holds ``app/`` (the generated project), ``events.jsonl`` and ``run.json``, under a
-``<run-id>/`` prefix. Left out: ``.besser/`` (sandbox home, snapshots, state), F3's
-``.besser_command_output/``, caches and dependency trees, publish temporaries.
+``<run-id>/`` prefix. Left out: ``.besser/`` (sandbox home, snapshots, state), the shell's
+spilled output (``.besser_command_output/``), caches and dependency trees, publish temporaries.
 
 A background job may be changing ``app/`` while the zip is written, so every entry is reached
 the fence's way (``workspace/treewalk``): folders opened no-follow from their parent's

@@ -10,9 +10,9 @@ import sys
 from typing import Any
 
 from kernel_ext import __version__
-from kernel_ext.pipeline.options import OperatorSettings
-from kernel_ext.server.kinds import KINDS
-from kernel_ext.server.manager import RunManager
+from kernel_ext.hosting.manager import RunManager
+from kernel_ext.hosting.options import OperatorSettings
+from kernel_ext.hosting.requests import KINDS
 
 SCENARIOS = ("side-effects",)
 
@@ -32,7 +32,7 @@ def describe_configuration(
         "sandbox": sandbox or describe_sandbox(operator),
         "provider": describe_provider(operator),
         "app_environment": describe_app_environment(),
-        "budgets": {k: v for k, v in operator.extra.items() if k in ("max_turns", "max_cost_usd", "max_runtime_s")},
+        "budgets": operator.budget_caps(),
         "approval_timeout_s": manager.approval_timeout if manager is not None else operator.approval_timeout_s,
         "runs_dir": str(manager.runs_dir) if manager is not None else None,
     }

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from kernel_ext.errors import ToolFailure
+from kernel_ext.errors import ErrorCode, ToolFailure
 
 __all__ = [
     "Category",
@@ -27,6 +27,7 @@ __all__ = [
     "RunState",
     "ToolFailure",
     "maybe_await",
+    "shell_service",
 ]
 
 
@@ -107,6 +108,17 @@ class ToolContext:
 
     def available(self) -> frozenset[str]:
         return frozenset(name for name, value in self.services.items() if value is not None)
+
+
+def shell_service(ctx: ToolContext) -> Any:
+    """The run's ``shell`` service, for every shell tool; refused (``SHELL_DISABLED``) unless the
+    operator enabled it: the gate is checked again at call time, not only when tools are offered."""
+    service = ctx.service("shell")
+    if not getattr(service, "enabled", False):
+        from kernel_ext.sandbox.service import DISABLED_MESSAGE
+
+        raise ToolFailure(ErrorCode.SHELL_DISABLED, DISABLED_MESSAGE)
+    return service
 
 
 RunFn = Callable[[Any, ToolContext], "ToolOutcome | Awaitable[ToolOutcome]"]

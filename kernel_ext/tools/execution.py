@@ -24,6 +24,7 @@ from kernel_ext.tools.base import (
     ToolContext,
     ToolOutcome,
     ToolSpec,
+    shell_service,
 )
 from kernel_ext.tools.dependency_pins import apply_pins
 
@@ -50,15 +51,6 @@ class InstallDependenciesArgs(ToolArgs):
     )
 
 
-def _shell(ctx: ToolContext) -> Any:
-    service = ctx.service("shell")
-    if not getattr(service, "enabled", False):
-        from kernel_ext.sandbox.service import DISABLED_MESSAGE
-
-        raise ToolFailure(ErrorCode.SHELL_DISABLED, DISABLED_MESSAGE)
-    return service
-
-
 def _outcome(record: CommandRecord, extra: dict[str, Any] | None = None) -> ToolOutcome:
     data = record.as_data()
     data.update(extra or {})
@@ -73,7 +65,7 @@ def _outcome(record: CommandRecord, extra: dict[str, Any] | None = None) -> Tool
 
 
 def _proposal(ctx: ToolContext, command: str, working_dir: str | None, timeout: str) -> Preparation:
-    service = _shell(ctx)
+    service = shell_service(ctx)
     tier = service.describe()["sandbox_tier"]
     where = working_dir or "the shell's current folder"
     from kernel_ext.sandbox.plan import classify
@@ -88,7 +80,7 @@ def prepare_run_command(args: RunCommandArgs, ctx: ToolContext) -> Preparation:
 
 
 def run_command(args: RunCommandArgs, ctx: ToolContext) -> ToolOutcome:
-    record = _shell(ctx).run(args.command, working_dir=args.working_dir, timeout=args.timeout)
+    record = shell_service(ctx).run(args.command, working_dir=args.working_dir, timeout=args.timeout)
     return _outcome(record)
 
 
@@ -134,7 +126,7 @@ def _pin(ws: Any, working_dir: str | None) -> list[dict[str, Any]]:
 
 
 def prepare_install(args: InstallDependenciesArgs, ctx: ToolContext) -> Preparation:
-    service = _shell(ctx)
+    service = shell_service(ctx)
     ws = _workspace(ctx, service)
     command = args.command or _default_command(ws, args.working_dir)
     preparation = _proposal(ctx, command, args.working_dir or ".", "300 s")
@@ -146,7 +138,7 @@ def prepare_install(args: InstallDependenciesArgs, ctx: ToolContext) -> Preparat
 def install_dependencies(args: InstallDependenciesArgs, ctx: ToolContext) -> ToolOutcome:
     from kernel_ext.sandbox.service import INSTALL_TIMEOUT_S
 
-    service = _shell(ctx)
+    service = shell_service(ctx)
     service.check_enabled()
     ws = _workspace(ctx, service)
     if args.working_dir:

@@ -28,6 +28,7 @@ from kernel_ext.tools.base import (
     ToolContext,
     ToolOutcome,
     ToolSpec,
+    shell_service,
 )
 
 
@@ -69,12 +70,9 @@ class ShCheckpointsArgs(ToolArgs):
     pass
 
 
-def _shell(ctx: ToolContext) -> Any:
-    service = ctx.service("shell")
-    if not getattr(service, "enabled", False):
-        from kernel_ext.sandbox.service import DISABLED_MESSAGE
-
-        raise ToolFailure(ErrorCode.SHELL_DISABLED, DISABLED_MESSAGE)
+def _toolkit(ctx: ToolContext) -> Any:
+    """The ``sh_*`` toolkit over the run's shell service (gated by ``shell_service``)."""
+    service = shell_service(ctx)
     from kernel_ext.sandbox.shell import Shell
 
     return Shell.for_service(service)
@@ -88,7 +86,7 @@ def _json(data: Any) -> str:
 
 
 def prepare_sh_run(args: ShRunArgs, ctx: ToolContext) -> Preparation:
-    prepared = _shell(ctx).prepare(args)
+    prepared = _toolkit(ctx).prepare(args)
     how = "in the background" if args.background else f"timeout {prepared.timeout_s:g} s"
     where = prepared.placement.cwd
     proposal = f"run in the {prepared.choice.tier} sandbox (cwd {where}, {how}):\n$ {args.command}\n{prepared.plan.text()}"
@@ -98,7 +96,7 @@ def prepare_sh_run(args: ShRunArgs, ctx: ToolContext) -> Preparation:
 def sh_run(args: ShRunArgs, ctx: ToolContext) -> ToolOutcome:
     from kernel_ext.sandbox.results import render, succeeded
 
-    result = _shell(ctx).execute(args)
+    result = _toolkit(ctx).execute(args)
     text = render(result)
     if args.background or succeeded(args, result):
         return ToolOutcome(text, result)
@@ -115,7 +113,7 @@ def sh_run(args: ShRunArgs, ctx: ToolContext) -> ToolOutcome:
 
 
 def sh_detail(args: ShDetailArgs, ctx: ToolContext) -> ToolOutcome:
-    found = _shell(ctx).detail(args.id, args.selector, args.match, args.start_line, args.max_lines)
+    found = _toolkit(ctx).detail(args.id, args.selector, args.match, args.start_line, args.max_lines)
     body = found.pop("text", None)
     lines = found.pop("lines", None)
     head = _json({k: v for k, v in found.items() if k != "meta"})
@@ -132,7 +130,7 @@ def sh_detail(args: ShDetailArgs, ctx: ToolContext) -> ToolOutcome:
 def sh_logs(args: ShLogsArgs, ctx: ToolContext) -> ToolOutcome:
     from kernel_ext.sandbox.results import render
 
-    result = _shell(ctx).logs(args.id, args.stream, args.stdout_cursor, args.stderr_cursor, args.full)
+    result = _toolkit(ctx).logs(args.id, args.stream, args.stdout_cursor, args.stderr_cursor, args.full)
     return ToolOutcome(render(result), result)
 
 
@@ -151,7 +149,7 @@ def sh_plan(args: ShPlanArgs, ctx: ToolContext) -> ToolOutcome:
 def prepare_sh_kill(args: ShKillArgs, ctx: ToolContext) -> Preparation:
     from kernel_ext.sandbox.jobs import signal_name
 
-    shell = _shell(ctx)
+    shell = _toolkit(ctx)
     name = signal_name(args.signal)
     meta = shell.records.meta(args.id)
     return Preparation(
@@ -161,7 +159,7 @@ def prepare_sh_kill(args: ShKillArgs, ctx: ToolContext) -> Preparation:
 
 
 def sh_kill(args: ShKillArgs, ctx: ToolContext) -> ToolOutcome:
-    result = _shell(ctx).kill(args.id, args.signal)
+    result = _toolkit(ctx).kill(args.id, args.signal)
     return ToolOutcome(_json(result), result)
 
 
@@ -169,12 +167,12 @@ def sh_kill(args: ShKillArgs, ctx: ToolContext) -> ToolOutcome:
 
 
 def sh_checkpoint(args: ShCheckpointArgs, ctx: ToolContext) -> ToolOutcome:
-    result = _shell(ctx).checkpoint(args.label, args.dir)
+    result = _toolkit(ctx).checkpoint(args.label, args.dir)
     return ToolOutcome(_json(result), result)
 
 
 def prepare_sh_restore(args: ShCheckpointArgs, ctx: ToolContext) -> Preparation:
-    preview = _shell(ctx).restore_preview(args.label, args.dir)
+    preview = _toolkit(ctx).restore_preview(args.label, args.dir)
     taken = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(preview["created_at"]))
     proposal = (
         f"restore {preview['dir']} to checkpoint {args.label!r} (taken {taken}, {preview['files']} files):\n"
@@ -186,12 +184,12 @@ def prepare_sh_restore(args: ShCheckpointArgs, ctx: ToolContext) -> Preparation:
 
 
 def sh_restore(args: ShCheckpointArgs, ctx: ToolContext) -> ToolOutcome:
-    result = _shell(ctx).restore(args.label, args.dir)
+    result = _toolkit(ctx).restore(args.label, args.dir)
     return ToolOutcome(_json(result), result)
 
 
 def sh_checkpoints(args: ShCheckpointsArgs, ctx: ToolContext) -> ToolOutcome:
-    found = _shell(ctx).checkpoints()
+    found = _toolkit(ctx).checkpoints()
     text = "\n".join(f"{c['label']}  {c['origin']}  {c['files']} files  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(c['created_at']))}" for c in found)
     return ToolOutcome(text or "no checkpoints in this project", {"checkpoints": found})
 

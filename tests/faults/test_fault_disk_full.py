@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from tiny_disk import PACKAGE_PARENT, run_on_tiny_disk, tiny_disk_cause
 
-from kernel_ext.pipeline.bus import EventLog
+from kernel_ext.hosting.bus import EventLog
 from kernel_ext.server.handlers.archive import write_archive
-from kernel_ext.server.manager import RunManager
+from kernel_ext.hosting.manager import RunManager
 from kernel_ext.workspace import is_temp_name
 
 tiny_disk = pytest.mark.skipif(tiny_disk_cause() is not None, reason=f"no private tmpfs: {tiny_disk_cause()}")

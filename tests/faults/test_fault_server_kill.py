@@ -22,7 +22,7 @@ import httpx
 import pytest
 from sandbox_fixtures import free_port, wait_until
 
-from kernel_ext.pipeline.bus import EventLog
+from kernel_ext.hosting.bus import EventLog
 from kernel_ext.sandbox import proctree
 from kernel_ext.workspace import is_temp_name
 

@@ -24,12 +24,12 @@ from jupyter_fixtures import (  # noqa: F401 - the server fixtures are requested
 from sandbox_fixtures import tier_param
 
 from kernel_ext.boundary import ExecutionPolicy, Executor, ToolCall
-from kernel_ext.pipeline.bus import EventLog
+from kernel_ext.hosting.bus import EventLog
 from kernel_ext.pipeline.guards import Budgets, EditChurn
-from kernel_ext.pipeline.layout import RunLayout
+from kernel_ext.hosting.layout import RunLayout
 from kernel_ext.pipeline.loop import LoopGuards, customize
 from kernel_ext.pipeline.reporting import boundary_observer
-from kernel_ext.pipeline.run import start_run
+from kernel_ext.hosting.run import start_run
 from kernel_ext.providers.messages import Conversation
 from kernel_ext.providers.scripted import Script, ScriptedProvider, Turn, call
 from kernel_ext.tools.base import Category, ToolContext

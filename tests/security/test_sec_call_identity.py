@@ -30,8 +30,8 @@ from provider_server import loopback_only, server  # noqa: F401
 from tornado.httpclient import HTTPClientError
 
 from kernel_ext.boundary.calls import HOST_ID
-from kernel_ext.pipeline.layout import RunLayout
-from kernel_ext.pipeline.run import start_run
+from kernel_ext.hosting.layout import RunLayout
+from kernel_ext.hosting.run import start_run
 from kernel_ext.server.handlers import CALL
 from kernel_ext.server.handlers.base import STATE_KEY
 

@@ -28,8 +28,8 @@ from jupyter_fixtures import (  # noqa: F401
     server_api,
 )
 
-from kernel_ext.pipeline.bus import MAX_LOADED_LINE_BYTES, EventLog
-from kernel_ext.server import manager as manager_module
+from kernel_ext.hosting.bus import MAX_LOADED_LINE_BYTES, EventLog
+from kernel_ext.hosting import manager as manager_module
 from kernel_ext.server.handlers.base import STATE_KEY
 
 from .loop_lag import BOUND_S, LoopLag

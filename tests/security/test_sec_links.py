@@ -25,7 +25,7 @@ from jupyter_fixtures import (  # noqa: F401
     runs_dir,
 )
 
-from kernel_ext.pipeline.bus import EventLog
+from kernel_ext.hosting.bus import EventLog
 from widgets.runview import RunView
 
 RUN_ID = "20250101-000000-c0ffee"

@@ -114,8 +114,8 @@ def test_the_shipped_examples_need_no_card(tmp_path, monkeypatch):
 
 
 def test_a_request_cannot_turn_bodies_on():
-    from kernel_ext.pipeline.options import OperatorSettings
-    from kernel_ext.server.kinds import parse_request
+    from kernel_ext.hosting.options import OperatorSettings
+    from kernel_ext.hosting.requests import parse_request
 
     request = parse_request({"request": "x", "model_method_bodies": "ask", "BESSER_MODEL_METHOD_BODIES": "ask"})
     assert "model_method_bodies" not in request.model_dump()

@@ -31,8 +31,8 @@ from provider_server import loopback_only, server  # noqa: F401
 from kernel_ext.boundary import ExecutionPolicy, Executor
 from kernel_ext.boundary.calls import ToolCall
 from kernel_ext.safejson import MAX_JSON_DEPTH, deeper_than
-from kernel_ext.pipeline.bus import EventLog
-from kernel_ext.pipeline.events import make_event
+from kernel_ext.hosting.bus import EventLog
+from kernel_ext.hosting.events import make_event
 from kernel_ext.pipeline.reporting import report_call
 from kernel_ext.providers.base import ProviderError
 from kernel_ext.providers.messages import Conversation, ToolUse, admit

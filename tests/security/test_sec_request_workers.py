@@ -5,7 +5,7 @@ Runs send their blocking work (model loading, snapshots, tools) to asyncio's def
 Six runs stuck there (a model BESSER walked forever) used to fill it, and then ``GET config``
 and every new ``POST runs`` hung until a restart: parsing the body, describing the
 configuration and the token's peer check queued behind them. Request work now has its own
-workers (``server/offloop.py``). Here more runs than the default executor has threads are held
+workers (``hosting/offloop.py``). Here more runs than the default executor has threads are held
 in their model-loading step (a test-controlled, bounded hold: the one stand-in, for a load that
 would never end), and the real server must still answer ``GET config`` and start a new run.
 Those two requests come from a client on its own thread, as a browser would: the test's own

@@ -26,7 +26,7 @@ from jupyter_fixtures import (  # noqa: F401
 from tornado.httpclient import HTTPClientError
 
 from kernel_ext.boundary import ExecutionPolicy, Executor
-from kernel_ext.pipeline.bus import EventLog
+from kernel_ext.hosting.bus import EventLog
 from kernel_ext.pipeline.guards import Budgets, EditChurn
 from kernel_ext.pipeline.loop import LoopGuards, customize
 from kernel_ext.pipeline.reporting import boundary_observer

@@ -22,7 +22,7 @@ from kernel_ext.boundary import (
     ToolCall,
     always_approve,
 )
-from kernel_ext.pipeline.bus import EventLog
+from kernel_ext.hosting.bus import EventLog
 from kernel_ext.pipeline.reporting import report_call, report_result
 from kernel_ext.secrets import secret_values
 from kernel_ext.tools.base import RunState, ToolContext

@@ -27,17 +27,17 @@ from jupyter_server.base.handlers import APIHandler
 from tornado.web import HTTPError, stream_request_body
 
 from kernel_ext import safejson
+from kernel_ext.hosting.manager import RunManager
+from kernel_ext.hosting.offloop import for_request
+from kernel_ext.hosting.options import OperatorSettings
+from kernel_ext.hosting.run import Run
 from kernel_ext.safejson import MAX_JSON_DEPTH
-from kernel_ext.pipeline.options import OperatorSettings
-from kernel_ext.pipeline.run import Run
 from kernel_ext.server.auth import (
     RESOURCE_PREFIX,
     Capability,
     capability_user,
     presented_token,
 )
-from kernel_ext.server.manager import RunManager
-from kernel_ext.server.offloop import for_request
 
 STATE_KEY = "besser_agent_state"
 MAX_BODY_BYTES = 4 * 1024 * 1024  # the default of ``BesserAgentApp.max_body_bytes``

@@ -7,8 +7,8 @@ from functools import partial
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
+from kernel_ext.hosting.offloop import for_request
 from kernel_ext.server.handlers.base import BesserHandler
-from kernel_ext.server.offloop import for_request
 from kernel_ext.server.report import describe_configuration
 
 

@@ -17,11 +17,11 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from kernel_ext.pipeline.events import BaseEvent
-from kernel_ext.pipeline.stored import StoredEvents
-from kernel_ext.pipeline.stored import frame as sse_frame
+from kernel_ext.hosting.events import BaseEvent
+from kernel_ext.hosting.offloop import off_loop
+from kernel_ext.hosting.stored import StoredEvents
+from kernel_ext.hosting.stored import frame as sse_frame
 from kernel_ext.server.handlers.base import BesserHandler, Refusal
-from kernel_ext.server.offloop import off_loop
 
 RETRY_MS = 2000
 EVENT_STREAM = "text/event-stream; charset=utf-8"

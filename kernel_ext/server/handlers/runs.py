@@ -5,9 +5,9 @@ from __future__ import annotations
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
+from kernel_ext.hosting.requests import RequestRefused, kind_of, parse_request
+from kernel_ext.hosting.summaries import summarize
 from kernel_ext.server.handlers.base import BesserHandler, Refusal
-from kernel_ext.server.kinds import RequestRefused, kind_of, parse_request
-from kernel_ext.server.manager import summarize
 
 
 class RunsHandler(BesserHandler):
@@ -16,7 +16,7 @@ class RunsHandler(BesserHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.reply({"runs": await self.state.manager.summaries()})
+        self.reply({"runs": [summary.as_json() for summary in await self.state.manager.summaries()]})
 
     @web.authenticated
     @authorized(action="execute")
@@ -29,7 +29,7 @@ class RunsHandler(BesserHandler):
             raise Refusal(exc.status, exc.code, exc.message) from None
         self.log.info("besser-agent: started %s run %s", kind_of(request), run.id)
         self.set_header("Location", f"{self.request.path.rstrip('/')}/{run.id}")
-        self.reply({"run": summarize(run)}, status=201)
+        self.reply({"run": summarize(run).as_json()}, status=201)
 
 
 class RunHandler(BesserHandler):
@@ -39,7 +39,7 @@ class RunHandler(BesserHandler):
     @authorized
     async def get(self, run_id: str) -> None:
         run = await self.find_run(run_id)
-        summary = summarize(run)
+        summary = summarize(run).as_json()
         pending = set(run.pending_approvals())
         summary["approvals"] = [
             {"call_id": e.call_id, "name": e.name, "category": e.category, "pending": e.call_id in pending, "digest": e.digest}

@@ -1,9 +1,10 @@
-"""What a run request may ask for, and the run body that answers it.
+"""What a run request may ask for: one parser for the REST body, the magic and the in-process path.
 
-Shared by the REST handler and the magics' in-process path, so both validate a body the same
-way and start the same thing. Two kinds: ``scenario`` (chapter 5's calculator, hosted) and
-``generate`` (the pipeline, imported lazily). Request fields can narrow what the operator
-allows, never widen it: unknown fields are dropped and budgets are capped.
+The magic builds its request with ``parse_request`` and sends ``payload(request)``; the server
+validates that body with the same ``parse_request``, so both ends agree on one model. Two kinds:
+``scenario`` (chapter 5's calculator, hosted) and ``generate`` (the agent). Request fields can
+narrow what the operator allows, never widen it: unknown fields are dropped and budgets are
+capped to the operator's (``capped``).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from kernel_ext.pipeline.options import OperatorSettings, RunRequest, ScenarioRequest
-from kernel_ext.pipeline.run import RunBody
+from kernel_ext.hosting.options import BUDGET_CAPS, OperatorSettings, RunRequest, ScenarioRequest
 
 KINDS = ("generate", "scenario")
+
+HostedRequest = RunRequest | ScenarioRequest
 
 
 class RequestRefused(Exception):
@@ -34,7 +36,7 @@ class _Kind(BaseModel):
     kind: Literal["generate", "scenario"] = "generate"
 
 
-def parse_request(data: Any) -> RunRequest | ScenarioRequest:
+def parse_request(data: Any) -> HostedRequest:
     """A validated request from a JSON body; extra fields (``allow_shell_tools``...) are dropped."""
     if not isinstance(data, dict):
         raise RequestRefused("INVALID_REQUEST", "the body must be a JSON object")
@@ -46,33 +48,26 @@ def parse_request(data: Any) -> RunRequest | ScenarioRequest:
         raise RequestRefused("INVALID_REQUEST", _describe(exc)) from None
 
 
-def kind_of(request: RunRequest | ScenarioRequest) -> str:
+def payload(request: HostedRequest) -> dict[str, Any]:
+    """The JSON body ``parse_request`` reads back as ``request``: its kind and the fields set."""
+    return {"kind": kind_of(request), **request.model_dump(mode="json", exclude_unset=True)}
+
+
+def kind_of(request: HostedRequest) -> str:
     return "scenario" if isinstance(request, ScenarioRequest) else "generate"
 
 
 def capped(request: RunRequest, operator: OperatorSettings) -> RunRequest:
-    """The request with its budgets limited to the operator's caps (``operator.extra``)."""
+    """The request with its budgets limited to the operator's caps."""
     updates: dict[str, Any] = {}
-    for name in ("max_turns", "max_cost_usd", "max_runtime_s"):
-        cap = operator.extra.get(name)
+    for name in BUDGET_CAPS:
+        cap = getattr(operator, name)
         if cap is not None and getattr(request, name) > cap:
             updates[name] = type(getattr(request, name))(cap)
     return request.model_copy(update=updates) if updates else request
 
 
-def resolve_body(request: RunRequest | ScenarioRequest, operator: OperatorSettings) -> RunBody:
-    """The run body for ``request`` (budgets capped to the operator's)."""
-    if isinstance(request, ScenarioRequest):
-        from kernel_ext.scenarios.side_effects_run import side_effects_body
-
-        return side_effects_body(allowed=tuple(request.allow))
-    from kernel_ext.pipeline.generation import generation_body
-
-    _confine_model_path(request, operator)
-    return generation_body(capped(request, operator), operator)
-
-
-def _confine_model_path(request: RunRequest, operator: OperatorSettings) -> None:
+def confine_model_path(request: RunRequest, operator: OperatorSettings) -> None:
     """A ``model_path`` outside the operator's model root is refused before a run exists.
 
     The run then reads it through the fence (``model/loading.py``), so a link is refused there too.

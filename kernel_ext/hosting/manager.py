@@ -14,26 +14,24 @@ last few loaded; listings read only the first and last line of each log.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
-import re
-import socket
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from kernel_ext.pipeline.bus import EventLog
-from kernel_ext.pipeline.layout import RUN_ID_PATTERN, RunLayout
-from kernel_ext.pipeline.options import OperatorSettings, RunRequest, ScenarioRequest
-from kernel_ext.pipeline.run import Run, RunBody, load_finished, start_run
-from kernel_ext.server.kinds import kind_of, resolve_body
-from kernel_ext.server.offloop import off_loop
+from kernel_ext.hosting.bodies import resolve_body
+from kernel_ext.hosting.bus import EventLog
+from kernel_ext.hosting.layout import RUN_ID_PATTERN, RunLayout
+from kernel_ext.hosting.offloop import off_loop
+from kernel_ext.hosting.options import OperatorSettings
+from kernel_ext.hosting.requests import HostedRequest
+from kernel_ext.hosting.run import Run, RunBody, load_finished, start_run
+from kernel_ext.hosting.summaries import HOST_FILE, RunSummary, disk_summary, host_id, hosted_elsewhere, last_record, summarize
 from kernel_ext.workspace.publish import sweep_temporaries
 
 log = logging.getLogger(__name__)
 
-HOST_FILE = "host"  # in .besser/: "<hostname> <pid>" of the process hosting the run
 INTERRUPTED_SUMMARY = "the server stopped while this run was in flight; nothing is running for it any more"
 
 
@@ -58,7 +56,7 @@ class RunManager:
 
     # -- starting -------------------------------------------------------------------------
 
-    def start(self, request: RunRequest | ScenarioRequest) -> Run:
+    def start(self, request: HostedRequest) -> Run:
         """Resolve the body first (a refusal leaves nothing on disk), then start it."""
         body = resolve_body(request, self.operator)
         return self.start_body(body, options=request)
@@ -66,7 +64,7 @@ class RunManager:
     def start_body(self, body: RunBody, *, options: Any = None, run_id: str | None = None) -> Run:
         """Host an already-built body (library callers, benchmarks); needs a running loop."""
         layout = RunLayout.create(self.runs_dir, run_id)
-        (layout.internal_dir / HOST_FILE).write_text(_host_id(), encoding="utf-8")
+        (layout.internal_dir / HOST_FILE).write_text(host_id(), encoding="utf-8")
         run = start_run(
             body,
             layout,
@@ -133,22 +131,22 @@ class RunManager:
             self._loaded.popitem(last=False)
         return run
 
-    def list(self) -> list[dict[str, Any]]:
+    def list(self) -> list[RunSummary]:
         """A summary of every run, hosted or on disk, oldest first (run ids start with the time)."""
         live = {run_id: summarize(run) for run_id, run in self._live.items()}
         return _sorted({**self._disk_summaries(set(live)), **live})
 
-    async def summaries(self) -> list[dict[str, Any]]:
+    async def summaries(self) -> list[RunSummary]:
         """``list`` for the server: the folders are read in a worker thread."""
         live = {run_id: summarize(run) for run_id, run in self._live.items()}
         return _sorted({**await off_loop(self._disk_summaries, set(live)), **live})
 
-    def _disk_summaries(self, skip: set[str]) -> dict[str, dict[str, Any]]:
-        found: dict[str, dict[str, Any]] = {}
+    def _disk_summaries(self, skip: set[str]) -> dict[str, RunSummary]:
+        found: dict[str, RunSummary] = {}
         if self.runs_dir.is_dir():
             for entry in self.runs_dir.iterdir():
                 if entry.name not in skip and self._run_dir(entry.name) is not None:
-                    summary = _disk_summary(entry)
+                    summary = disk_summary(entry)
                     if summary is not None:
                         found[entry.name] = summary
         return found
@@ -172,7 +170,7 @@ class RunManager:
             if entry.name in self._live or self._run_dir(entry.name) is None or hosted_elsewhere(entry):
                 continue
             path = entry / "events.jsonl"
-            if _small_json(*_last_line(path)).get("type") == "done":  # only an unfinished log is read whole
+            if last_record(path).get("type") == "done":  # only an unfinished log is read whole
                 continue
             events = EventLog.load(entry.name, path)
             if events.closed:
@@ -202,60 +200,7 @@ class RunManager:
             await asyncio.wait(tasks, timeout=timeout)
 
 
-def summarize(run: Run) -> dict[str, Any]:
-    """What a run list or ``GET runs/{id}`` shows: no arguments, no file contents."""
-    events = run.events.events
-    started = next(iter(run.events.of_type("run_started")), None)
-    done = events[-1] if run.events.closed else None
-    summary = {
-        "id": run.id,
-        "status": run.status,
-        "live": run.task is not None and not run.task.done(),
-        "request": getattr(started, "request", ""),
-        "model_name": getattr(started, "model_name", ""),
-        "provider_label": getattr(started, "provider_label", ""),
-        "started_at": events[0].ts if events else None,
-        "ended_at": done.ts if done is not None else None,
-        "events": len(events),
-        "pending_approvals": list(run.pending_approvals()),
-        "summary": getattr(done, "summary", ""),
-        "run_dir": str(run.context.layout.run_dir),
-    }
-    if isinstance(run.context.options, (RunRequest, ScenarioRequest)):
-        summary["kind"] = kind_of(run.context.options)
-    return summary
-
-
-def _disk_summary(run_dir: Path) -> dict[str, Any] | None:
-    """A summary from the first and last lines of ``events.jsonl`` (a listing reads no more)."""
-    path = run_dir / "events.jsonl"
-    try:
-        with open(path, "rb") as handle:
-            head = handle.readline(SUMMARY_LINE_BYTES + 1)
-        first = _small_json(head, len(head) <= SUMMARY_LINE_BYTES)
-        last = _small_json(*_last_line(path))
-        count = _count_lines(path)
-    except (OSError, ValueError):
-        return None
-    done = last if last.get("type") == "done" else None
-    return {
-        "id": run_dir.name,
-        "status": done.get("status", "failed") if done else ("running" if hosted_elsewhere(run_dir) else "interrupted"),
-        "live": False,
-        "request": first.get("request", ""),
-        "model_name": first.get("model_name", ""),
-        "provider_label": first.get("provider_label", ""),
-        "started_at": first.get("ts"),
-        "ended_at": done.get("ts") if done else None,
-        "events": count,
-        "pending_approvals": [],
-        "summary": done.get("summary", "") if done else "",
-        "run_dir": str(run_dir),
-    }
-
-
 LOADED_RUNS_KEPT = 8  # finished runs whose loaded logs the server keeps
-SUMMARY_LINE_BYTES = 256 * 1024  # a first or last line longer than this is summarised from its type only
 
 
 def _stamp(run_dir: Path) -> tuple[int, int]:
@@ -263,79 +208,8 @@ def _stamp(run_dir: Path) -> tuple[int, int]:
     return info.st_size, info.st_mtime_ns
 
 
-def _last_line(path: Path) -> tuple[bytes, bool]:
-    """The last line of a file, read from its end, and True; of a line over ``SUMMARY_LINE_BYTES``,
-    its head and False."""
-    with open(path, "rb") as handle:
-        end = handle.seek(0, os.SEEK_END)
-        while end > 0:  # trailing newlines are not a line
-            handle.seek(end - 1)
-            if handle.read(1) != b"\n":
-                break
-            end -= 1
-        start = end
-        while start > 0:
-            step = min(start, 1 << 20)
-            handle.seek(start - step)
-            cut = handle.read(step).rfind(b"\n")
-            if cut >= 0:
-                start = start - step + cut + 1
-                break
-            start -= step
-        handle.seek(start)
-        whole = end - start <= SUMMARY_LINE_BYTES
-        return handle.read(end - start if whole else 4096), whole
-
-
-def _small_json(line: bytes, whole: bool = True) -> dict[str, Any]:
-    """A whole line's JSON object ({} if torn); of a line too long to hold, the fields its head names."""
-    if not whole:
-        return {key.decode(): value.decode() for key, value in _HEAD_FIELDS.findall(line[:4096])}
-    try:
-        data = json.loads(line) if line.strip() else {}
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-_HEAD_FIELDS = re.compile(rb'"(type|status|request|model_name|provider_label)":"([^"\\]{0,200})"')
-
-
-def _count_lines(path: Path) -> int:
-    """Lines (a torn last one included), counted in 1 MiB reads."""
-    count, last = 0, b"\n"
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            count += chunk.count(b"\n")
-            last = chunk[-1:]
-    return count + (last != b"\n")
-
-
-def _sorted(summaries: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def _sorted(summaries: dict[str, RunSummary]) -> list[RunSummary]:
     return [summaries[k] for k in sorted(summaries)]
-
-
-def _host_id() -> str:
-    return f"{socket.gethostname()} {os.getpid()}"
-
-
-def hosted_elsewhere(run_dir: Path) -> bool:
-    """True while another live process on this machine hosts the run (a kernel's in-process run
-    in the same folder, a second server): recovery must not close its log under it."""
-    try:
-        host, pid = (run_dir / ".besser" / HOST_FILE).read_text(encoding="utf-8").split()
-        pid_number = int(pid)
-    except (OSError, ValueError):
-        return False
-    if host != socket.gethostname() or pid_number == os.getpid():
-        return False
-    try:
-        os.kill(pid_number, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _end_with_newline(path: Path) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
 
-from kernel_ext.pipeline.events import BaseEvent, make_event, parse_event, to_json
+from kernel_ext.hosting.events import BaseEvent, make_event, parse_event, to_json
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ext.boundary.approval import AsyncApprover, Verdict
-from kernel_ext.pipeline.bus import EventLog, EventLogUnwritable
-from kernel_ext.pipeline.events import BaseEvent
-from kernel_ext.pipeline.layout import RunLayout
+from kernel_ext.hosting.bus import EventLog, EventLogUnwritable
+from kernel_ext.hosting.events import BaseEvent
+from kernel_ext.hosting.layout import RunLayout
 
 log = logging.getLogger(__name__)
 

@@ -88,7 +88,7 @@ class ApprovalRequested(_Event):
     name: str
     category: str
     request: dict[str, Any]
-    digest: str = ""  # sha256 of the frozen request; a decision may name it (optional, added in G7)
+    digest: str = ""  # sha256 of the frozen request; a decision may name it (optional: older logs lack it)
 
 
 class ApprovalResolved(_Event):

@@ -10,7 +10,7 @@ dropped when a body is parsed, and nothing here reads them.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,6 +19,9 @@ from kernel_ext.model.method_bodies import ENV as METHOD_BODIES_ENV, method_mode
 from kernel_ext.sandbox.config import env_flag
 
 ApproveMode = Literal["none", "edits", "shell", "all"]
+
+# The request budgets an operator may cap (``OperatorSettings``): a request asking for more gets the cap.
+BUDGET_CAPS = ("max_turns", "max_cost_usd", "max_runtime_s")
 
 
 class RunRequest(BaseModel):
@@ -62,7 +65,15 @@ class OperatorSettings:
     # Where a request's ``model_path`` may point: a file under this folder, opened through the fence
     # (the server sets its root_dir). None: any path (library callers, the CLI, in-process magics).
     model_root: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    # Caps on a request's budgets (None: the request's own value stands); see ``requests.capped``.
+    max_turns: int | None = None
+    max_cost_usd: float | None = None
+    max_runtime_s: float | None = None
+
+    def budget_caps(self) -> dict[str, int | float]:
+        """The caps the operator set, by budget name (what ``%besser config`` shows)."""
+        caps = {name: getattr(self, name) for name in BUDGET_CAPS}
+        return {name: value for name, value in caps.items() if value is not None}
 
     @classmethod
     def from_environment(cls, environ: dict[str, str] | None = None, **explicit: Any) -> OperatorSettings:

@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernel_ext.pipeline.events import BaseEvent, make_event, to_json
-from kernel_ext.pipeline.stored import MAX_LOADED_LINE_BYTES, StoredEvents, read_log
+from kernel_ext.hosting.events import BaseEvent, make_event, to_json
+from kernel_ext.hosting.stored import MAX_LOADED_LINE_BYTES, StoredEvents, read_log
 
 __all__ = ["MAX_LOADED_LINE_BYTES", "TERMINAL_TYPES", "EventLog", "EventLogUnwritable"]
 

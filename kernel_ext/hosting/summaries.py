@@ -1,0 +1,186 @@
+"""What a run list or ``GET runs/{id}`` shows of a run: one model for a hosted run and a folder.
+
+``summarize`` reads a run this process hosts (or has loaded); ``disk_summary`` reads only the
+first and last lines of a folder's ``events.jsonl``, so listing many large logs stays cheap.
+Both build the same ``RunSummary``, and ``as_json`` is the REST reply's shape: no arguments, no
+file contents, ``kind`` only where the request is known.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from kernel_ext.hosting.options import RunRequest, ScenarioRequest
+from kernel_ext.hosting.requests import kind_of
+from kernel_ext.hosting.run import Run
+
+HOST_FILE = "host"  # in .besser/: "<hostname> <pid>" of the process hosting the run
+SUMMARY_LINE_BYTES = 256 * 1024  # a first or last line longer than this is summarised from its type only
+
+
+class RunSummary(BaseModel):
+    """One run as a listing shows it (the REST contract's keys)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    status: str
+    live: bool
+    request: str = ""
+    model_name: str = ""
+    provider_label: str = ""
+    started_at: float | None = None
+    ended_at: float | None = None
+    events: int = 0
+    pending_approvals: list[str] = []
+    summary: str = ""
+    run_dir: str
+    kind: str | None = None  # "generate" | "scenario" where the hosting process knows the request
+
+    def as_json(self) -> dict[str, Any]:
+        """The reply's object: every key above, ``kind`` only when known."""
+        return self.model_dump(mode="json", exclude={"kind"} if self.kind is None else set())
+
+
+def summarize(run: Run) -> RunSummary:
+    """A hosted (or loaded) run, from its events in memory."""
+    events = run.events.events
+    started = next(iter(run.events.of_type("run_started")), None)
+    done = events[-1] if run.events.closed else None
+    options = run.context.options
+    return RunSummary(
+        id=run.id,
+        status=run.status,
+        live=run.task is not None and not run.task.done(),
+        request=getattr(started, "request", ""),
+        model_name=getattr(started, "model_name", ""),
+        provider_label=getattr(started, "provider_label", ""),
+        started_at=events[0].ts if events else None,
+        ended_at=done.ts if done is not None else None,
+        events=len(events),
+        pending_approvals=list(run.pending_approvals()),
+        summary=getattr(done, "summary", ""),
+        run_dir=str(run.context.layout.run_dir),
+        kind=kind_of(options) if isinstance(options, (RunRequest, ScenarioRequest)) else None,
+    )
+
+
+def disk_summary(run_dir: Path) -> RunSummary | None:
+    """A run folder, from the first and last lines of ``events.jsonl`` (a listing reads no more)."""
+    path = run_dir / "events.jsonl"
+    try:
+        with open(path, "rb") as handle:
+            head = handle.readline(SUMMARY_LINE_BYTES + 1)
+        first = small_json(head, len(head) <= SUMMARY_LINE_BYTES)
+        last = last_record(path)
+        count = _count_lines(path)
+    except (OSError, ValueError):
+        return None
+    done = last if last.get("type") == "done" else None
+    return RunSummary(
+        id=run_dir.name,
+        status=_text(done.get("status", "failed")) if done else ("running" if hosted_elsewhere(run_dir) else "interrupted"),
+        live=False,
+        request=_text(first.get("request")),
+        model_name=_text(first.get("model_name")),
+        provider_label=_text(first.get("provider_label")),
+        started_at=_time(first.get("ts")),
+        ended_at=_time(done.get("ts")) if done else None,
+        events=count,
+        pending_approvals=[],
+        summary=_text(done.get("summary")) if done else "",
+        run_dir=str(run_dir),
+    )
+
+
+def _text(value: Any) -> str:
+    """A log's string field; anything else (a hand-edited log) shows as empty."""
+    return value if isinstance(value, str) else ""
+
+
+def _time(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def last_record(path: Path) -> dict[str, Any]:
+    """The last line's JSON object ({} if torn); of a line too long to hold, what its head names."""
+    return small_json(*_last_line(path))
+
+
+def _last_line(path: Path) -> tuple[bytes, bool]:
+    """The last line of a file, read from its end, and True; of a line over ``SUMMARY_LINE_BYTES``,
+    its head and False."""
+    with open(path, "rb") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        while end > 0:  # trailing newlines are not a line
+            handle.seek(end - 1)
+            if handle.read(1) != b"\n":
+                break
+            end -= 1
+        start = end
+        while start > 0:
+            step = min(start, 1 << 20)
+            handle.seek(start - step)
+            cut = handle.read(step).rfind(b"\n")
+            if cut >= 0:
+                start = start - step + cut + 1
+                break
+            start -= step
+        handle.seek(start)
+        whole = end - start <= SUMMARY_LINE_BYTES
+        return handle.read(end - start if whole else 4096), whole
+
+
+def small_json(line: bytes, whole: bool = True) -> dict[str, Any]:
+    """A whole line's JSON object ({} if torn); of a line too long to hold, the fields its head names."""
+    if not whole:
+        return {key.decode(): value.decode() for key, value in _HEAD_FIELDS.findall(line[:4096])}
+    try:
+        data = json.loads(line) if line.strip() else {}
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+_HEAD_FIELDS = re.compile(rb'"(type|status|request|model_name|provider_label)":"([^"\\]{0,200})"')
+
+
+def _count_lines(path: Path) -> int:
+    """Lines (a torn last one included), counted in 1 MiB reads."""
+    count, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+def host_id() -> str:
+    """What ``HOST_FILE`` holds for a run this process hosts."""
+    return f"{socket.gethostname()} {os.getpid()}"
+
+
+def hosted_elsewhere(run_dir: Path) -> bool:
+    """True while another live process on this machine hosts the run (a kernel's in-process run
+    in the same folder, a second server): recovery must not close its log under it."""
+    try:
+        host, pid = (run_dir / ".besser" / HOST_FILE).read_text(encoding="utf-8").split()
+        pid_number = int(pid)
+    except (OSError, ValueError):
+        return False
+    if host != socket.gethostname() or pid_number == os.getpid():
+        return False
+    try:
+        os.kill(pid_number, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
