@@ -17,7 +17,7 @@ _EXPORTS = {
     "resolve_target": "kernel_ext.generation.registry",
     "redundant_tools": "kernel_ext.generation.registry",
     "detect_stack": "kernel_ext.generation.stack_metadata",
-    "Finding": "kernel_ext.validation.report",
+    "Finding": "kernel_ext.findings",
     "CheckReport": "kernel_ext.generation.checks",
     "check_files": "kernel_ext.generation.checks",
     "GeneratedFile": "kernel_ext.generation.manifest",

@@ -21,7 +21,7 @@ from kernel_ext.generation.checks import CheckReport, check_files
 from kernel_ext.generation.manifest import GeneratedFile, GenerationLedger
 from kernel_ext.generation.registry import resolve_target
 from kernel_ext.generation.runner import PublishReport, generate, publish_output
-from kernel_ext.validation.report import Finding
+from kernel_ext.findings import Finding
 
 
 @dataclass

@@ -46,7 +46,7 @@ class GeneratedOutput:
         """What a person must know about how it ran (a confined generator under ``off``, stubs)."""
         from kernel_ext.generation.confined import off_findings
         from kernel_ext.model.method_bodies import ENV
-        from kernel_ext.validation.report import Finding
+        from kernel_ext.findings import Finding
 
         found = off_findings(self.spec.label, self.tier) if self.tier else []
         if self.stubbed:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernel_ext.model.method_bodies import ENV, MethodBody, foreign_bodies, listing, without_bodies
-from kernel_ext.validation.report import Finding
+from kernel_ext.findings import Finding
 
 CARD_NAME = "model_method_bodies"
 CODE = "model_method_bodies_removed"

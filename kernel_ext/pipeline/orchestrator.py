@@ -29,7 +29,7 @@ from kernel_ext.providers.messages import Conversation
 from kernel_ext.tools.base import Category, ToolContext
 from kernel_ext.tools.registry import default_catalog
 from kernel_ext.tools.task_list import SERVICE as TASKS, TaskList
-from kernel_ext.validation.report import Finding, ValidationReport
+from kernel_ext.findings import Finding, ValidationReport
 
 REPAIR_TURNS_PER_ROUND = 6
 

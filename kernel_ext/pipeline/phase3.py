@@ -23,7 +23,7 @@ from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.pipeline import snapshots
-from kernel_ext.validation.report import Finding, ValidationReport
+from kernel_ext.findings import Finding, ValidationReport
 
 __all__ = ["Finding", "Phase3Result", "RoundOutcome", "ValidationReport", "run_phase3"]
 

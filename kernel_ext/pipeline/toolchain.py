@@ -12,7 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from kernel_ext.validation.report import Finding
+from kernel_ext.findings import Finding
 
 PIP_SECONDS = 300
 NPM_SECONDS = 600

@@ -155,7 +155,7 @@ def validate_run(ctx: ToolContext, backend: str | None = None) -> Any:
 
     This is the check Phase 3 runs; ``.report`` is the ``ValidationReport`` it ranks.
     """
-    from kernel_ext.validation.report import Finding, ValidationReport
+    from kernel_ext.findings import Finding, ValidationReport
     from kernel_ext.validation.validate import validate_app
 
     runtime = runtime_enabled(ctx)

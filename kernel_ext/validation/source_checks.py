@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kernel_ext.pyparse import parse_source
-from kernel_ext.validation.report import Finding
+from kernel_ext.findings import Finding
 
 RUFF_RULES = "F821,F822,F823,F405"
 RUFF_TIMEOUT_S = 60.0

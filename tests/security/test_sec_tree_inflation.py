@@ -40,7 +40,7 @@ from kernel_ext.generation.manifest import tree_hashes
 from kernel_ext.pipeline import snapshots
 from kernel_ext.pipeline.phase3 import RoundOutcome, run_phase3
 from kernel_ext.server.archive import NOTES_NAME, OVER_BUDGET
-from kernel_ext.validation.report import Finding, ValidationReport
+from kernel_ext.findings import Finding, ValidationReport
 from kernel_ext.workspace import treewalk
 from kernel_ext.workspace.treebudget import HASHED_BY_METADATA, TreeBudget, TreeLimits
 from kernel_ext.workspace.treecopy import clone_file

@@ -44,7 +44,7 @@ from kernel_ext.pipeline import snapshots
 from kernel_ext.pipeline.phase3 import RoundOutcome, run_phase3
 from kernel_ext.server.archive import NOTES_NAME, portable_name
 from kernel_ext.server.handlers.base import STATE_KEY
-from kernel_ext.validation.report import Finding, ValidationReport
+from kernel_ext.findings import Finding, ValidationReport
 from kernel_ext.workspace import treewalk
 
 SECRET = "HOST-SECRET-tree-7d41"

@@ -1,4 +1,4 @@
-"""What validation found, in one shape for Phase 3, the tools, events and the final report.
+"""What validation found, in one shape for Phase 1's checks, Phase 3, the tools, events and the final report.
 
 A ``ValidationReport`` ranks trees: (app boots) then (entities it cannot create) then
 (actions it cannot run) then (blocker count), lower is better. Completion is never reported
