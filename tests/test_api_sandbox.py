@@ -21,7 +21,7 @@ from api_fixtures import APPS, app_workspace, call, executor_for, host, requires
 from sandbox_fixtures import tier_param
 
 from kernel_ext.validation import staging
-from kernel_ext.validation.apphost import AppHost
+from kernel_ext.validation.apphost.host import AppHost
 from kernel_ext.workspace import Workspace
 
 pytestmark = requires_sandbox

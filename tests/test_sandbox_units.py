@@ -7,7 +7,7 @@ import pytest
 from kernel_ext.errors import ToolFailure
 from kernel_ext.sandbox.bwrap import bwrap_argv
 from kernel_ext.sandbox.capture import StreamCapture
-from kernel_ext.sandbox.command_policy import check_command
+from kernel_ext.shellplan.denylist import check_command
 from kernel_ext.sandbox.config import ShellSettings
 from kernel_ext.sandbox.env import scrub_environment
 from kernel_ext.sandbox.record import CommandRecord

@@ -13,7 +13,7 @@ import pytest
 from sandbox_fixtures import free_port, port_answers, processes_with, token, wait_until
 from shell_tools_fixtures import h, harness, needs_bwrap  # noqa: F401 - h is a fixture
 
-from kernel_ext.sandbox import jobs, shell
+from kernel_ext.sandbox.shtools import jobs, shell
 
 pytestmark = needs_bwrap
 
@@ -119,7 +119,7 @@ def test_signals_other_than_term_and_stream_selection(h):
 CHILD = """
 import os, sys, time
 sys.path.insert(0, {root!r})
-from kernel_ext.sandbox.shell import Shell
+from kernel_ext.sandbox.shtools.shell import Shell
 shell = Shell({ws!r}, enable=True, policy="bwrap", state_dir={state!r})
 shell.run("sleep {marker}", background=True)
 deadline = time.monotonic() + 10

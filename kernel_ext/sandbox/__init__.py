@@ -7,10 +7,14 @@ Imports are lazy (``%load_ext`` stays fast). The names most callers need:
 - ``start_worker(argv, conf) -> Worker``: a long-lived confined worker over pipes (``workers``:
   the app host, the import guard). Outside this package, no other way starts a process that
   runs project code.
-- ``SessionRegistry``: the server's sessions (``registry``); ``ShellSession`` (``session``).
-- ``ShellService`` / ``shell_service_for_run``: the per-run ``shell`` service (``service``).
+- ``SessionRegistry``, ``ShellSession``, ``ShellService`` / ``shell_service_for_run``: the
+  per-run persistent shell and its service (``session/``); ``Shell``: the ``sh_*`` toolkit
+  (``shtools/``). Both build on the core here; the core imports neither.
 - ``shell_tools_enabled``, ``ShellSettings`` (``config``); ``choose_tier``, ``Tier`` (``tiers``).
-- ``CommandRecord`` (``record``), ``scrub_environment`` (``env``), ``check_command``.
+- ``CommandRecord`` (``record``), ``scrub_environment`` (``env``).
+
+The command policy and ``sh_plan``'s classifier run no process and live below this package,
+in ``kernel_ext.shellplan``.
 """
 
 from __future__ import annotations
@@ -22,11 +26,11 @@ _EXPORTS = {
     "require_tier": "oneoff",
     "release_workspace": "oneoff",
     "start_worker": "workers",
-    "SessionRegistry": "registry",
-    "ShellSession": "session",
-    "ShellService": "service",
-    "Shell": "shell",
-    "shell_service_for_run": "service",
+    "SessionRegistry": "session.registry",
+    "ShellSession": "session.persistent",
+    "ShellService": "session.service",
+    "Shell": "shtools.shell",
+    "shell_service_for_run": "session.service",
     "shell_tools_enabled": "config",
     "ShellSettings": "config",
     "choose_tier": "tiers",
@@ -35,7 +39,6 @@ _EXPORTS = {
     "CommandRecord": "record",
     "StreamResult": "capture",
     "scrub_environment": "env",
-    "check_command": "command_policy",
     "Confinement": "spec",
 }
 
@@ -50,7 +53,6 @@ __all__ = [
     "StreamResult",
     "Tier",
     "TierChoice",
-    "check_command",
     "choose_tier",
     "release_workspace",
     "require_tier",

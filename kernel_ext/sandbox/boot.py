@@ -4,7 +4,7 @@ A sandbox shows the interpreter and this package's folder read-only, with ``-I``
 environment paths, no user site, no script folder on ``sys.path``). So the program is started
 by a boot line that loads ``kernel_ext`` from its own folder (the only part of its parent a
 sandbox shows or lets list), imports the named module and exits with its ``main(argv)``. The
-app host (``validation/apphost.py``) and confined generators (``generation/confined.py``) start
+app host (``validation/apphost/host.py``) and confined generators (``generation/confined.py``) start
 this way, through ``start_worker`` or ``run_confined``.
 """
 

@@ -1,6 +1,6 @@
 """The shell tools: ``sh_run``, ``sh_detail``, ``sh_logs``, ``sh_kill``, ``sh_plan``, checkpoints.
 
-Thin wrappers over ``kernel_ext.sandbox.shell.Shell`` (the same functions a notebook calls).
+Thin wrappers over ``kernel_ext.sandbox.shtools.shell.Shell`` (the same functions a notebook calls).
 Every tool requires the ``shell`` service, which a host installs only when the operator enabled
 shell tools, so none of them is offered otherwise. ``sh_run``'s preparation classifies the
 command statically (``sh_plan``): the approval card shows the plan text and
@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox.options import MAX_COMMAND_CHARS, RunRequest
+from kernel_ext.sandbox.shtools.options import MAX_COMMAND_CHARS, RunRequest
 from kernel_ext.tools.base import (
     Category,
     Preparation,
@@ -32,7 +32,7 @@ from kernel_ext.tools.base import (
 
 
 class ShRunArgs(ToolArgs, RunRequest):
-    """``sh_run``'s arguments are ``RunRequest``'s fields (see ``kernel_ext.sandbox.options``)."""
+    """``sh_run``'s arguments are ``RunRequest``'s fields (see ``kernel_ext.sandbox.shtools.options``)."""
 
 
 class ShDetailArgs(ToolArgs):
@@ -72,10 +72,10 @@ class ShCheckpointsArgs(ToolArgs):
 def _shell(ctx: ToolContext) -> Any:
     service = ctx.service("shell")
     if not getattr(service, "enabled", False):
-        from kernel_ext.sandbox.service import DISABLED_MESSAGE
+        from kernel_ext.sandbox.session.service import DISABLED_MESSAGE
 
         raise ToolFailure(ErrorCode.SHELL_DISABLED, DISABLED_MESSAGE)
-    from kernel_ext.sandbox.shell import Shell
+    from kernel_ext.sandbox.shtools.shell import Shell
 
     return Shell.for_service(service)
 
@@ -96,7 +96,7 @@ def prepare_sh_run(args: ShRunArgs, ctx: ToolContext) -> Preparation:
 
 
 def sh_run(args: ShRunArgs, ctx: ToolContext) -> ToolOutcome:
-    from kernel_ext.sandbox.results import render, succeeded
+    from kernel_ext.sandbox.shtools.results import render, succeeded
 
     result = _shell(ctx).execute(args)
     text = render(result)
@@ -130,14 +130,14 @@ def sh_detail(args: ShDetailArgs, ctx: ToolContext) -> ToolOutcome:
 
 
 def sh_logs(args: ShLogsArgs, ctx: ToolContext) -> ToolOutcome:
-    from kernel_ext.sandbox.results import render
+    from kernel_ext.sandbox.shtools.results import render
 
     result = _shell(ctx).logs(args.id, args.stream, args.stdout_cursor, args.stderr_cursor, args.full)
     return ToolOutcome(render(result), result)
 
 
 def sh_plan(args: ShPlanArgs, ctx: ToolContext) -> ToolOutcome:
-    from kernel_ext.sandbox.plan import classify
+    from kernel_ext.shellplan.plan import classify
 
     if not args.command.strip():
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "the command is empty")
@@ -149,7 +149,7 @@ def sh_plan(args: ShPlanArgs, ctx: ToolContext) -> ToolOutcome:
 
 
 def prepare_sh_kill(args: ShKillArgs, ctx: ToolContext) -> Preparation:
-    from kernel_ext.sandbox.jobs import signal_name
+    from kernel_ext.sandbox.shtools.jobs import signal_name
 
     shell = _shell(ctx)
     name = signal_name(args.signal)

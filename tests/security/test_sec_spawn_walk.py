@@ -38,7 +38,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         "ruff check --isolated parses Python source (no config, no plugins); it executes none of it",
     ("kernel_ext/tools/import_worker.py", "os.fork"):
         "the import guard's worker program: runs only inside the sandbox (start_worker), forks one child per check there",
-    ("kernel_ext/validation/apphost_main.py", "os.fork"):
+    ("kernel_ext/validation/apphost/main.py", "os.fork"):
         "the app host's program: runs only inside the sandbox (start_worker), forks one child per scenario there",
     ("kernel_ext/pipeline/data/probe.py", "subprocess.Popen"):
         "a data file shipped into the generated project; never imported by the host, run only inside the sandbox shell",

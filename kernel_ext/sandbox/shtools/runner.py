@@ -2,7 +2,7 @@
 
 ``sh_run`` does not use the run's persistent shell (``session``): each call may ask for its own
 confinement (writes limited to ``cwd``, no network, hidden paths), so each gets a sandbox built
-from F3's pieces (``Confinement``, ``tiers.launch``, ``scrub_environment``, ``supervisor.Job``)
+from the confinement core's pieces (``Confinement``, ``tiers.launch``, ``scrub_environment``, ``supervisor.Job``)
 over the run's workspace and ``$HOME`` (what ``install_dependencies`` installed is there).
 Output is captured in full up to the capture cap (past it the tree is killed) and handed
 to the record store; nothing is spilled into the workspace.
@@ -25,7 +25,7 @@ from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox import landlock
 from kernel_ext.sandbox.capture import CAPTURE_CAP, StreamCapture
 from kernel_ext.sandbox.env import scrub_environment
-from kernel_ext.sandbox.options import SandboxOptions
+from kernel_ext.sandbox.shtools.options import SandboxOptions
 from kernel_ext.sandbox.spec import Confinement, is_within
 from kernel_ext.sandbox.supervisor import Job, spawn
 from kernel_ext.sandbox.tiers import Tier, TierChoice, launch
@@ -163,7 +163,7 @@ def run_once(choice: TierChoice, placement: Placement, command: str, timeout_s: 
     if strace is not None:
         trace_dir = Path(tempfile.mkdtemp(prefix="besser-trace-"))
         conf = replace(conf, writable=(*conf.writable, trace_dir))
-        from kernel_ext.sandbox.trace import wrap
+        from kernel_ext.sandbox.shtools.trace import wrap
 
         argv = wrap(argv, trace_dir / "trace", strace)
     try:

@@ -1,7 +1,7 @@
 """One persistent shell per run, like a terminal, inside the run's sandbox.
 
 ``cd`` and exported variables carry over because every command runs in the same ``bash``
-(the wire is in ``shell_protocol``). Job control (``set -m``) gives each pipeline its own
+(the wire is in ``protocol``). Job control (``set -m``) gives each pipeline its own
 process group; a process a command starts in the background keeps running after it returns,
 so a server started in one command answers the next.
 
@@ -34,7 +34,7 @@ from kernel_ext.sandbox.capture import StreamCapture
 from kernel_ext.sandbox.env import scrub_environment
 from kernel_ext.sandbox.oneoff import execute
 from kernel_ext.sandbox.record import CommandRecord, new_record_id
-from kernel_ext.sandbox.shell_protocol import (
+from kernel_ext.sandbox.session.protocol import (
     CommandFiles,
     ControlChannel,
     Marker,

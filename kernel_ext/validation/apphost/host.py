@@ -1,9 +1,9 @@
-"""The server's handle on one warm app host: start it sandboxed, stage source, run jobs.
+"""Host side: the server's handle on one warm app host: start it sandboxed, stage source, run jobs.
 
 The app runs with the server's interpreter and packages, plus an overlay of what its own
 ``requirements.txt`` needs and the server lacks (``kernel_ext.appenv``): ``stage`` settles the
 environment first, and a host started with another overlay is restarted with the new one.
-The host process (``apphost_main``) runs under the operator's sandbox tier with the network
+The host process (``apphost.main``) runs under the operator's sandbox tier with the network
 unshared (bubblewrap: a new network namespace; Landlock: TCP denied), whether or not shell
 tools are enabled, with the scrubbed environment every sandboxed command gets. It sees the
 staged source read-only; each child copies it. Jobs are framed JSON over the host's stdin and
@@ -27,7 +27,7 @@ from typing import Any
 
 from kernel_ext.appenv.environment import AppEnvironment, environment_for
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.validation.frames import FrameError, read_frame, write_frame
+from kernel_ext.sandbox.frames import FrameError, read_frame, write_frame
 from kernel_ext.validation.staging import Source
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ class AppHost:
         from kernel_ext.sandbox.boot import package_program
 
         options = [*([] if self.standby else ["--no-standby"]), *(arg for p in overlay for arg in ("--path", str(p)))]
-        argv = package_program("kernel_ext.validation.apphost_main", *options)
+        argv = package_program("kernel_ext.validation.apphost.main", *options)
         self._log = open(self.scratch / "host.log", "ab")
         try:
             worker = start_worker(argv, conf, policy=self.policy, stderr=self._log)
