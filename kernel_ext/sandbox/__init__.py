@@ -4,9 +4,13 @@ Imports are lazy (``%load_ext`` stays fast). The names most callers need:
 
 - ``run_confined(argv, workspace_root, timeout, network=False, ...) -> CommandRecord``:
   a fresh one-off sandbox for checks and probes (``oneoff``); ``release_workspace`` at run end.
-- ``start_worker(argv, conf) -> Worker``: a long-lived confined worker over pipes (``workers``:
-  the app host, the import guard). Outside this package, no other way starts a process that
-  runs project code.
+- ``WarmWorker(plan)``: a long-lived confined worker speaking JSON frames over pipes
+  (``workers``, ``frames``: the app host, the import checker), restarted after a failure.
+  Outside this package, no other way starts a process that runs project code.
+- ``require_tier`` (``confined``): the operator's tier, or the ``sandbox_unavailable`` refusal.
+  Inside this package, ``confined.spawn_confined`` is the one start of every confined process
+  (tier, launch line with caps, scrubbed environment): the one-off path, the spares, the
+  session, ``sh_run`` and the workers build on it; code outside may not call it.
 - ``SessionRegistry``, ``ShellSession``, ``ShellService`` / ``shell_service_for_run``: the
   per-run persistent shell and its service (``session/``); ``Shell``: the ``sh_*`` toolkit
   (``shtools/``). Both build on the core here; the core imports neither.
@@ -23,9 +27,12 @@ from kernel_ext.lazy import lazy_exports
 
 _EXPORTS = {
     "run_confined": "oneoff",
-    "require_tier": "oneoff",
+    "require_tier": "confined",
+    "Confined": "confined",
     "release_workspace": "oneoff",
     "start_worker": "workers",
+    "WarmWorker": "workers",
+    "WorkerPlan": "workers",
     "SessionRegistry": "session.registry",
     "ShellSession": "session.persistent",
     "ShellService": "session.service",
@@ -45,6 +52,7 @@ _EXPORTS = {
 __all__ = [
     "Shell",
     "CommandRecord",
+    "Confined",
     "Confinement",
     "SessionRegistry",
     "ShellService",
@@ -53,6 +61,8 @@ __all__ = [
     "StreamResult",
     "Tier",
     "TierChoice",
+    "WarmWorker",
+    "WorkerPlan",
     "choose_tier",
     "release_workspace",
     "require_tier",
