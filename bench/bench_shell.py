@@ -91,8 +91,8 @@ def _row(name: str, rounds: list[float], base: list[float] | None = None, unit: 
 
 
 def bench_round_trip(workspace: Path, home: Path) -> list:
-    from kernel_ext.sandbox.session.registry import SessionRegistry
     from kernel_ext.sandbox.session.persistent import ShellSession
+    from kernel_ext.sandbox.session.registry import SessionRegistry
     from kernel_ext.sandbox.tiers import choose_tier
 
     registry = SessionRegistry()
@@ -115,8 +115,8 @@ def bench_round_trip(workspace: Path, home: Path) -> list:
 
 
 def bench_first_command(workspace: Path, home: Path) -> list:
-    from kernel_ext.sandbox.session.registry import SessionRegistry
     from kernel_ext.sandbox.session.persistent import ShellSession
+    from kernel_ext.sandbox.session.registry import SessionRegistry
     from kernel_ext.sandbox.tiers import choose_tier
 
     choice = choose_tier("bwrap")

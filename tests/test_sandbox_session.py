@@ -28,8 +28,8 @@ from sandbox_fixtures import (
     wait_until,
 )
 
-from kernel_ext.sandbox.session.registry import SessionRegistry
 from kernel_ext.sandbox.session.persistent import ShellSession
+from kernel_ext.sandbox.session.registry import SessionRegistry
 from kernel_ext.sandbox.tiers import choose_tier
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)

@@ -13,9 +13,9 @@ from sandbox_fixtures import processes_with, tier_param, token, wait_until
 from shell_tools_fixtures import h, harness, needs_bwrap  # noqa: F401 - h is a fixture
 
 from kernel_ext.errors import ToolFailure
-from kernel_ext.sandbox.shtools import effects, trace
 from kernel_ext.sandbox.config import ShellSettings
 from kernel_ext.sandbox.session.service import ShellService
+from kernel_ext.sandbox.shtools import effects, trace
 from kernel_ext.sandbox.shtools.shell import Shell
 
 

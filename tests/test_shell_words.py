@@ -26,8 +26,8 @@ from kernel_ext.shellplan.denylist import (
     split_command,
 )
 from kernel_ext.shellplan.plan import classify
-from kernel_ext.shellplan.words import SplitError, split_words
 from kernel_ext.shellplan.scan import fork_bomb
+from kernel_ext.shellplan.words import SplitError, split_words
 
 # every character the splitter treats specially, and a few it must not
 ALPHABET = list(" \t\r\n'\"\\;|&()<>#$=~-./*?x1é\x0b")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from kernel_ext.shellplan.rules import classify_program
+from kernel_ext.shellplan.scan import Scan
 from kernel_ext.shellplan.verdict import (
     UNKNOWN,
     Verdict,
@@ -23,7 +24,6 @@ from kernel_ext.shellplan.verdict import (
     value_of,
     worst,
 )
-from kernel_ext.shellplan.scan import Scan
 
 _PYTHON = re.compile(r"^(?:python|pypy)[0-9.]*$")
 _OTHER_INTERPRETERS = frozenset({"node", "nodejs", "ruby", "perl", "php", "Rscript", "lua"})

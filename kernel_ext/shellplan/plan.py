@@ -22,6 +22,7 @@ from kernel_ext.shellplan.code import interpreter_verdict, is_interpreter, raw_s
 from kernel_ext.shellplan.git import classify_git
 from kernel_ext.shellplan.lexer import Parsed, Redirect, Segment, Word, parse
 from kernel_ext.shellplan.rules import classify_program
+from kernel_ext.shellplan.scan import Scan, fork_bomb
 from kernel_ext.shellplan.verdict import (
     COMPLEX,
     DESTRUCTIVE,
@@ -39,7 +40,6 @@ from kernel_ext.shellplan.verdict import (
     value_of,
     worst,
 )
-from kernel_ext.shellplan.scan import Scan, fork_bomb
 
 MAX_DEPTH = 8
 LEADING_KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}", "esac"})

@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import Field
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox.shtools.options import MAX_COMMAND_CHARS
 from kernel_ext.sandbox.record import CommandRecord
+from kernel_ext.sandbox.shtools.options import MAX_COMMAND_CHARS
 from kernel_ext.tools.base import (
     Category,
     Preparation,

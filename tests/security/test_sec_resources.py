@@ -22,12 +22,12 @@ from sandbox_fixtures import (
 from tiny_disk import run_on_tiny_disk, tiny_disk_cause
 
 from kernel_ext.boundary import ApprovalPolicy
-from kernel_ext.sandbox.shtools.options import MAX_COMMAND_CHARS
 from kernel_ext.sandbox.resource_caps import (
     operator_max_tasks,
     rlimit_fallback,
     task_cap_cause,
 )
+from kernel_ext.sandbox.shtools.options import MAX_COMMAND_CHARS
 
 from .world import call, output, sh, shell_executor
 

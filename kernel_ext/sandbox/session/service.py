@@ -21,16 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.shellplan.denylist import check_command
 from kernel_ext.sandbox.config import (
     ShellSettings,
     shell_tools_enabled,
     startup_settings,
 )
 from kernel_ext.sandbox.record import CommandRecord
-from kernel_ext.sandbox.session.registry import SessionRegistry
 from kernel_ext.sandbox.session.persistent import ShellSession
+from kernel_ext.sandbox.session.registry import SessionRegistry
 from kernel_ext.sandbox.tiers import UNAVAILABLE_MESSAGE, TierChoice, choose_tier
+from kernel_ext.shellplan.denylist import check_command
 
 log = logging.getLogger(__name__)
 

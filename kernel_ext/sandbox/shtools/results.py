@@ -16,9 +16,9 @@ from typing import Any
 from kernel_ext.sandbox.shtools import condense
 from kernel_ext.sandbox.shtools.effects import changed_paths
 from kernel_ext.sandbox.shtools.options import Expect, RunRequest, stdout_regex
+from kernel_ext.sandbox.shtools.runner import Attempt, Placement
 from kernel_ext.shellplan.plan import Plan
 from kernel_ext.shellplan.verdict import DESTRUCTIVE
-from kernel_ext.sandbox.shtools.runner import Attempt, Placement
 
 
 @dataclass(frozen=True)

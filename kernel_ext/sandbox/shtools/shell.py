@@ -29,9 +29,9 @@ from typing import Any, Self
 from pydantic import ValidationError
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.sandbox.record import new_record_id
 from kernel_ext.sandbox.shtools import trace
 from kernel_ext.sandbox.shtools.checkpoints import CheckpointStore
-from kernel_ext.shellplan.denylist import check_command
 from kernel_ext.sandbox.shtools.effects import change_window
 from kernel_ext.sandbox.shtools.jobs import (
     MEMORY_STORE_BYTES,
@@ -43,9 +43,6 @@ from kernel_ext.sandbox.shtools.jobs import (
     signal_name,
 )
 from kernel_ext.sandbox.shtools.options import RunRequest
-from kernel_ext.shellplan.plan import Plan, classify
-from kernel_ext.shellplan.verdict import READ_ONLY
-from kernel_ext.sandbox.record import new_record_id
 from kernel_ext.sandbox.shtools.records import RecordStore
 from kernel_ext.sandbox.shtools.results import (
     Facts,
@@ -65,6 +62,9 @@ from kernel_ext.sandbox.shtools.runner import (
 )
 from kernel_ext.sandbox.supervisor import Job
 from kernel_ext.sandbox.tiers import Tier, TierChoice
+from kernel_ext.shellplan.denylist import check_command
+from kernel_ext.shellplan.plan import Plan, classify
+from kernel_ext.shellplan.verdict import READ_ONLY
 from kernel_ext.workspace import Workspace
 
 STATE_VAR = "BESSER_SHELL_STATE_DIR"

@@ -17,8 +17,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from kernel_ext import safejson
 from kernel_ext.secrets import is_secret_name, redact, redact_text
-from kernel_ext.validation.assertions import field_checks, status_check
 from kernel_ext.validation.apphost.lifespan import ErrorRecorder, Lifespan
+from kernel_ext.validation.assertions import field_checks, status_check
 from kernel_ext.validation.references import MISSING, ReferenceFailure, Responses, resolve_string, resolve_value
 
 BASE_URL = "https://testserver"
