@@ -141,3 +141,18 @@ def test_no_background_process_outlives_the_server(tmp_path, ending):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert wait_until(lambda: not processes_with(f"sleep {marker}"), timeout=10)
+
+
+def test_the_service_close_hook_stops_the_shared_shell_without_patching_the_service(tmp_path):
+    from kernel_ext.sandbox.session.service import ShellService
+
+    service = ShellService(tmp_path, run_id="hook", enabled=True)
+    first = shell.Shell.for_service(service, state_dir=tmp_path / "state")
+    assert shell.Shell.for_service(service, state_dir=tmp_path / "state") is first  # one per service
+    assert "close" not in vars(service)  # a hook, not a replaced method
+    seen: list[str] = []
+    service.on_close(lambda: seen.append("closed"))
+    service.close()
+    assert first.closed and seen == ["closed"]
+    service.close()  # hooks run once
+    assert seen == ["closed"]
