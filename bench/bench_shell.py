@@ -14,7 +14,7 @@
    the same shape a quarter as long: linear work reads about 4x (it was quadratic on ``[``).
 6. The command policy (``check_command``: split, denylist, program list) on the same kind of
    commands at the cap, against a quarter as long (``shlex`` took ~20 s on one 64 Ki word and
-   the backtracking denylist minutes; now the split is ``shell_words``, the scans RE2).
+   the backtracking denylist minutes; now the split is ``shellplan.words``, the scans RE2).
 
 Every figure is a median over rounds [min-max of the round medians]; ratios are computed per
 round against the baseline measured in that same round, iterations interleaved.
@@ -49,8 +49,8 @@ FLOOD = "head -c 200000000 /dev/zero | tr '\\0' x"
 CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
-from kernel_ext.sandbox.registry import SessionRegistry
-from kernel_ext.sandbox.session import ShellSession
+from kernel_ext.sandbox.session.registry import SessionRegistry
+from kernel_ext.sandbox.session.persistent import ShellSession
 from kernel_ext.sandbox.tiers import choose_tier
 registry = SessionRegistry()
 shell = registry.session("bench", lambda: ShellSession(choose_tier("bwrap"), sys.argv[2], sys.argv[3]))
@@ -91,8 +91,8 @@ def _row(name: str, rounds: list[float], base: list[float] | None = None, unit: 
 
 
 def bench_round_trip(workspace: Path, home: Path) -> list:
-    from kernel_ext.sandbox.registry import SessionRegistry
-    from kernel_ext.sandbox.session import ShellSession
+    from kernel_ext.sandbox.session.persistent import ShellSession
+    from kernel_ext.sandbox.session.registry import SessionRegistry
     from kernel_ext.sandbox.tiers import choose_tier
 
     registry = SessionRegistry()
@@ -115,8 +115,8 @@ def bench_round_trip(workspace: Path, home: Path) -> list:
 
 
 def bench_first_command(workspace: Path, home: Path) -> list:
-    from kernel_ext.sandbox.registry import SessionRegistry
-    from kernel_ext.sandbox.session import ShellSession
+    from kernel_ext.sandbox.session.persistent import ShellSession
+    from kernel_ext.sandbox.session.registry import SessionRegistry
     from kernel_ext.sandbox.tiers import choose_tier
 
     choice = choose_tier("bwrap")
@@ -219,7 +219,7 @@ PLAN_SHAPES = {"one word": "a", "short words": "dd ", "'[' word": "[", "brace wo
 
 def _at_the_cap(title: str, row: str, name: str, shapes: dict[str, str], work, repeats: int) -> list:
     """``work`` on each shape at the command cap against a quarter of it (linear: ~4x)."""
-    from kernel_ext.sandbox.options import MAX_COMMAND_CHARS
+    from kernel_ext.sandbox.shtools.options import MAX_COMMAND_CHARS
 
     print(f"{title}: {MAX_COMMAND_CHARS} characters against a quarter of that (linear: ~4x)")
     figures = []
@@ -238,7 +238,7 @@ def _at_the_cap(title: str, row: str, name: str, shapes: dict[str, str], work, r
 
 
 def bench_plan() -> list:
-    from kernel_ext.sandbox.plan import classify
+    from kernel_ext.shellplan.plan import classify
 
     return _at_the_cap("5. sh_plan on hostile commands", "plan", "sh_plan", PLAN_SHAPES, classify, 3)
 
@@ -249,7 +249,7 @@ POLICY_SHAPES = {"one word": "a", "short words": "dd ", "quotes": "''", "backsla
 
 def bench_policy() -> list:
     from kernel_ext.errors import ToolFailure
-    from kernel_ext.sandbox.command_policy import check_command
+    from kernel_ext.shellplan.denylist import check_command
 
     def checked(text: str) -> None:
         with contextlib.suppress(ToolFailure):  # a refusal is a result here; its cost is what is measured

@@ -129,7 +129,7 @@ def main() -> None:
     from kernel_ext.sandbox import tiers
     from kernel_ext.tools.api_test import replay_all
     from kernel_ext.tools.base import RunState
-    from kernel_ext.validation.apphost import AppHost
+    from kernel_ext.validation.apphost.host import AppHost
     from kernel_ext.validation.library_scenario import library_requests
 
     choice = tiers.choose_tier("auto")

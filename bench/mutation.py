@@ -48,7 +48,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/security/test_sec_secret_encodings.py::test_every_encoded_form_is_cut_and_refused",
         "tests/security/test_sec_secret_encodings.py::test_a_cut_takes_the_key_and_nothing_around_it",
         "tests/security/test_sec_secret_encodings.py::test_ordinary_text_and_short_pieces_stay")),
-    "command_policy": ("kernel_ext/sandbox/command_policy.py", (
+    "command_policy": ("kernel_ext/shellplan/denylist.py", (
         "tests/test_command_policy.py", "tests/test_shell_words.py", "tests/test_sandbox_units.py", "tests/test_sandbox_tools.py")),
     "tiers": ("kernel_ext/sandbox/tiers.py", (
         "tests/test_sandbox_landlock_rules.py", "tests/test_sandbox_units.py", "tests/test_sandbox_confinement.py",
@@ -69,7 +69,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_boundary_approvers.py")),
     "fence": ("kernel_ext/workspace/fence.py", (
         "tests/test_workspace_fence.py", "tests/test_workspace_fence_rules.py", "tests/test_workspace_walk.py")),
-    "checkpoints": ("kernel_ext/sandbox/checkpoints.py", (
+    "checkpoints": ("kernel_ext/sandbox/shtools/checkpoints.py", (
         "tests/test_checkpoint_store.py", "tests/test_shell_tools_checkpoints.py", "tests/security/test_sec_tree_links.py", "tests/security/test_sec_tree_inflation.py")),
 }
 

@@ -54,7 +54,7 @@ def _generated_library() -> Path:
 @pytest.fixture(scope="module")
 def host():
     """One warm sandboxed app host per test module, closed at its end."""
-    from kernel_ext.validation.apphost import AppHost
+    from kernel_ext.validation.apphost.host import AppHost
 
     h = AppHost()
     yield h

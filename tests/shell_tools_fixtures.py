@@ -23,8 +23,8 @@ from kernel_ext.boundary import (
 )
 from kernel_ext.sandbox import tiers
 from kernel_ext.sandbox.config import ShellSettings
-from kernel_ext.sandbox.service import ShellService
-from kernel_ext.sandbox.shell import Shell
+from kernel_ext.sandbox.session.service import ShellService
+from kernel_ext.sandbox.shtools.shell import Shell
 from kernel_ext.tools.base import ToolContext
 from kernel_ext.tools.registry import default_catalog
 from kernel_ext.workspace import Workspace

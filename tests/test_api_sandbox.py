@@ -21,7 +21,7 @@ from api_fixtures import APPS, app_workspace, call, executor_for, host, requires
 from sandbox_fixtures import tier_param
 
 from kernel_ext.validation import staging
-from kernel_ext.validation.apphost import AppHost
+from kernel_ext.validation.apphost.host import AppHost
 from kernel_ext.workspace import Workspace
 
 pytestmark = requires_sandbox
@@ -130,11 +130,11 @@ def test_a_host_that_died_is_started_again(tmp_path):
         executor = executor_for(project, own)
         request = {"requests": [{"method": "GET", "path": "/sleep?seconds=0", "expected_status": 200}]}
         assert call(executor, "test_api", request).data["passed"]
-        os.kill(own._proc.pid, signal.SIGKILL)
-        own._proc.wait(timeout=10)
+        os.kill(own.process.pid, signal.SIGKILL)
+        own.process.wait(timeout=10)
         again = call(executor, "test_api", request)
         assert again.ok and again.data["passed"], again.observation
         assert own.starts == 2
     finally:
         own.close()
-    assert own._proc is None
+    assert own.process is None

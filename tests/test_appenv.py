@@ -22,7 +22,7 @@ from kernel_ext.appenv.requirements import read_requirements
 from kernel_ext.appenv.settings import AppEnvSettings
 from kernel_ext.errors import ToolFailure
 from kernel_ext.tools.base import RunState
-from kernel_ext.validation.apphost import AppHost
+from kernel_ext.validation.apphost.host import AppHost
 from kernel_ext.validation.validate import validate_app
 
 APP = '''from fastapi import FastAPI

@@ -32,8 +32,8 @@ from kernel_ext.errors import ErrorCode
 from kernel_ext.sandbox import bwrap, tiers
 from kernel_ext.sandbox.config import ShellSettings
 from kernel_ext.sandbox.oneoff import run_confined
-from kernel_ext.sandbox.service import ShellService
-from kernel_ext.sandbox.shell import Shell
+from kernel_ext.sandbox.session.service import ShellService
+from kernel_ext.sandbox.shtools.shell import Shell
 from kernel_ext.tools.base import ToolContext
 from kernel_ext.tools.registry import default_catalog
 from kernel_ext.workspace import Workspace

@@ -16,7 +16,7 @@ import stat
 import pytest
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox.checkpoints import (
+from kernel_ext.sandbox.shtools.checkpoints import (
     DEFAULT_SKIP,
     CheckpointStore,
     check_label,

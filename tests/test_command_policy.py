@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox.command_policy import (
+from kernel_ext.shellplan.denylist import (
     MAX_COMMAND_CHARS,
     check_command,
     split_command,

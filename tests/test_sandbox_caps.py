@@ -117,7 +117,7 @@ def test_a_cap_that_cannot_be_set_up_stops_the_start_by_name(tmp_path, monkeypat
     """No sandbox runs uncapped because its cgroup could not be made: the start fails, named."""
     from kernel_ext.errors import ToolFailure
     from kernel_ext.sandbox.oneoff import run_confined
-    from kernel_ext.sandbox.service import ShellService
+    from kernel_ext.sandbox.session.service import ShellService
 
     def no_room(limit=None):
         raise OSError(28, "the sandbox's task cap could not be set up: No space left on device")

@@ -28,8 +28,8 @@ from sandbox_fixtures import (
     wait_until,
 )
 
-from kernel_ext.sandbox.registry import SessionRegistry
-from kernel_ext.sandbox.session import ShellSession
+from kernel_ext.sandbox.session.persistent import ShellSession
+from kernel_ext.sandbox.session.registry import SessionRegistry
 from kernel_ext.sandbox.tiers import choose_tier
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
@@ -227,8 +227,8 @@ SERVER_SCRIPT = textwrap.dedent(
     """
     import sys, time
     sys.path.insert(0, sys.argv[1])
-    from kernel_ext.sandbox.registry import SessionRegistry
-    from kernel_ext.sandbox.session import ShellSession
+    from kernel_ext.sandbox.session.registry import SessionRegistry
+    from kernel_ext.sandbox.session.persistent import ShellSession
     from kernel_ext.sandbox.tiers import choose_tier
     registry = SessionRegistry()
     shell = registry.session("r", lambda: ShellSession(choose_tier(sys.argv[2]), sys.argv[3], sys.argv[4]))

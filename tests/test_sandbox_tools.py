@@ -19,8 +19,8 @@ from kernel_ext.boundary import (
 )
 from kernel_ext.sandbox import config
 from kernel_ext.sandbox.config import ShellSettings, shell_tools_enabled
-from kernel_ext.sandbox.registry import SessionRegistry
-from kernel_ext.sandbox.service import ShellService, shell_service_for_run
+from kernel_ext.sandbox.session.registry import SessionRegistry
+from kernel_ext.sandbox.session.service import ShellService, shell_service_for_run
 from kernel_ext.tools.base import ToolContext
 from kernel_ext.tools.registry import default_catalog
 from kernel_ext.workspace import Workspace

@@ -7,11 +7,11 @@ import pytest
 from kernel_ext.errors import ToolFailure
 from kernel_ext.sandbox.bwrap import bwrap_argv
 from kernel_ext.sandbox.capture import StreamCapture
-from kernel_ext.sandbox.command_policy import check_command
 from kernel_ext.sandbox.config import ShellSettings
 from kernel_ext.sandbox.env import scrub_environment
 from kernel_ext.sandbox.record import CommandRecord
 from kernel_ext.sandbox.spec import Confinement, interpreter_paths, split_around
+from kernel_ext.shellplan.denylist import check_command
 from kernel_ext.tools.dependency_pins import apply_pins
 
 

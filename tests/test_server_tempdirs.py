@@ -90,7 +90,7 @@ def test_a_closed_host_never_makes_its_folder_again():
     closed (the folder was made again), and a late tool call of an ended run making a new host."""
     from kernel_ext.errors import ToolFailure
     from kernel_ext.tools.base import RunState
-    from kernel_ext.validation.apphost import AppHost
+    from kernel_ext.validation.apphost.host import AppHost
     from kernel_ext.validation.hosting import app_host, close_app_hosts
     from kernel_ext.validation.staging import Backend, Source
 

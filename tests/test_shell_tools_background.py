@@ -13,7 +13,7 @@ import pytest
 from sandbox_fixtures import free_port, port_answers, processes_with, token, wait_until
 from shell_tools_fixtures import h, harness, needs_bwrap  # noqa: F401 - h is a fixture
 
-from kernel_ext.sandbox import jobs, shell
+from kernel_ext.sandbox.shtools import jobs, shell
 
 pytestmark = needs_bwrap
 
@@ -119,7 +119,7 @@ def test_signals_other_than_term_and_stream_selection(h):
 CHILD = """
 import os, sys, time
 sys.path.insert(0, {root!r})
-from kernel_ext.sandbox.shell import Shell
+from kernel_ext.sandbox.shtools.shell import Shell
 shell = Shell({ws!r}, enable=True, policy="bwrap", state_dir={state!r})
 shell.run("sleep {marker}", background=True)
 deadline = time.monotonic() + 10
@@ -141,3 +141,18 @@ def test_no_background_process_outlives_the_server(tmp_path, ending):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert wait_until(lambda: not processes_with(f"sleep {marker}"), timeout=10)
+
+
+def test_the_service_close_hook_stops_the_shared_shell_without_patching_the_service(tmp_path):
+    from kernel_ext.sandbox.session.service import ShellService
+
+    service = ShellService(tmp_path, run_id="hook", enabled=True)
+    first = shell.Shell.for_service(service, state_dir=tmp_path / "state")
+    assert shell.Shell.for_service(service, state_dir=tmp_path / "state") is first  # one per service
+    assert "close" not in vars(service)  # a hook, not a replaced method
+    seen: list[str] = []
+    service.on_close(lambda: seen.append("closed"))
+    service.close()
+    assert first.closed and seen == ["closed"]
+    service.close()  # hooks run once
+    assert seen == ["closed"]

@@ -10,7 +10,7 @@ import pytest
 from shell_tools_fixtures import h, needs_bwrap, tree_of  # noqa: F401 - h is a fixture
 
 from kernel_ext.errors import ToolFailure
-from kernel_ext.sandbox.checkpoints import CheckpointStore
+from kernel_ext.sandbox.shtools.checkpoints import CheckpointStore
 
 pytestmark = needs_bwrap
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from shell_tools_fixtures import harness, needs_bwrap
 
-from kernel_ext.sandbox.plan import classify
-from kernel_ext.sandbox.plan_verdict import CATEGORIES, RANK
+from kernel_ext.shellplan.plan import classify
+from kernel_ext.shellplan.verdict import CATEGORIES, RANK
 
 CORPUS = Path(__file__).parent / "data" / "shell_plan_corpus.jsonl"
 

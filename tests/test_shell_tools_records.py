@@ -7,7 +7,7 @@ import pytest
 from shell_tools_fixtures import files_under, h, needs_bwrap  # noqa: F401 - h is a fixture
 
 from kernel_ext.errors import ToolFailure
-from kernel_ext.sandbox.shell import Shell
+from kernel_ext.sandbox.shtools.shell import Shell
 
 pytestmark = needs_bwrap
 

@@ -13,10 +13,10 @@ from sandbox_fixtures import processes_with, tier_param, token, wait_until
 from shell_tools_fixtures import h, harness, needs_bwrap  # noqa: F401 - h is a fixture
 
 from kernel_ext.errors import ToolFailure
-from kernel_ext.sandbox import effects, trace
 from kernel_ext.sandbox.config import ShellSettings
-from kernel_ext.sandbox.service import ShellService
-from kernel_ext.sandbox.shell import Shell
+from kernel_ext.sandbox.session.service import ShellService
+from kernel_ext.sandbox.shtools import effects, trace
+from kernel_ext.sandbox.shtools.shell import Shell
 
 
 def test_quiet_result_has_only_what_matters(h):

@@ -2,7 +2,7 @@
 
 ``split_words`` replaced ``shlex.shlex(posix=True, punctuation_chars=True)`` (quadratic on one
 long word: 64 Ki characters took ~20 s); the denylist and ``sh_plan``'s scans moved to RE2
-(``text_scan``), where ``\\bdd\\b[^;&|]*`` over ``dd dd dd ...`` and the fork-bomb pattern over one
+(``shellplan.scan``), where ``\\bdd\\b[^;&|]*`` over ``dd dd dd ...`` and the fork-bomb pattern over one
 long word took 13 s to minutes. Work is compared as a ratio of N and 4N characters measured in
 the same run (linear reads ~4x, quadratic ~16x), never as a wall-clock bound; the pauses of the
 collector are the loop-lag test's business (tests/security/test_sec_loop_lag.py).
@@ -20,14 +20,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox.command_policy import (
+from kernel_ext.shellplan.denylist import (
     MAX_COMMAND_CHARS,
     check_command,
     split_command,
 )
-from kernel_ext.sandbox.plan import classify
-from kernel_ext.sandbox.shell_words import SplitError, split_words
-from kernel_ext.sandbox.text_scan import fork_bomb
+from kernel_ext.shellplan.plan import classify
+from kernel_ext.shellplan.scan import fork_bomb
+from kernel_ext.shellplan.words import SplitError, split_words
 
 # every character the splitter treats specially, and a few it must not
 ALPHABET = list(" \t\r\n'\"\\;|&()<>#$=~-./*?x1é\x0b")
@@ -124,7 +124,7 @@ def test_the_policy_and_the_plan_are_linear_up_to_the_cap(piece):
 
 
 def test_the_cap_is_the_tools_cap_and_comes_before_any_split():
-    from kernel_ext.sandbox.options import MAX_COMMAND_CHARS as tools_cap
+    from kernel_ext.sandbox.shtools.options import MAX_COMMAND_CHARS as tools_cap
 
     assert MAX_COMMAND_CHARS == tools_cap
     with pytest.raises(ToolFailure) as refused:

@@ -51,7 +51,7 @@ def _temps(ws: Path) -> list[str]:
 def fill_by_command(ws: Path, home: str, policy: str) -> dict:
     """A sandboxed command fills the workspace's disk; the run keeps its footing."""
     from kernel_ext.sandbox.config import ShellSettings
-    from kernel_ext.sandbox.service import ShellService
+    from kernel_ext.sandbox.session.service import ShellService
 
     keep = ws / "keep.py"
     keep.write_text("VALUE = 1\n")

@@ -382,6 +382,6 @@ def active_tier(policy: str) -> str:
 
 
 def _shell_service(ctx: RunContext, operator: OperatorSettings) -> Any:
-    from kernel_ext.sandbox.service import shell_service_for_run
+    from kernel_ext.sandbox.session.service import shell_service_for_run
 
     return shell_service_for_run(ctx.layout.app_dir, run_id=ctx.run_id, enable=operator.shell_tools_enabled)

@@ -4,13 +4,21 @@ Imports are lazy (``%load_ext`` stays fast). The names most callers need:
 
 - ``run_confined(argv, workspace_root, timeout, network=False, ...) -> CommandRecord``:
   a fresh one-off sandbox for checks and probes (``oneoff``); ``release_workspace`` at run end.
-- ``start_worker(argv, conf) -> Worker``: a long-lived confined worker over pipes (``workers``:
-  the app host, the import guard). Outside this package, no other way starts a process that
-  runs project code.
-- ``SessionRegistry``: the server's sessions (``registry``); ``ShellSession`` (``session``).
-- ``ShellService`` / ``shell_service_for_run``: the per-run ``shell`` service (``service``).
+- ``WarmWorker(plan)``: a long-lived confined worker speaking JSON frames over pipes
+  (``workers``, ``frames``: the app host, the import checker), restarted after a failure.
+  Outside this package, no other way starts a process that runs project code.
+- ``require_tier`` (``confined``): the operator's tier, or the ``sandbox_unavailable`` refusal.
+  Inside this package, ``confined.spawn_confined`` is the one start of every confined process
+  (tier, launch line with caps, scrubbed environment): the one-off path, the spares, the
+  session, ``sh_run`` and the workers build on it; code outside may not call it.
+- ``SessionRegistry``, ``ShellSession``, ``ShellService`` / ``shell_service_for_run``: the
+  per-run persistent shell and its service (``session/``); ``Shell``: the ``sh_*`` toolkit
+  (``shtools/``). Both build on the core here; the core imports neither.
 - ``shell_tools_enabled``, ``ShellSettings`` (``config``); ``choose_tier``, ``Tier`` (``tiers``).
-- ``CommandRecord`` (``record``), ``scrub_environment`` (``env``), ``check_command``.
+- ``CommandRecord`` (``record``), ``scrub_environment`` (``env``).
+
+The command policy and ``sh_plan``'s classifier run no process and live below this package,
+in ``kernel_ext.shellplan``.
 """
 
 from __future__ import annotations
@@ -19,14 +27,17 @@ from kernel_ext.lazy import lazy_exports
 
 _EXPORTS = {
     "run_confined": "oneoff",
-    "require_tier": "oneoff",
+    "require_tier": "confined",
+    "Confined": "confined",
     "release_workspace": "oneoff",
     "start_worker": "workers",
-    "SessionRegistry": "registry",
-    "ShellSession": "session",
-    "ShellService": "service",
-    "Shell": "shell",
-    "shell_service_for_run": "service",
+    "WarmWorker": "workers",
+    "WorkerPlan": "workers",
+    "SessionRegistry": "session.registry",
+    "ShellSession": "session.persistent",
+    "ShellService": "session.service",
+    "Shell": "shtools.shell",
+    "shell_service_for_run": "session.service",
     "shell_tools_enabled": "config",
     "ShellSettings": "config",
     "choose_tier": "tiers",
@@ -35,13 +46,13 @@ _EXPORTS = {
     "CommandRecord": "record",
     "StreamResult": "capture",
     "scrub_environment": "env",
-    "check_command": "command_policy",
     "Confinement": "spec",
 }
 
 __all__ = [
     "Shell",
     "CommandRecord",
+    "Confined",
     "Confinement",
     "SessionRegistry",
     "ShellService",
@@ -50,7 +61,8 @@ __all__ = [
     "StreamResult",
     "Tier",
     "TierChoice",
-    "check_command",
+    "WarmWorker",
+    "WorkerPlan",
     "choose_tier",
     "release_workspace",
     "require_tier",

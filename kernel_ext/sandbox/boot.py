@@ -4,8 +4,9 @@ A sandbox shows the interpreter and this package's folder read-only, with ``-I``
 environment paths, no user site, no script folder on ``sys.path``). So the program is started
 by a boot line that loads ``kernel_ext`` from its own folder (the only part of its parent a
 sandbox shows or lets list), imports the named module and exits with its ``main(argv)``. The
-app host (``validation/apphost.py``) and confined generators (``generation/confined.py``) start
-this way, through ``start_worker`` or ``run_confined``.
+app host (``validation.apphost.main``), the import checker (``tools.import_worker``) and
+confined generators (``generation/confined.py``) start this way, through ``WarmWorker`` or
+``run_confined``.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ _BOOT = (
 )
 
 
-def package_program(module: str, *args: str) -> list[str]:
-    """``argv`` running ``module.main(list(args))`` (``module`` under ``kernel_ext``) with this interpreter."""
+def package_program(module: str, *args: str, python: str | None = None) -> list[str]:
+    """``argv`` running ``module.main(list(args))`` (``module`` under ``kernel_ext``) with ``python``
+    (default: this interpreter)."""
     if not module.startswith("kernel_ext."):
         raise ValueError(f"not a module of this package: {module!r}")
     package = str(Path(__file__).resolve().parents[1])
-    return [sys.executable, "-I", "-B", "-c", _BOOT, package, module, *args]
+    return [python or sys.executable, "-I", "-B", "-c", _BOOT, package, module, *args]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -18,28 +19,15 @@ from pathlib import Path
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox import spares
-from kernel_ext.sandbox.config import startup_settings
-from kernel_ext.sandbox.env import scrub_environment, split_secrets
+from kernel_ext.sandbox.confined import require_tier, spawn_confined
+from kernel_ext.sandbox.env import split_secrets
 from kernel_ext.sandbox.record import CommandRecord, new_record_id
 from kernel_ext.sandbox.spec import Confinement, is_within
 from kernel_ext.sandbox.spill import attach_spill
-from kernel_ext.sandbox.supervisor import MAX_STDIN, Job, Outcome
-from kernel_ext.sandbox.tiers import (
-    OFF_WARNING,
-    UNAVAILABLE_MESSAGE,
-    Tier,
-    TierChoice,
-    choose_tier,
-    launch,
-)
+from kernel_ext.sandbox.supervisor import MAX_STDIN, Job, Outcome, feed_stdin
+from kernel_ext.sandbox.tiers import OFF_WARNING, Tier, TierChoice
 
-
-def require_tier(policy: str | None = None) -> TierChoice:
-    """The active tier for ``policy`` (default: the operator's), or the model-safe refusal."""
-    choice = choose_tier(policy or startup_settings().policy)
-    if not choice.available:
-        raise ToolFailure(ErrorCode.SANDBOX_UNAVAILABLE, UNAVAILABLE_MESSAGE)
-    return choice
+__all__ = ["execute", "release_workspace", "require_tier", "run_confined"]
 
 
 def run_confined(
@@ -120,16 +108,17 @@ def execute(
 ) -> CommandRecord:
     """Build a sandbox for ``conf`` now and run ``argv`` once in it (the session's fallback, odd cases)."""
     assert choice.tier is not None
+    if stdin is not None and len(stdin) > MAX_STDIN:
+        raise ValueError(f"stdin input above {MAX_STDIN} bytes: pass a file in the workspace instead")
     try:
-        ready = launch(choice.tier, conf, argv)
-        if not ready.private_tmp:
-            (conf.home / ".tmp").mkdir(parents=True, exist_ok=True)
-        scrubbed = scrub_environment(home=str(conf.home), tmpdir=conf.tmpdir(ready.private_tmp), extra=env)
-        job = Job.start(ready.argv, env=scrubbed.env, cwd=conf.working_dir(), stdin=stdin)
+        started = spawn_confined(argv, conf, tier=choice.tier, env=env,
+                                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
     except OSError as exc:
         raise ToolFailure(ErrorCode.EXECUTION_FAILED, f"could not start the sandbox: {exc.strerror}") from None
-    outcome = job.run(timeout)
-    return _record(choice, conf, conf.working_dir(), argv, outcome, scrubbed.secrets_removed, label, spill_output, notes)
+    if stdin is not None:
+        feed_stdin(started.process, stdin)
+    outcome = Job(started.process).run(timeout)
+    return _record(choice, conf, conf.working_dir(), argv, outcome, started.secrets_removed, label, spill_output, notes)
 
 
 def _record(

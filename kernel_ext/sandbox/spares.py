@@ -29,10 +29,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernel_ext.sandbox.env import scrub_environment
+from kernel_ext.sandbox.confined import spawn_confined
 from kernel_ext.sandbox.spec import Confinement
-from kernel_ext.sandbox.supervisor import release, spawn, spawn_later
-from kernel_ext.sandbox.tiers import Tier, launch
+from kernel_ext.sandbox.supervisor import release, spawn_later
+from kernel_ext.sandbox.tiers import Tier
 
 log = logging.getLogger(__name__)
 SPARE_TTL_S = 300.0
@@ -99,19 +99,13 @@ def prepare(tier: Tier, workspace: Path, network: bool, writable: tuple[Path, ..
     home = Path(tempfile.mkdtemp(prefix="besser-oneoff-home-"))
     conf = Confinement(workspace=workspace, home=home, network=network, writable=writable, hidden=hidden)
     try:
-        ready = launch(tier, conf, ["bash", "--noprofile", "--norc", "-c", WAITER])
-        if not ready.private_tmp:
-            (home / ".tmp").mkdir()
-        scrubbed = scrub_environment(home=str(home), tmpdir=conf.tmpdir(ready.private_tmp))
         st = os.stat(workspace)
-        process = spawn(
-            ready.argv, stable=stable, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=scrubbed.env, cwd=str(workspace),
-        )
+        started = spawn_confined(["bash", "--noprofile", "--norc", "-c", WAITER], conf, tier=tier, stdin=subprocess.PIPE,
+                                 cwd=workspace, stable=stable)
     except OSError:
         shutil.rmtree(home, ignore_errors=True)
         raise
-    return Prepared(process, tier, conf, scrubbed.secrets_removed, home, (st.st_dev, st.st_ino))
+    return Prepared(started.process, tier, conf, started.secrets_removed, home, (st.st_dev, st.st_ino))
 
 
 Key = tuple[Tier, Path, bool, tuple[Path, ...], tuple[Path, ...]]

@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import Field
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox.options import MAX_COMMAND_CHARS
 from kernel_ext.sandbox.record import CommandRecord
+from kernel_ext.sandbox.shtools.options import MAX_COMMAND_CHARS
 from kernel_ext.tools.base import (
     Category,
     Preparation,
@@ -68,7 +68,7 @@ def _proposal(ctx: ToolContext, command: str, working_dir: str | None, timeout: 
     service = shell_service(ctx)
     tier = service.describe()["sandbox_tier"]
     where = working_dir or "the shell's current folder"
-    from kernel_ext.sandbox.plan import classify
+    from kernel_ext.shellplan.plan import classify
 
     header = f"run in the {tier} sandbox ({where}, timeout {timeout}):\n$ {command}"
     plan = classify(command)
@@ -136,7 +136,7 @@ def prepare_install(args: InstallDependenciesArgs, ctx: ToolContext) -> Preparat
 
 
 def install_dependencies(args: InstallDependenciesArgs, ctx: ToolContext) -> ToolOutcome:
-    from kernel_ext.sandbox.service import INSTALL_TIMEOUT_S
+    from kernel_ext.sandbox.session.service import INSTALL_TIMEOUT_S
 
     service = shell_service(ctx)
     service.check_enabled()

@@ -8,9 +8,9 @@ own execution (tens of milliseconds) instead of the library imports (about a sec
 
 ``ImportChecker`` is the whole interface: ``check(source, filename) -> ImportVerdict``. A check
 executes model-written code, so the worker is always a confined sandbox worker
-(``kernel_ext.sandbox.workers``): the operator's tier, network off, the project folder
-readable, only a scratch folder of its own writable, the scrubbed environment (no keys or
-tokens). Where no tier can start, the checker is unavailable and guarded edits are refused
+(``kernel_ext.sandbox.workers.WarmWorker``): the operator's tier, network off, the project
+folder readable, only a scratch folder of its own writable, the sandbox's scrubbed
+environment (no keys or tokens) plus one explicit variable. Where no tier can start, the checker is unavailable and guarded edits are refused
 (fail closed). The checked module runs with its own directory on ``sys.path``. A refusal
 happens only on a regression: if the old version did not import either, the edit is allowed
 (a broken module must be fixable step by step).
@@ -19,28 +19,24 @@ happens only on a regression: if the old version did not import either, the edit
 from __future__ import annotations
 
 import atexit
-import json
-import os
-import select
 import shutil
-import struct
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kernel_ext import safejson
 from kernel_ext.errors import ErrorCode, ToolFailure
+
+if TYPE_CHECKING:
+    from kernel_ext.sandbox.workers import WorkerPlan
 
 GUARDED_NAMES = frozenset({"sql_alchemy.py", "pydantic_classes.py"})
 DEFAULT_PRELOAD = ("sqlalchemy", "sqlalchemy.orm", "pydantic", "enum", "datetime", "decimal", "typing", "uuid")
-WORKER = Path(__file__).with_name("import_worker.py")
-_HEADER = struct.Struct(">I")
+PROGRAM = "kernel_ext.tools.import_worker"
 START_SECONDS = 60.0
 GRACE_SECONDS = 5.0
 
@@ -73,45 +69,51 @@ class ImportChecker:
         timeout: float = 10.0,
         policy: str | None = None,
     ):
+        from kernel_ext.sandbox.workers import WarmWorker
+
         self.root = root
         self.python = python
         self.preload = tuple(preload)
         self.timeout = timeout
         self.policy = policy
-        self.tier = ""
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._worker = WarmWorker(self._plan, what="the import checker", policy=policy)
         self._scratch: Path | None = None
         self._ready = False
         self._lock = threading.Lock()
 
+    @property
+    def tier(self) -> str:
+        """The tier the worker was last started under ('' before any start)."""
+        return self._worker.tier
+
     def command(self) -> list[str]:
-        return [self.python, "-I", "-B", str(WORKER), *self.preload]
+        from kernel_ext.sandbox.boot import package_program
+
+        return package_program(PROGRAM, *self.preload, python=self.python)
 
     def warm(self) -> None:
         """Start the worker without waiting for it (it imports while the model is still thinking)."""
         with self._lock:
-            if self._proc is None or self._proc.poll() is not None:
-                try:
-                    self._spawn()
-                except (OSError, ToolFailure):
-                    self._proc = None  # the next check reports it (fail closed)
+            try:
+                self._start()
+            except (OSError, ToolFailure):
+                pass  # the next check reports it (fail closed)
 
     def check(self, source: str, filename: str, timeout: float | None = None) -> ImportVerdict:
         """Execute ``source`` as the module at ``filename`` in a forked child; report how it went."""
+        from kernel_ext.sandbox.frames import FrameError
+
         limit = self.timeout if timeout is None else timeout
         with self._lock:
             try:
-                if self._proc is None or self._proc.poll() is not None:
-                    self._spawn()
-                assert self._proc is not None and self._proc.stdin is not None and self._proc.stdout is not None
+                self._start()
                 if not self._ready:
-                    self._read(time.monotonic() + START_SECONDS)
+                    self._worker.receive(START_SECONDS)
                     self._ready = True
-                request = json.dumps({"source": source, "filename": filename, "timeout": limit}).encode("utf-8")
-                self._proc.stdin.write(_HEADER.pack(len(request)) + request)
-                self._proc.stdin.flush()
-                reply = self._read(time.monotonic() + limit + GRACE_SECONDS)
-            except (OSError, ValueError, TimeoutError, AssertionError) as exc:
+                reply = self._worker.request({"source": source, "filename": filename, "timeout": limit}, limit + GRACE_SECONDS)
+                if not isinstance(reply, dict):
+                    raise ValueError("the import checker sent something other than a reply")
+            except (OSError, ValueError, TimeoutError, FrameError) as exc:
                 self._stop()
                 return ImportVerdict(False, f"the import checker failed: {exc}", unavailable=True)
             except ToolFailure as exc:
@@ -126,11 +128,12 @@ class ImportChecker:
                 shutil.rmtree(self._scratch, ignore_errors=True)
                 self._scratch = None
 
-    # -- process plumbing ---------------------------------------------------------------------
+    # -- the worker -----------------------------------------------------------------------------
 
-    def _spawn(self) -> None:
+    def _plan(self) -> WorkerPlan:
+        """The worker's confinement: the project readable, a scratch folder of its own writable."""
         from kernel_ext.sandbox.spec import Confinement
-        from kernel_ext.sandbox.workers import start_worker
+        from kernel_ext.sandbox.workers import WorkerPlan
 
         if self._scratch is None:
             self._scratch = Path(tempfile.mkdtemp(prefix="besser-import-check-"))
@@ -138,38 +141,15 @@ class ImportChecker:
             (self._scratch / name).mkdir(exist_ok=True)
         conf = Confinement.for_run(self._scratch / "rw", self._scratch / "home", network=False,
                                    readable=[self.root])
-        worker = start_worker(self.command(), conf, policy=self.policy, env={"PYTHONDONTWRITEBYTECODE": "1"})
-        self._proc, self.tier = worker.process, str(worker.tier)
-        self._ready = False
+        return WorkerPlan(self.command(), conf, {"PYTHONDONTWRITEBYTECODE": "1"})
 
-    def _read(self, deadline: float) -> dict:
-        assert self._proc is not None and self._proc.stdout is not None
-        fd = self._proc.stdout.fileno()
-        (length,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
-        return safejson.loads(_read_exact(fd, length, deadline).decode("utf-8"))
+    def _start(self) -> None:
+        if self._worker.start():
+            self._ready = False
 
     def _stop(self) -> None:
-        proc, self._proc, self._ready = self._proc, None, False
-        if proc is not None:
-            from kernel_ext.sandbox.workers import stop_worker
-
-            stop_worker(proc)
-
-
-def _read_exact(fd: int, size: int, deadline: float) -> bytes:
-    data = b""
-    while len(data) < size:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("no answer from the import checker in time")
-        ready, _, _ = select.select([fd], [], [], remaining)
-        if not ready:
-            continue
-        chunk = os.read(fd, size - len(data))
-        if not chunk:
-            raise OSError("the import checker exited")
-        data += chunk
-    return data
+        self._worker.stop()
+        self._ready = False
 
 
 _CHECKERS: OrderedDict[str, ImportChecker] = OrderedDict()

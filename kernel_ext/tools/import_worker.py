@@ -1,13 +1,13 @@
-"""The warm import checker process (stdlib only; run as a script, never imported by the host).
+"""Inside the sandbox: the warm import checker program (started by module name, never imported by the host).
 
 It imports the heavy libraries a generated ORM or schema module needs once (SQLAlchemy,
 pydantic), then answers requests on stdin: for each, it forks, and the child executes the
 proposed module source as if imported from its directory. The fork starts with everything
 already imported, so a check costs the module's own execution, not the library imports.
 
-Frames are a 4-byte big-endian length plus JSON, both ways. Request: ``source``, ``filename``,
-``timeout``. Reply: ``ok``, ``error`` (the exception, one line, plus the failing line of the
-module when known), ``timed_out``. The child's stdin/stdout/stderr point at /dev/null, it
+Frames are the sandbox's one framing (``kernel_ext.sandbox.frames``, standard library only),
+both ways. Request: ``source``, ``filename``, ``timeout``. Reply: ``ok``, ``error`` (the
+exception, one line, plus the failing line of the module when known), ``timed_out``. The child's stdin/stdout/stderr point at /dev/null, it
 writes bytecode nowhere, runs in its own session and is killed with its group on timeout.
 """
 
@@ -20,27 +20,12 @@ import os
 import resource
 import select
 import signal
-import struct
 import sys
 import time
 import traceback
 import types
 
-_HEADER = struct.Struct(">I")
-
-
-def _read_frame(stream) -> dict | None:
-    header = stream.read(_HEADER.size)
-    if len(header) < _HEADER.size:
-        return None
-    (length,) = _HEADER.unpack(header)
-    return json.loads(stream.read(length).decode("utf-8"))
-
-
-def _write_frame(stream, payload: dict) -> None:
-    data = json.dumps(payload).encode("utf-8")
-    stream.write(_HEADER.pack(len(data)) + data)
-    stream.flush()
+from kernel_ext.sandbox.frames import read_frame, write_frame  # standard library only
 
 
 def _module_name(filename: str) -> tuple[str, str]:
@@ -126,7 +111,7 @@ def _check(request: dict) -> dict:
     return reply
 
 
-def main(preload: list[str]) -> None:
+def main(preload: list[str]) -> int:
     sys.dont_write_bytecode = True
     loaded = []
     for name in preload:
@@ -135,18 +120,14 @@ def main(preload: list[str]) -> None:
             loaded.append(name)
         except Exception:  # noqa: BLE001, S110 - a missing library is reported by the checked module itself
             pass
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    _write_frame(stdout, {"ready": True, "preloaded": loaded, "pid": os.getpid()})
+    stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
+    write_frame(stdout, {"ready": True, "preloaded": loaded, "pid": os.getpid()})
     while True:
-        request = _read_frame(stdin)
+        request = read_frame(stdin)
         if request is None:
-            return
+            return 0
         try:
             reply = _check(request)
         except Exception as exc:  # noqa: BLE001 - keep serving; the host sees the failure
             reply = {"ok": False, "timed_out": False, "error": f"checker error: {exc}"}
-        _write_frame(stdout, reply)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+        write_frame(stdout, reply)

@@ -1,6 +1,6 @@
 """The shell tools: ``sh_run``, ``sh_detail``, ``sh_logs``, ``sh_kill``, ``sh_plan``, checkpoints.
 
-Thin wrappers over ``kernel_ext.sandbox.shell.Shell`` (the same functions a notebook calls).
+Thin wrappers over ``kernel_ext.sandbox.shtools.shell.Shell`` (the same functions a notebook calls).
 Every tool requires the ``shell`` service, which a host installs only when the operator enabled
 shell tools, so none of them is offered otherwise. ``sh_run``'s preparation classifies the
 command statically (``sh_plan``): the approval card shows the plan text and
@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox.options import MAX_COMMAND_CHARS, RunRequest
+from kernel_ext.sandbox.shtools.options import MAX_COMMAND_CHARS, RunRequest
 from kernel_ext.tools.base import (
     Category,
     Preparation,
@@ -33,7 +33,7 @@ from kernel_ext.tools.base import (
 
 
 class ShRunArgs(ToolArgs, RunRequest):
-    """``sh_run``'s arguments are ``RunRequest``'s fields (see ``kernel_ext.sandbox.options``)."""
+    """``sh_run``'s arguments are ``RunRequest``'s fields (see ``kernel_ext.sandbox.shtools.options``)."""
 
 
 class ShDetailArgs(ToolArgs):
@@ -73,7 +73,7 @@ class ShCheckpointsArgs(ToolArgs):
 def _toolkit(ctx: ToolContext) -> Any:
     """The ``sh_*`` toolkit over the run's shell service (gated by ``shell_service``)."""
     service = shell_service(ctx)
-    from kernel_ext.sandbox.shell import Shell
+    from kernel_ext.sandbox.shtools.shell import Shell
 
     return Shell.for_service(service)
 
@@ -94,7 +94,7 @@ def prepare_sh_run(args: ShRunArgs, ctx: ToolContext) -> Preparation:
 
 
 def sh_run(args: ShRunArgs, ctx: ToolContext) -> ToolOutcome:
-    from kernel_ext.sandbox.results import render, succeeded
+    from kernel_ext.sandbox.shtools.results import render, succeeded
 
     result = _toolkit(ctx).execute(args)
     text = render(result)
@@ -128,14 +128,14 @@ def sh_detail(args: ShDetailArgs, ctx: ToolContext) -> ToolOutcome:
 
 
 def sh_logs(args: ShLogsArgs, ctx: ToolContext) -> ToolOutcome:
-    from kernel_ext.sandbox.results import render
+    from kernel_ext.sandbox.shtools.results import render
 
     result = _toolkit(ctx).logs(args.id, args.stream, args.stdout_cursor, args.stderr_cursor, args.full)
     return ToolOutcome(render(result), result)
 
 
 def sh_plan(args: ShPlanArgs, ctx: ToolContext) -> ToolOutcome:
-    from kernel_ext.sandbox.plan import classify
+    from kernel_ext.shellplan.plan import classify
 
     if not args.command.strip():
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "the command is empty")
@@ -147,7 +147,7 @@ def sh_plan(args: ShPlanArgs, ctx: ToolContext) -> ToolOutcome:
 
 
 def prepare_sh_kill(args: ShKillArgs, ctx: ToolContext) -> Preparation:
-    from kernel_ext.sandbox.jobs import signal_name
+    from kernel_ext.sandbox.shtools.jobs import signal_name
 
     shell = _toolkit(ctx)
     name = signal_name(args.signal)

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.validation.apphost import AppHost
+from kernel_ext.validation.apphost.host import AppHost
 
 MAX_HOSTS = 4
 ENDED = "app_host.ended"  # the run state's mark, set by close_app_hosts

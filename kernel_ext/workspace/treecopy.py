@@ -1,6 +1,6 @@
 """Copying and syncing directory trees between descriptors, never through a link.
 
-The one implementation behind checkpoints (``sandbox/checkpoints.py``) and Phase 3's snapshots
+The one implementation behind checkpoints (``sandbox/shtools/checkpoints.py``) and Phase 3's snapshots
 (``pipeline/snapshots.py``). Both sides are directory descriptors the caller opened through the
 fence; every entry below them is listed with ``lstat`` and opened relative to its parent's
 descriptor (``treewalk``), files with ``open_regular_at`` (no-follow, non-blocking). Links are

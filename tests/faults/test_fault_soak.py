@@ -20,8 +20,8 @@ from sandbox_fixtures import make_run, processes_with, tier_param, token, wait_u
 from kernel_ext.sandbox import proctree
 from kernel_ext.sandbox.config import ShellSettings
 from kernel_ext.sandbox.oneoff import release_workspace, run_confined
-from kernel_ext.sandbox.registry import SessionRegistry
-from kernel_ext.sandbox.service import ShellService
+from kernel_ext.sandbox.session.registry import SessionRegistry
+from kernel_ext.sandbox.session.service import ShellService
 
 SESSIONS = 4  # commands are spread over this many runs, each ended (closed) in turn
 

@@ -25,7 +25,7 @@ def known_finding(error: str) -> str | None:
 
 
 # Inputs the fuzz does not send because they hang rather than fail: a long command word full of '[' or '{'
-# makes the command lexer quadratic (kernel_ext/sandbox/plan_lexer.py). Reproduced, with a count of the
+# makes the command lexer quadratic (kernel_ext/shellplan/lexer.py). Reproduced, with a count of the
 # lexer's work, by tests/security/test_sec_resources.py::test_preparing_a_card_for_a_long_command_costs_linear_work.
 LEXER_TOOLS = ("run_command", "install_dependencies", "sh_run", "sh_plan")
 LEXER_SAFE_CHARS = 4000

@@ -80,7 +80,7 @@ ROWS = [
 @pytest.fixture
 def executor(tmp_path):
     from kernel_ext.sandbox.config import ShellSettings
-    from kernel_ext.sandbox.service import ShellService
+    from kernel_ext.sandbox.session.service import ShellService
 
     ws, home = tmp_path / "ws", tmp_path / "home"
     ws.mkdir()

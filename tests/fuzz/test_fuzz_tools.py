@@ -134,7 +134,7 @@ def _services(ws: Path, home: Path) -> dict[str, Any]:
     tier = _shell_tier()
     if tier is not None:
         from kernel_ext.sandbox.config import ShellSettings
-        from kernel_ext.sandbox.service import ShellService
+        from kernel_ext.sandbox.session.service import ShellService
 
         settings_ = ShellSettings(policy=tier, session_network=False, allowed_programs=frozenset({"true"}))
         services["shell"] = ShellService(ws, run_id="fuzz", enabled=True, home=home, settings=settings_,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_ext.sandbox.registry import SessionRegistry
+from kernel_ext.sandbox.session.registry import SessionRegistry
 
 from .world import World, make_world
 

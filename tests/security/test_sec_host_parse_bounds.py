@@ -23,9 +23,9 @@ import pytest
 
 from kernel_ext import pyparse
 from kernel_ext.model.jsonform import loads as model_loads
+from kernel_ext.sandbox.frames import FrameError, decode_body
 from kernel_ext.server.handlers.base import Refusal, parse_json_body
-from kernel_ext.validation.exchange import parse_body
-from kernel_ext.validation.frames import FrameError, decode_body
+from kernel_ext.validation.apphost.exchange import parse_body
 from kernel_ext.validation.references import MISSING
 
 from .world import call, file_executor

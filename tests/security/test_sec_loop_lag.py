@@ -290,7 +290,7 @@ def policy_worst_cases(many_segments: bool = False) -> dict[str, str]:
     heap is frozen (``frozen_heap``): a full collection of pytest's own heap takes ~140 ms here,
     and planning 21,845 words allocates enough to trigger several.
     """
-    from kernel_ext.sandbox.options import MAX_COMMAND_CHARS as cap
+    from kernel_ext.sandbox.shtools.options import MAX_COMMAND_CHARS as cap
 
     def fill(piece: str, head: str = "") -> str:
         return head + (piece * cap)[: cap - len(head)]

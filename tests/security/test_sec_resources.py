@@ -22,12 +22,12 @@ from sandbox_fixtures import (
 from tiny_disk import run_on_tiny_disk, tiny_disk_cause
 
 from kernel_ext.boundary import ApprovalPolicy
-from kernel_ext.sandbox.options import MAX_COMMAND_CHARS
 from kernel_ext.sandbox.resource_caps import (
     operator_max_tasks,
     rlimit_fallback,
     task_cap_cause,
 )
+from kernel_ext.sandbox.shtools.options import MAX_COMMAND_CHARS
 
 from .world import call, output, sh, shell_executor
 
@@ -152,13 +152,13 @@ def lexer_steps(run) -> int:
     A card is prepared in a worker thread (off the server's loop) and ``sys.settrace`` is per
     thread, so the tracer is installed around each ``parse`` in the thread that runs it.
     """
-    from kernel_ext.sandbox import plan
+    from kernel_ext.shellplan import plan
 
     count = 0
 
     def tracer(frame, event, arg):
         nonlocal count
-        if frame.f_code.co_filename.endswith("plan_lexer.py"):
+        if frame.f_code.co_filename.endswith("shellplan/lexer.py"):
             if event == "line":
                 count += 1
             return tracer

@@ -27,7 +27,7 @@ from kernel_ext.pipeline.reporting import report_call, report_result
 from kernel_ext.secrets import secret_values
 from kernel_ext.tools.base import RunState, ToolContext
 from kernel_ext.tools.registry import default_catalog
-from kernel_ext.validation.apphost import AppHost
+from kernel_ext.validation.apphost.host import AppHost
 from kernel_ext.workspace import Workspace
 
 from .world import output, shell_executor

@@ -7,8 +7,8 @@ any spelling: ``subprocess.*``, ``os.exec*``/``os.spawn*``/``os.posix_spawn*``/`
 ``pty.spawn``/``pty.fork``, ``multiprocessing`` and process pools; through aliases
 (``import subprocess as sp``, ``from os import system as s``), ``getattr(os, "system")`` and
 ``importlib.import_module("subprocess")`` too. Code outside the package may not reach for the
-package's raw spawn primitives either (``supervisor.spawn``, ``Job``, ``tiers.launch``): it
-uses ``run_confined`` (one command) or ``start_worker`` (a long-lived worker).
+package's raw spawn primitives either (``confined.spawn_confined``, ``supervisor.spawn``, ``Job``,
+``tiers.launch``): it uses ``run_confined`` (one command) or ``WarmWorker`` (a long-lived worker).
 
 The exceptions are named below, each with why it is safe: a trusted host program reading
 data, never executing it. An exception that is no longer used fails the test too, so the list
@@ -37,9 +37,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("kernel_ext/validation/source_checks.py", "subprocess.run"):
         "ruff check --isolated parses Python source (no config, no plugins); it executes none of it",
     ("kernel_ext/tools/import_worker.py", "os.fork"):
-        "the import guard's worker program: runs only inside the sandbox (start_worker), forks one child per check there",
-    ("kernel_ext/validation/apphost_main.py", "os.fork"):
-        "the app host's program: runs only inside the sandbox (start_worker), forks one child per scenario there",
+        "the import guard's worker program: runs only inside the sandbox (WarmWorker), forks one child per check there",
+    ("kernel_ext/validation/apphost/main.py", "os.fork"):
+        "the app host's program: runs only inside the sandbox (WarmWorker), forks one child per scenario there",
     ("kernel_ext/pipeline/data/probe.py", "subprocess.Popen"):
         "a data file shipped into the generated project; never imported by the host, run only inside the sandbox shell",
 }
@@ -57,7 +57,7 @@ FORBIDDEN = frozenset(
        "pty.spawn", "pty.fork", "concurrent.futures.ProcessPoolExecutor",
        "kernel_ext.sandbox.supervisor.spawn", "kernel_ext.sandbox.supervisor.spawn_later",
        "kernel_ext.sandbox.supervisor.Job", "kernel_ext.sandbox.tiers.launch", "kernel_ext.sandbox.oneoff.execute",
-       "kernel_ext.sandbox.spares.prepare"}
+       "kernel_ext.sandbox.spares.prepare", "kernel_ext.sandbox.confined.spawn_confined"}
 )
 # Whole modules whose every use starts processes.
 FORBIDDEN_MODULES = ("multiprocessing",)
@@ -219,7 +219,7 @@ def spawns_outside_the_sandbox() -> list[Use]:
 
 def test_only_the_sandbox_package_starts_processes():
     unexplained = [u for u in spawns_outside_the_sandbox() if (u.module, u.callee) not in ALLOWED]
-    assert not unexplained, "processes started outside kernel_ext/sandbox/ (use run_confined or start_worker):\n" + "\n".join(
+    assert not unexplained, "processes started outside kernel_ext/sandbox/ (use run_confined or WarmWorker):\n" + "\n".join(
         f"  {u.module}:{u.line}: {u.callee}" for u in unexplained)
 
 
@@ -259,6 +259,7 @@ SPELLINGS = {
     "raw sandbox launch": ("def f():\n    from kernel_ext.sandbox import tiers\n    return tiers.launch\n",
                            "kernel_ext.sandbox.tiers.launch"),
     "relative import": ("from ..sandbox.supervisor import Job\n", "kernel_ext.sandbox.supervisor.Job"),
+    "raw confined spawn": ("from kernel_ext.sandbox.confined import spawn_confined\n", "kernel_ext.sandbox.confined.spawn_confined"),
 }
 
 

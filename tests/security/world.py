@@ -25,8 +25,8 @@ from kernel_ext.boundary import (
     always_approve,
 )
 from kernel_ext.sandbox.config import ShellSettings
-from kernel_ext.sandbox.registry import SessionRegistry
-from kernel_ext.sandbox.service import ShellService
+from kernel_ext.sandbox.session.registry import SessionRegistry
+from kernel_ext.sandbox.session.service import ShellService
 from kernel_ext.tools.base import ToolContext
 from kernel_ext.tools.registry import default_catalog
 from kernel_ext.workspace import Workspace

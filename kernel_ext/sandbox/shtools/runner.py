@@ -2,7 +2,7 @@
 
 ``sh_run`` does not use the run's persistent shell (``session``): each call may ask for its own
 confinement (writes limited to ``cwd``, no network, hidden paths), so each gets a sandbox built
-from F3's pieces (``Confinement``, ``tiers.launch``, ``scrub_environment``, ``supervisor.Job``)
+from the confinement core's pieces (``Confinement``, ``spawn_confined``, ``supervisor.Job``)
 over the run's workspace and ``$HOME`` (what ``install_dependencies`` installed is there).
 Output is captured in full up to the capture cap (past it the tree is killed) and handed
 to the record store; nothing is spilled into the workspace.
@@ -14,7 +14,6 @@ import io
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, replace
@@ -24,11 +23,11 @@ from typing import Any
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox import landlock
 from kernel_ext.sandbox.capture import CAPTURE_CAP, StreamCapture
-from kernel_ext.sandbox.env import scrub_environment
-from kernel_ext.sandbox.options import SandboxOptions
+from kernel_ext.sandbox.confined import spawn_confined
+from kernel_ext.sandbox.shtools.options import SandboxOptions
 from kernel_ext.sandbox.spec import Confinement, is_within
-from kernel_ext.sandbox.supervisor import Job, spawn
-from kernel_ext.sandbox.tiers import Tier, TierChoice, launch
+from kernel_ext.sandbox.supervisor import Job
+from kernel_ext.sandbox.tiers import Tier, TierChoice
 from kernel_ext.workspace import treewalk
 from kernel_ext.workspace.fence import check_path_text
 
@@ -138,17 +137,10 @@ def start(choice: TierChoice, conf: Confinement, argv: list[str], stdout: Stream
     """Spawn ``argv`` confined by ``conf`` with piped output into the captures; returns the job and secrets removed."""
     assert choice.tier is not None
     try:
-        ready = launch(choice.tier, conf, argv)
-        if not ready.private_tmp:
-            (conf.home / ".tmp").mkdir(parents=True, exist_ok=True)
-        scrubbed = scrub_environment(home=str(conf.home), tmpdir=conf.tmpdir(ready.private_tmp))
-        process = spawn(
-            ready.argv, stable=stable, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=scrubbed.env, cwd=str(conf.working_dir()),
-        )
+        started = spawn_confined(argv, conf, tier=choice.tier, stable=stable)
     except OSError as exc:
         raise ToolFailure(ErrorCode.EXECUTION_FAILED, f"could not start the sandbox: {exc.strerror}") from None
-    return Job(process, stdout=stdout, stderr=stderr), scrubbed.secrets_removed
+    return Job(started.process, stdout=stdout, stderr=stderr), started.secrets_removed
 
 
 def shell_argv(command: str) -> list[str]:
@@ -163,7 +155,7 @@ def run_once(choice: TierChoice, placement: Placement, command: str, timeout_s: 
     if strace is not None:
         trace_dir = Path(tempfile.mkdtemp(prefix="besser-trace-"))
         conf = replace(conf, writable=(*conf.writable, trace_dir))
-        from kernel_ext.sandbox.trace import wrap
+        from kernel_ext.sandbox.shtools.trace import wrap
 
         argv = wrap(argv, trace_dir / "trace", strace)
     try:

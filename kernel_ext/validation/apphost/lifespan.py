@@ -1,4 +1,4 @@
-"""Start-up and shut-down of an ASGI app in-process (the lifespan protocol), plus error capture.
+"""Inside the sandbox: start-up and shut-down of an ASGI app in-process (the lifespan protocol), plus error capture.
 
 The in-process transport never sends lifespan events, so the child drives them itself, the
 way a server would: an app whose start-up handler raises is an app that does not start.

@@ -1,4 +1,4 @@
-"""validate_app's runtime half, in the sandboxed child: import smoke, start-up, create, actions.
+"""Inside the sandbox (the child): validate_app's runtime half: import smoke, start-up, create, actions.
 
 Can every entity be created through the API with minimal valid data? The entities are the
 ``POST /<entity>/`` operations of the app's own OpenAPI document; their bodies come from the
@@ -19,8 +19,8 @@ import re
 import sys
 from typing import Any
 
-from kernel_ext.validation.exchange import Secrets, finish_rows, one_request
-from kernel_ext.validation.lifespan import ErrorRecorder, Lifespan, describe_exception
+from kernel_ext.validation.apphost.exchange import Secrets, finish_rows, one_request
+from kernel_ext.validation.apphost.lifespan import ErrorRecorder, Lifespan, describe_exception
 from kernel_ext.validation.references import Responses
 from kernel_ext.validation.samples import Schemas, minimal, sample_for_type
 
@@ -250,7 +250,7 @@ def _detail(row: dict[str, Any]) -> str:
 async def run_probe(app: Any, job: dict[str, Any], app_dir: str, secrets: Secrets) -> dict[str, Any]:
     import httpx
 
-    from kernel_ext.validation.exchange import BASE_URL
+    from kernel_ext.validation.apphost.exchange import BASE_URL
 
     result: dict[str, Any] = {"imports": [], "lifespan": {"ok": True, "error": None}, "openapi_error": None,
                               "entities": [], "actions": [], "requests": []}

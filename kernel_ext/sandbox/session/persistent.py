@@ -1,7 +1,7 @@
 """One persistent shell per run, like a terminal, inside the run's sandbox.
 
 ``cd`` and exported variables carry over because every command runs in the same ``bash``
-(the wire is in ``shell_protocol``). Job control (``set -m``) gives each pipeline its own
+(the wire is in ``protocol``). Job control (``set -m``) gives each pipeline its own
 process group; a process a command starts in the background keeps running after it returns,
 so a server started in one command answers the next.
 
@@ -31,10 +31,10 @@ from typing import Any
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox import proctree
 from kernel_ext.sandbox.capture import StreamCapture
-from kernel_ext.sandbox.env import scrub_environment
+from kernel_ext.sandbox.confined import spawn_confined
 from kernel_ext.sandbox.oneoff import execute
 from kernel_ext.sandbox.record import CommandRecord, new_record_id
-from kernel_ext.sandbox.shell_protocol import (
+from kernel_ext.sandbox.session.protocol import (
     CommandFiles,
     ControlChannel,
     Marker,
@@ -46,8 +46,8 @@ from kernel_ext.sandbox.shell_protocol import (
 )
 from kernel_ext.sandbox.spec import Confinement, is_within
 from kernel_ext.sandbox.spill import attach_spill
-from kernel_ext.sandbox.supervisor import Pump, release, spawn
-from kernel_ext.sandbox.tiers import OFF_WARNING, Tier, TierChoice, launch
+from kernel_ext.sandbox.supervisor import Pump, release
+from kernel_ext.sandbox.tiers import OFF_WARNING, Tier, TierChoice
 from kernel_ext.workspace.fence import check_path_text
 
 log = logging.getLogger(__name__)
@@ -145,16 +145,12 @@ class ShellSession:
         if self.registry is not None and not self.registry.admit(self):
             return False
         try:
-            ready = launch(self.choice.tier, self.conf, [shutil.which("bash") or "/bin/bash", "--noprofile", "--norc"])
-            if not ready.private_tmp:
-                (self.conf.home / ".tmp").mkdir(parents=True, exist_ok=True)
-            scrubbed = scrub_environment(home=str(self.conf.home), tmpdir=self.conf.tmpdir(ready.private_tmp))
-            self._secrets_removed = scrubbed.secrets_removed
             with open(self.ctl / "shell.err", "wb") as errors:
-                self._proc = spawn(
-                    ready.argv, stable=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
-                    env=scrubbed.env, cwd=str(self.conf.workspace),
-                )
+                started = spawn_confined([shutil.which("bash") or "/bin/bash", "--noprofile", "--norc"], self.conf,
+                                         tier=self.choice.tier, stdin=subprocess.PIPE, stderr=errors,
+                                         cwd=self.conf.workspace, stable=True)
+            self._proc = started.process
+            self._secrets_removed = started.secrets_removed
         except OSError as exc:
             if self.registry is not None:
                 self.registry.release(self)

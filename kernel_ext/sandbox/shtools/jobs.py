@@ -168,6 +168,18 @@ class BackgroundJob:
     def running_ms(self) -> float:
         return ((self.ended or time.monotonic()) - self.started) * 1000
 
+    def state(self) -> dict[str, Any]:
+        """Status, running time, exit (and signal) once done, and the line counts so far."""
+        state: dict[str, Any] = {"status": self.status, "running_ms": round(self.running_ms())}
+        if self.done.is_set():
+            state["exit"] = self.exit_code
+            if self.stop_signal is not None:
+                state["signal"] = self.stop_signal
+            elif self.exit_code is not None and self.exit_code < 0:
+                state["signal"] = -self.exit_code
+        state.update(stdout_lines=self.out.lines, stderr_lines=self.err.lines)
+        return state
+
     def _pump(self, launch: Callable[[], Job]) -> None:
         try:
             self.job = launch()

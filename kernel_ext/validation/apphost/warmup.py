@@ -1,4 +1,4 @@
-"""What the app host loads once so every forked child starts warm.
+"""Inside the sandbox: what the app host loads once so every forked child starts warm.
 
 ``preload`` imports the libraries generated backends use (FastAPI, Starlette, pydantic,
 SQLAlchemy with its SQLite dialect, httpx, and optional auth helpers when installed).
@@ -26,7 +26,7 @@ LIBRARIES = (
     "fastapi", "fastapi.routing", "fastapi.encoders", "fastapi.responses", "fastapi.middleware.cors",
     "fastapi.security", "fastapi.staticfiles", "fastapi.exceptions",
     "anyio", "anyio._backends._asyncio", "httpx",
-    "kernel_ext.secrets", "kernel_ext.validation.exchange", "kernel_ext.validation.probe",
+    "kernel_ext.secrets", "kernel_ext.validation.apphost.exchange", "kernel_ext.validation.apphost.probe",
 )
 OPTIONAL = ("email_validator", "multipart", "python_multipart", "jwt", "jose", "passlib.context", "bcrypt", "dateutil.parser")
 

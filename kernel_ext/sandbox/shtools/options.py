@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kernel_ext.shellplan.words import MAX_COMMAND_CHARS
+
 MAX_TIMEOUT_MS = 600_000
-# A command line longer than this is refused before it is planned or run: planning is linear in
-# the length, and this bounds that work (a card is prepared on the server's event loop).
-MAX_COMMAND_CHARS = 65_536
 DEFAULT_TIMEOUT_MS = 120_000
 # Options that only make sense once a command has finished: refused with ``background``.
 NEEDS_FINISH = ("expect", "trace", "retries", "retry_on_exit", "backoff_ms", "full", "timeout_ms")

@@ -1,8 +1,8 @@
-"""The warm app host: the program that runs inside the sandbox, one per run.
+"""Inside the sandbox: the warm app host program, one per run.
 
 Started by ``apphost.AppHost`` under the run's sandbox tier with the network unshared, it
 imports the heavy libraries once (``warmup``), then serves jobs read from its stdin pipe:
-each job runs in a freshly forked child (``apphost_child``) with a fresh copy of the app and
+each job runs in a freshly forked child (``child``) with a fresh copy of the app and
 a fresh SQLite database, and the child's one result frame is passed back on stdout. After a
 job, a *standby* child is forked for the same source so the next scenario finds the app
 already imported; a job for other source (the agent edited a file) discards the standby,
@@ -25,7 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from kernel_ext.validation.frames import FrameError, read_frame, split_frames, write_frame
+from kernel_ext.sandbox.frames import FrameError, read_frame, split_frames, write_frame
 
 
 @dataclass
@@ -68,9 +68,9 @@ class Host:
                 os.set_inheritable(result_w, False)
                 os.set_inheritable(job_r, False)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                from kernel_ext.validation import apphost_child
+                from kernel_ext.validation.apphost import child
 
-                apphost_child.main(src, entry, attr, workdir, job_r, result_w)
+                child.main(src, entry, attr, workdir, job_r, result_w)
             finally:
                 os._exit(70)
         os.close(job_r)
@@ -271,7 +271,7 @@ def main(argv: list[str]) -> int:
     overlays = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--path"]
     first_site = next((i for i, p in enumerate(sys.path) if "-packages" in p), len(sys.path))
     sys.path[first_site:first_site] = overlays
-    from kernel_ext.validation import warmup
+    from kernel_ext.validation.apphost import warmup
 
     imported, preload_ms = warmup.preload()
     warm_ms = warmup.exercise()

@@ -16,20 +16,21 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox.command_policy import check_command
 from kernel_ext.sandbox.config import (
     ShellSettings,
     shell_tools_enabled,
     startup_settings,
 )
 from kernel_ext.sandbox.record import CommandRecord
-from kernel_ext.sandbox.registry import SessionRegistry
-from kernel_ext.sandbox.session import ShellSession
+from kernel_ext.sandbox.session.persistent import ShellSession
+from kernel_ext.sandbox.session.registry import SessionRegistry
 from kernel_ext.sandbox.tiers import UNAVAILABLE_MESSAGE, TierChoice, choose_tier
+from kernel_ext.shellplan.denylist import check_command
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class ShellService:
         self.home = Path(home) if home is not None else Path(tempfile.mkdtemp(prefix=f"besser-home-{run_id}-"))
         self.home.mkdir(parents=True, exist_ok=True)
         self._choice: TierChoice | None = None
+        self._on_close: list[Callable[[], object]] = []
 
     # -- the tier -----------------------------------------------------------------------------
 
@@ -139,10 +141,18 @@ class ShellService:
         found = self.registry.get(self.run_id)
         return found.close(reason) if found is not None else False
 
+    def on_close(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` when the run's service closes, before its sandboxes are killed
+        (the ``sh_*`` toolkit stops its background jobs this way)."""
+        self._on_close.append(callback)
+
     def close(self) -> None:
-        """The run ended: kill everything it started (session, prepared check sandboxes), remove its temporary home."""
+        """The run ended: kill everything it started (close hooks, session, prepared check sandboxes), remove its temporary home."""
         from kernel_ext.sandbox.oneoff import release_workspace
 
+        callbacks, self._on_close = self._on_close, []
+        for callback in callbacks:
+            callback()
         self.registry.close_run(self.run_id)
         release_workspace(self.workspace)
         if self._own_registry:

@@ -8,7 +8,7 @@ word one character at a time (``token += c``) and costs quadratic time on a long
 64 Ki-character word held the server for ~20 s. Here every word is read in runs (a regular
 expression or ``str.find`` per run, no backtracking) and its pieces joined once.
 
-Why not ``plan_lexer``: ``sh_plan`` models what bash does (comments, redirections, ``$(...)``,
+Why not ``lexer``: ``sh_plan`` models what bash does (comments, redirections, ``$(...)``,
 here-documents) for classification; the policy's contract is the simpler shlex word list that
 its tests and callers pin. Both are linear; each has one job.
 """
@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import re
 
+# A command line longer than this is refused before it is split, planned or run: every step is
+# linear in the length, and this bounds that work (a card is prepared on the server's event loop).
+MAX_COMMAND_CHARS = 65_536
 WHITESPACE = " \t\r\n"
 PUNCTUATION = "();<>|&"
 

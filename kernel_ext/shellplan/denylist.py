@@ -12,7 +12,7 @@ Two checks, both cheap and both easy to get around on purpose:
 What contains a command is the sandbox (namespaces or Landlock), never this module.
 
 The command is model-supplied and may be as long as ``MAX_COMMAND_CHARS``: every step here is
-linear in its length (the split is ``shell_words``, the denylist runs on RE2), so no command
+linear in its length (the split is ``words``, the denylist runs on RE2), so no command
 stalls the server, whose event loop and GIL this check shares.
 """
 
@@ -23,14 +23,13 @@ import re
 from collections.abc import Iterable
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox.options import MAX_COMMAND_CHARS
-from kernel_ext.sandbox.shell_words import SplitError, split_words
-from kernel_ext.sandbox.text_scan import Scan, fork_bomb
+from kernel_ext.shellplan.scan import Scan, fork_bomb
+from kernel_ext.shellplan.words import MAX_COMMAND_CHARS, SplitError, split_words
 
 __all__ = ["DENY_PATTERNS", "MAX_COMMAND_CHARS", "check_command", "first_program", "split_command"]
 
 _HOME = r"(?:~|\$HOME|\$\{HOME\}|/root|/home/[^/\s]+)"
-# (reason, pattern searched on RE2: ``text_scan``); the fork bomb needs a backreference, so it is ``fork_bomb``
+# (reason, pattern searched on RE2: ``scan``); the fork bomb needs a backreference, so it is ``fork_bomb``
 FORK_BOMB = "a fork bomb"
 DENY_PATTERNS: tuple[tuple[str, Scan | None], ...] = (
     ("privilege escalation (sudo/su/doas)", Scan(r"(?:^|[\s;&|(`$])(?:sudo|doas|su)(?:\s|$)")),

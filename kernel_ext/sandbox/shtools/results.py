@@ -13,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kernel_ext.sandbox import condense
-from kernel_ext.sandbox.effects import changed_paths
-from kernel_ext.sandbox.options import Expect, RunRequest, stdout_regex
-from kernel_ext.sandbox.plan import Plan
-from kernel_ext.sandbox.plan_verdict import DESTRUCTIVE
-from kernel_ext.sandbox.runner import Attempt, Placement
+from kernel_ext.sandbox.shtools import condense
+from kernel_ext.sandbox.shtools.effects import changed_paths
+from kernel_ext.sandbox.shtools.options import Expect, RunRequest, stdout_regex
+from kernel_ext.sandbox.shtools.runner import Attempt, Placement
+from kernel_ext.shellplan.plan import Plan
+from kernel_ext.shellplan.verdict import DESTRUCTIVE
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,12 @@ Tables of known programs (read-only, network, destructive, mutating, project run
 argument-aware rules for the programs whose effect depends on flags (``cp``, ``sed -i``,
 ``tar x``, ``pip install``, ``rsync --delete``, formatters ...). When in doubt a rule picks the
 worse class: over-flagging is a nuisance, under-flagging a hazard. Shell structure (segments,
-wrappers, interpreters, ``find -exec``) lives in ``plan``, ``git`` in ``plan_git``.
+wrappers, interpreters, ``find -exec``) lives in ``plan``, ``git`` in ``git``.
 """
 
 from __future__ import annotations
 
-from kernel_ext.sandbox.plan_verdict import (
+from kernel_ext.shellplan.verdict import (
     Verdict,
     bad,
     has,

@@ -1,4 +1,4 @@
-"""One scenario against one app, in the sandboxed child: references, cookies, timing, checks.
+"""Inside the sandbox (the child): one scenario against one app: references, cookies, timing, checks.
 
 Requests share state: the database, the cookies responses set (kept by the client for the
 rest of the scenario) and the responses later requests refer to. Everything is in-process
@@ -17,8 +17,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from kernel_ext import safejson
 from kernel_ext.secrets import is_secret_name, redact, redact_text
+from kernel_ext.validation.apphost.lifespan import ErrorRecorder, Lifespan
 from kernel_ext.validation.assertions import field_checks, status_check
-from kernel_ext.validation.lifespan import ErrorRecorder, Lifespan
 from kernel_ext.validation.references import MISSING, ReferenceFailure, Responses, resolve_string, resolve_value
 
 BASE_URL = "https://testserver"

@@ -8,7 +8,7 @@ pushes. A ``checkout`` of something that looks like a path is treated as discard
 
 from __future__ import annotations
 
-from kernel_ext.sandbox.plan_verdict import (
+from kernel_ext.shellplan.verdict import (
     Verdict,
     bad,
     has,

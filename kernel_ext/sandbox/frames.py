@@ -1,7 +1,9 @@
-"""Length-prefixed JSON frames over a pipe: how the server, the app host and its children talk.
+"""Length-prefixed JSON frames over a pipe: the one wire between the server and its warm workers.
 
-A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON. Standard library
-only: the sandboxed app host imports this before anything else.
+Both sides of both workers use it: the server's ``WarmWorker`` (``workers``) and the programs
+inside the sandbox (the app host and its children, the import checker). A frame is a 4-byte
+big-endian length and that many bytes of UTF-8 JSON. Standard library only (``safejson`` is
+too): the sandboxed programs import this before anything else.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ class FrameError(Exception):
 
 
 def encode(obj: Any) -> bytes:
-    data = json.dumps(obj, ensure_ascii=False, default=str, separators=(",", ":")).encode("utf-8")
+    try:
+        data = json.dumps(obj, ensure_ascii=False, default=str, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (model text): escaped, so the frame stays UTF-8
+        data = json.dumps(obj, ensure_ascii=True, default=str, separators=(",", ":")).encode("ascii")
     if len(data) > MAX_FRAME:
         raise FrameError(f"frame of {len(data)} bytes exceeds {MAX_FRAME}")
     return _HEADER.pack(len(data)) + data

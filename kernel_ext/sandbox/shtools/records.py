@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox.checkpoints import project_key
+from kernel_ext.sandbox.shtools.checkpoints import project_key
 
 ID_PATTERN = re.compile(r"^cmd-\d{8}-\d{6}-\d{5,}[0-9a-f]{4}$")
 STREAMS = ("stdout", "stderr", "trace")

@@ -1,7 +1,7 @@
 """``sh_plan``: a static risk class for a shell command, without running it.
 
-The command is split as a shell would (``plan_lexer``); each top-level segment is judged on
-its own and the worst one wins (``plan_rules.RANK``). Wrappers (``sudo``, ``env``, ``timeout``,
+The command is split as a shell would (``lexer``); each top-level segment is judged on
+its own and the worst one wins (``verdict.RANK``). Wrappers (``sudo``, ``env``, ``timeout``,
 ``nice``, ``xargs``, ...) are peeled off, ``git`` is judged per subcommand, ``find`` by its
 ``-exec``/``-delete`` payload, and code handed to an interpreter (``sh -c``, ``python -c``,
 a here-document fed to ``bash``) is judged as code that runs. What only run time decides
@@ -18,11 +18,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kernel_ext.sandbox.plan_code import interpreter_verdict, is_interpreter, raw_scan
-from kernel_ext.sandbox.plan_git import classify_git
-from kernel_ext.sandbox.plan_lexer import Parsed, Redirect, Segment, Word, parse
-from kernel_ext.sandbox.plan_rules import classify_program
-from kernel_ext.sandbox.plan_verdict import (
+from kernel_ext.shellplan.code import interpreter_verdict, is_interpreter, raw_scan
+from kernel_ext.shellplan.git import classify_git
+from kernel_ext.shellplan.lexer import Parsed, Redirect, Segment, Word, parse
+from kernel_ext.shellplan.rules import classify_program
+from kernel_ext.shellplan.scan import Scan, fork_bomb
+from kernel_ext.shellplan.verdict import (
     COMPLEX,
     DESTRUCTIVE,
     NETWORK,
@@ -39,7 +40,6 @@ from kernel_ext.sandbox.plan_verdict import (
     value_of,
     worst,
 )
-from kernel_ext.sandbox.text_scan import Scan, fork_bomb
 
 MAX_DEPTH = 8
 LEADING_KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}", "esac"})

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.safe_regex import compile_untrusted
-from kernel_ext.sandbox import condense
-from kernel_ext.sandbox.records import check_id
+from kernel_ext.sandbox.shtools import condense
+from kernel_ext.sandbox.shtools.records import check_id
 
 if TYPE_CHECKING:
-    from kernel_ext.sandbox.shell import Shell
+    from kernel_ext.sandbox.shtools.jobs import BackgroundJobs
+    from kernel_ext.sandbox.shtools.records import RecordStore
 
 SELECTORS = ("stdout", "stderr", "meta", "trace")
 POLL_BYTES = 1 << 20
@@ -25,16 +26,16 @@ FULL_POLL_BYTES = 64 * 1024
 MAX_LINES = 2000
 
 
-def detail(shell: Shell, record_id: str, selector: str, match: str | None, start_line: int, max_lines: int) -> dict[str, Any]:
+def detail(jobs: BackgroundJobs, records: RecordStore, record_id: str, selector: str, match: str | None, start_line: int, max_lines: int) -> dict[str, Any]:
     check_id(record_id)
     if selector not in SELECTORS:
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"selector {selector!r} is not one of {', '.join(SELECTORS)}")
     if start_line < 1 or not 1 <= max_lines <= MAX_LINES:
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"start_line must be 1 or more and max_lines 1..{MAX_LINES}")
-    job = shell.jobs.get(record_id)
-    meta = shell.records.meta(record_id)
+    job = jobs.get(record_id)
+    meta = records.meta(record_id)
     if job is not None:
-        meta = {**meta, **shell._job_state(job)}
+        meta = {**meta, **job.state()}
     if selector == "meta":
         return {"id": record_id, "selector": "meta", "meta": meta}
     if selector == "trace" and "trace_summary" not in meta:
@@ -43,7 +44,7 @@ def detail(shell: Shell, record_id: str, selector: str, match: str | None, start
         tap = job.out if selector == "stdout" else job.err
         data = tap.read(0, tap.stored)[0]
     else:
-        data = shell.records.stream(record_id, selector)
+        data = records.stream(record_id, selector)
     total = condense.count_lines(data)
     if total and start_line > total:
         raise ToolFailure(ErrorCode.CURSOR_OUT_OF_RANGE, f"start_line {start_line} is past the end ({total} lines)")
@@ -62,14 +63,14 @@ def detail(shell: Shell, record_id: str, selector: str, match: str | None, start
     return out
 
 
-def logs(shell: Shell, record_id: str, stream: str, stdout_cursor: int, stderr_cursor: int, full: bool) -> dict[str, Any]:
+def logs(jobs: BackgroundJobs, records: RecordStore, record_id: str, stream: str, stdout_cursor: int, stderr_cursor: int, full: bool) -> dict[str, Any]:
     check_id(record_id)
     if stream not in ("stdout", "stderr", "both"):
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"stream {stream!r} is not stdout, stderr or both")
     names = ("stdout", "stderr") if stream == "both" else (stream,)
     cursors = {"stdout": stdout_cursor, "stderr": stderr_cursor}
     limit = FULL_POLL_BYTES if full else POLL_BYTES
-    job = shell.jobs.get(record_id)
+    job = jobs.get(record_id)
     result: dict[str, Any] = {"id": record_id}
     chunks: dict[str, tuple[bytes, int, int, bool]] = {}
     if job is not None:
@@ -80,22 +81,22 @@ def logs(shell: Shell, record_id: str, stream: str, stdout_cursor: int, stderr_c
             if running and offset + len(data) == tap.total:
                 data = _complete_utf8(data)
             chunks[name] = (data, offset, tap.total, gap)
-        state = shell._job_state(job)  # after the reads: its line counts cover what they returned
+        state = job.state()  # after the reads: its line counts cover what they returned
     else:
-        meta = shell.records.meta(record_id)
+        meta = records.meta(record_id)
         state = {k: meta[k] for k in ("status", "exit", "signal", "running_ms", "stdout_lines", "stderr_lines") if k in meta}
         state.setdefault("status", "exited")
         state.setdefault("running_ms", meta.get("ms"))
         for name in names:
-            total = int(meta.get(f"{name}_bytes", shell.records.stream_size(record_id, name)))
-            stored = shell.records.stream_size(record_id, name)
+            total = int(meta.get(f"{name}_bytes", records.stream_size(record_id, name)))
+            stored = records.stream_size(record_id, name)
             cursor = cursors[name]
             if cursor < 0 or cursor > total:
                 raise ToolFailure(ErrorCode.CURSOR_OUT_OF_RANGE, f"{name}_cursor {cursor} is outside the stream (0..{total} bytes)")
             if cursor >= stored:
                 chunks[name] = (b"", total, total, cursor < total)
             else:
-                chunks[name] = (shell.records.stream(record_id, name, cursor, limit), cursor, total, False)
+                chunks[name] = (records.stream(record_id, name, cursor, limit), cursor, total, False)
     result.update(state)
     for name, (data, offset, total, gap) in chunks.items():
         text = condense.view(data, full=full).text

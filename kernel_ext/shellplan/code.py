@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 
-from kernel_ext.sandbox.plan_rules import classify_program
-from kernel_ext.sandbox.plan_verdict import (
+from kernel_ext.shellplan.rules import classify_program
+from kernel_ext.shellplan.scan import Scan
+from kernel_ext.shellplan.verdict import (
     UNKNOWN,
     Verdict,
     bad,
@@ -23,12 +24,11 @@ from kernel_ext.sandbox.plan_verdict import (
     value_of,
     worst,
 )
-from kernel_ext.sandbox.text_scan import Scan
 
 _PYTHON = re.compile(r"^(?:python|pypy)[0-9.]*$")
 _OTHER_INTERPRETERS = frozenset({"node", "nodejs", "ruby", "perl", "php", "Rscript", "lua"})
 
-# Searched on RE2 (``text_scan``: linear in the model's text); no lookaround there, so the
+# Searched on RE2 (``scan``: linear in the model's text); no lookaround there, so the
 # boundaries before and after a program name are consumed (the scans only ask whether).
 _B = r"(?:^|[\s;&|(`'\"$])"
 _RAW_DESTRUCTIVE = Scan(

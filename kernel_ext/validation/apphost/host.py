@@ -1,14 +1,15 @@
-"""The server's handle on one warm app host: start it sandboxed, stage source, run jobs.
+"""Host side: the server's handle on one warm app host: start it sandboxed, stage source, run jobs.
 
 The app runs with the server's interpreter and packages, plus an overlay of what its own
 ``requirements.txt`` needs and the server lacks (``kernel_ext.appenv``): ``stage`` settles the
 environment first, and a host started with another overlay is restarted with the new one.
-The host process (``apphost_main``) runs under the operator's sandbox tier with the network
+The host process (``apphost.main``) runs under the operator's sandbox tier with the network
 unshared (bubblewrap: a new network namespace; Landlock: TCP denied), whether or not shell
 tools are enabled, with the scrubbed environment every sandboxed command gets. It sees the
 staged source read-only; each child copies it. Jobs are framed JSON over the host's stdin and
-stdout; several may be outstanding (replays run two at a time). A host that died is started
-again on the next job; ``close`` ends it and everything it started.
+stdout (a ``WarmWorker``: ``spawn_confined`` underneath, one framing module for both sides);
+several may be outstanding (replays run two at a time). A host that died is started again on
+the next job; ``close`` ends it and everything it started.
 """
 
 from __future__ import annotations
@@ -17,24 +18,29 @@ import itertools
 import logging
 import os
 import shutil
-import subprocess
 import tempfile
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext.appenv.environment import AppEnvironment, environment_for
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.validation.frames import FrameError, read_frame, write_frame
 from kernel_ext.validation.staging import Source
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from kernel_ext.sandbox.workers import WorkerPlan
 
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 90.0
 JOB_TIMEOUT_S = 60.0
+STOP_GRACE_S = 3.0
 KEEP_STAGED = 4
+PROGRAM = "kernel_ext.validation.apphost.main"
 
 
 @dataclass(frozen=True)
@@ -50,25 +56,21 @@ class AppHost:
     """One sandboxed warm host (lazily started). Thread-safe."""
 
     def __init__(self, *, policy: str | None = None, standby: bool = True, start_timeout: float = START_TIMEOUT_S):
+        from kernel_ext.sandbox.workers import WarmWorker
+
         self.policy = policy
         self.standby = standby
         self.start_timeout = start_timeout
         self.scratch = Path(tempfile.mkdtemp(prefix="besser-apphost-"))
         for sub in ("src", "rw", "home/.tmp"):
             (self.scratch / sub).mkdir(parents=True, exist_ok=True)
-        self.tier = ""
-        self.network = False
-        self.notes: tuple[str, ...] = ()
         self.ready: dict[str, Any] = {}
         self.environment: AppEnvironment | None = None  # what the last staged source runs with
         self._paths: tuple[Path, ...] = ()  # the app's own package folders the running host was started with
         self.shell_home: Path | None = None  # the run's shell home, when shell tools are on (api_test sets it)
-        self.starts = 0
         self.submitted = 0  # jobs sent (tests use it to show a refusal ran nothing)
-        self._proc: subprocess.Popen | None = None
-        self._log = None
+        self._worker = WarmWorker(self._plan, what="the app host", policy=policy, log_path=self.scratch / "host.log")
         self._lock = threading.RLock()
-        self._write_lock = threading.Lock()
         self._pending: dict[int, Future] = {}
         self._ids = itertools.count(1)
         self._staged: list[Staged] = []
@@ -78,7 +80,28 @@ class AppHost:
 
     @property
     def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._worker.alive
+
+    @property
+    def process(self) -> subprocess.Popen | None:
+        """The running host's process (None when none runs)."""
+        return self._worker.process
+
+    @property
+    def tier(self) -> str:
+        return self._worker.tier
+
+    @property
+    def network(self) -> bool:
+        return self._worker.network
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return self._worker.notes
+
+    @property
+    def starts(self) -> int:
+        return self._worker.starts
 
     def start(self) -> None:
         with self._lock:
@@ -103,57 +126,42 @@ class AppHost:
         thread.start()
         return thread
 
-    def _spawn(self) -> None:
+    def _plan(self) -> WorkerPlan:
+        from kernel_ext.sandbox.boot import package_program
         from kernel_ext.sandbox.spec import Confinement
-        from kernel_ext.sandbox.workers import start_worker
+        from kernel_ext.sandbox.workers import WorkerPlan
 
         overlay = list(self._paths)
         conf = Confinement.for_run(self.scratch / "rw", self.scratch / "home", network=False,
                                    readable=[self.scratch / "src", *overlay])
-        from kernel_ext.sandbox.boot import package_program
-
         options = [*([] if self.standby else ["--no-standby"]), *(arg for p in overlay for arg in ("--path", str(p)))]
-        argv = package_program("kernel_ext.validation.apphost_main", *options)
-        self._log = open(self.scratch / "host.log", "ab")
-        try:
-            worker = start_worker(argv, conf, policy=self.policy, stderr=self._log)
-        except (OSError, ToolFailure) as exc:
-            self._log.close()
-            self._log = None
-            if isinstance(exc, ToolFailure):
-                raise
-            raise ToolFailure(ErrorCode.SANDBOX_UNAVAILABLE, f"could not start the app host: {exc.strerror}") from None
-        self._proc = worker.process
-        self.tier = str(worker.tier)
-        self.network = worker.network
-        self.notes = worker.notes
-        self.starts += 1
+        return WorkerPlan(package_program(PROGRAM, *options), conf)
+
+    def _spawn(self) -> None:
         waiter: Future = Future()
-        threading.Thread(target=self._reader, args=(self._proc, waiter), name="besser-apphost-reader", daemon=True).start()
+        try:
+            self._worker.start(on_frame=lambda message: self._on_frame(waiter, message),
+                               on_exit=lambda reason: self._on_exit(waiter, reason))
+        except OSError as exc:
+            raise ToolFailure(ErrorCode.SANDBOX_UNAVAILABLE, f"could not start the app host: {exc.strerror}") from None
         try:
             self.ready = waiter.result(timeout=self.start_timeout)
         except Exception as exc:  # noqa: BLE001 - any start failure is the same refusal
             self._terminate()
             raise ToolFailure(ErrorCode.EXECUTION_FAILED, f"the app host did not start: {exc}; {self.log_tail(600)}") from None
 
-    def _reader(self, proc: subprocess.Popen, ready: Future) -> None:
-        fd = proc.stdout.fileno()
-        reason = "the app host exited"
-        try:
-            while True:
-                message = read_frame(fd)
-                if message is None:
-                    break
-                if message.get("op") == "ready":
-                    ready.set_result(message)
-                    continue
-                future = self._pending.pop(int(message.get("id") or 0), None)
-                if future is not None and not future.done():
-                    future.set_result(message)
-        except (FrameError, OSError, ValueError) as exc:
-            reason = f"the app host's pipe broke: {exc}"
-        code = proc.wait()
-        reason = f"{reason} (exit code {code})"
+    def _on_frame(self, ready: Future, message: dict[str, Any]) -> None:
+        """A frame from this start's host: its ready line, or a job's reply."""
+        if message.get("op") == "ready":
+            if not ready.done():
+                ready.set_result(message)
+            return
+        future = self._pending.pop(int(message.get("id") or 0), None)
+        if future is not None and not future.done():
+            future.set_result(message)
+
+    def _on_exit(self, ready: Future, reason: str) -> None:
+        """This start's host ended: its start (if still awaited) and every outstanding job fail."""
         if not ready.done():
             ready.set_exception(RuntimeError(reason))
         for job_id in list(self._pending):
@@ -169,24 +177,7 @@ class AppHost:
         return data.decode("utf-8", "replace").strip()
 
     def _terminate(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        try:
-            if proc.stdin:
-                proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            from kernel_ext.sandbox import proctree
-
-            proctree.kill_tree(proc.pid)
-            proc.wait(timeout=5)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self._worker.stop(grace=STOP_GRACE_S)
 
     def close(self) -> None:
         """Stop the host and its children; remove the staged copies."""
@@ -242,11 +233,7 @@ class AppHost:
         message = {"op": "run", "id": job_id, "src": str(staged.path), "entry": staged.entry, "attr": staged.attr,
                    "job": job, "timeout": timeout}
         try:
-            with self._write_lock:
-                proc = self._proc
-                if proc is None or proc.stdin is None:
-                    raise BrokenPipeError("no host")
-                write_frame(proc.stdin.fileno(), message)
+            self._worker.send(message)
         except OSError as exc:
             self._pending.pop(job_id, None)
             future.set_result({"op": "error", "code": "host_died", "message": f"the app host is gone: {exc}", "id": job_id})
@@ -275,13 +262,11 @@ class AppHost:
 
     def drop_standby(self) -> None:
         """Forget the prepared child (the source changed): the host itself stays warm."""
-        with self._write_lock:
-            proc = self._proc
-            if proc is not None and proc.stdin is not None and proc.poll() is None:
-                try:
-                    write_frame(proc.stdin.fileno(), {"op": "drop_standby"})
-                except OSError:
-                    pass
+        if self.alive:
+            try:
+                self._worker.send({"op": "drop_standby"})
+            except OSError:
+                pass
 
     def describe(self) -> dict[str, Any]:
         return {"tier": self.tier, "network": self.network, "notes": list(self.notes), "starts": self.starts,

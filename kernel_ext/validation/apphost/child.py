@@ -1,4 +1,4 @@
-"""One forked child of the app host: a fresh copy of the app, a fresh SQLite file, one job.
+"""Inside the sandbox: one forked child of the app host: a fresh copy of the app, a fresh SQLite file, one job.
 
 The child copies the staged source into its own folder, points ``DATABASE_URL`` at a new
 SQLite file there, imports the app's entry module (FastAPI, SQLAlchemy and pydantic are
@@ -18,8 +18,8 @@ import sys
 import time
 from typing import Any
 
-from kernel_ext.validation.frames import read_frame, write_frame
-from kernel_ext.validation.lifespan import describe_exception, format_traceback
+from kernel_ext.sandbox.frames import read_frame, write_frame
+from kernel_ext.validation.apphost.lifespan import describe_exception, format_traceback
 
 LOG_TAIL_CHARS = 4000
 
@@ -137,11 +137,11 @@ def run_job(booted: Booted, app_dir: str, job: dict[str, Any], secrets: Any) -> 
     result: dict[str, Any] = {"kind": job.get("kind")}
     if booted.error is None:
         if job.get("kind") == "probe":
-            from kernel_ext.validation.probe import run_probe
+            from kernel_ext.validation.apphost.probe import run_probe
 
             result.update(asyncio.run(run_probe(booted.app, job, app_dir, secrets)))
         else:
-            from kernel_ext.validation.exchange import run_requests
+            from kernel_ext.validation.apphost.exchange import run_requests
 
             result.update(asyncio.run(run_requests(booted.app, job.get("requests") or [], app_dir, secrets)))
     result["log_tail"] = secrets.scrub_text(log_tail(os.path.join(os.path.dirname(app_dir), "app.log")))
@@ -174,7 +174,7 @@ def main(src: str, entry: str, attr: str, workdir: str, job_fd: int, result_fd: 
             os._exit(0)
         with open(notice["job_file"], encoding="utf-8") as handle:
             job = json.load(handle)
-        from kernel_ext.validation.exchange import Secrets
+        from kernel_ext.validation.apphost.exchange import Secrets
 
         secrets = Secrets()
         started = time.perf_counter()

@@ -15,7 +15,7 @@ import time
 import weakref
 from collections.abc import Callable
 
-from kernel_ext.sandbox.session import ShellSession
+from kernel_ext.sandbox.session.persistent import ShellSession
 
 IDLE_NOTE = "the shell was closed after {seconds:g} s without commands"
 

@@ -1,13 +1,13 @@
 """``Shell``: the shell tools as plain Python, for the agent's tools and a notebook cell alike.
 
-    from kernel_ext.sandbox.shell import Shell
+    from kernel_ext.sandbox.shtools.shell import Shell
     with Shell("demo-project", enable=True) as sh:
         r = sh.run("pytest -q", expect={"exit": 0})
         server = sh.run("python -m http.server 8000 --bind 127.0.0.1", background=True)
         sh.logs(server["id"]); sh.kill(server["id"])
         sh.plan("git push --force"); sh.checkpoint("before"); sh.restore("before")
 
-A ``Shell`` sits on F3's ``ShellService`` (the operator's gate, the tier, the run's workspace,
+A ``Shell`` sits on the run's ``ShellService`` (the operator's gate, the tier, the run's workspace,
 ``$HOME`` and deadline) and adds the record store, background jobs and checkpoints. The tools
 share one per service (``for_service``); closing the service (run end) or the shell stops every
 background job. Refusals raise ``ToolFailure`` with a named code, as everywhere else.
@@ -29,11 +29,11 @@ from typing import Any, Self
 from pydantic import ValidationError
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox import trace
-from kernel_ext.sandbox.checkpoints import CheckpointStore
-from kernel_ext.sandbox.command_policy import check_command
-from kernel_ext.sandbox.effects import change_window
-from kernel_ext.sandbox.jobs import (
+from kernel_ext.sandbox.record import new_record_id
+from kernel_ext.sandbox.shtools import trace
+from kernel_ext.sandbox.shtools.checkpoints import CheckpointStore
+from kernel_ext.sandbox.shtools.effects import change_window
+from kernel_ext.sandbox.shtools.jobs import (
     MEMORY_STORE_BYTES,
     STORE_BYTES,
     BackgroundJob,
@@ -42,19 +42,16 @@ from kernel_ext.sandbox.jobs import (
     background_captures,
     signal_name,
 )
-from kernel_ext.sandbox.options import RunRequest
-from kernel_ext.sandbox.plan import Plan, classify
-from kernel_ext.sandbox.plan_verdict import READ_ONLY
-from kernel_ext.sandbox.record import new_record_id
-from kernel_ext.sandbox.records import RecordStore
-from kernel_ext.sandbox.results import (
+from kernel_ext.sandbox.shtools.options import RunRequest
+from kernel_ext.sandbox.shtools.records import RecordStore
+from kernel_ext.sandbox.shtools.results import (
     Facts,
     build,
     check_expect,
     expected_exit,
     stored_meta,
 )
-from kernel_ext.sandbox.runner import (
+from kernel_ext.sandbox.shtools.runner import (
     Placement,
     backoff,
     place,
@@ -65,6 +62,9 @@ from kernel_ext.sandbox.runner import (
 )
 from kernel_ext.sandbox.supervisor import Job
 from kernel_ext.sandbox.tiers import Tier, TierChoice
+from kernel_ext.shellplan.denylist import check_command
+from kernel_ext.shellplan.plan import Plan, classify
+from kernel_ext.shellplan.verdict import READ_ONLY
 from kernel_ext.workspace import Workspace
 
 STATE_VAR = "BESSER_SHELL_STATE_DIR"
@@ -124,7 +124,7 @@ class Shell:
             if workspace is None:
                 raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "Shell needs a workspace folder or a shell service")
             from kernel_ext.sandbox.config import shell_tools_enabled, startup_settings
-            from kernel_ext.sandbox.service import ShellService
+            from kernel_ext.sandbox.session.service import ShellService
 
             settings = startup_settings()
             settings = replace(settings, policy=policy or settings.policy,
@@ -147,22 +147,13 @@ class Shell:
 
     @classmethod
     def for_service(cls, service: Any, **options: Any) -> Shell:
-        """The one ``Shell`` of a run's service; closing the service also stops its background jobs.
-
-        F3's ``ShellService`` has no close hook yet, so the instance's ``close`` is wrapped here.
-        """
+        """The one ``Shell`` of a run's service; closing the service also stops its background jobs."""
         with _attach_lock:
             found = getattr(service, _ATTACHED, None)
             if found is not None and not found.closed:
                 return found
             shell = cls(service=service, **options)
-            original = service.close
-
-            def close_with_tools(*args: Any, **kwargs: Any) -> Any:
-                shell.close()
-                return original(*args, **kwargs)
-
-            service.close = close_with_tools
+            service.on_close(shell.close)
             setattr(service, _ATTACHED, shell)
             return shell
 
@@ -267,23 +258,12 @@ class Shell:
         return result
 
     def _finish_background(self, job: BackgroundJob, meta: dict[str, Any], persist: bool) -> None:
-        meta = {**meta, **self._job_state(job)}
+        meta = {**meta, **job.state()}
         meta.update(stdout_bytes=job.out.total, stderr_bytes=job.err.total, stored_stdout_bytes=job.out.stored, stored_stderr_bytes=job.err.stored)
         if persist:
             self.records.write_meta(meta)
         else:
             self.records.save(meta, {"stdout": job.out.memory, "stderr": job.err.memory}, persist=False)
-
-    def _job_state(self, job: BackgroundJob) -> dict[str, Any]:
-        state: dict[str, Any] = {"status": job.status, "running_ms": round(job.running_ms())}
-        if job.done.is_set():
-            state["exit"] = job.exit_code
-            if job.stop_signal is not None:
-                state["signal"] = job.stop_signal
-            elif job.exit_code is not None and job.exit_code < 0:
-                state["signal"] = -job.exit_code
-        state.update(stdout_lines=job.out.lines, stderr_lines=job.err.lines)
-        return state
 
     # -- sh_kill --------------------------------------------------------------------------------
 
@@ -326,14 +306,14 @@ class Shell:
         return {"command": command, **classify(command).as_dict()}
 
     def detail(self, record_id: str, selector: str = "stdout", match: str | None = None, start_line: int = 1, max_lines: int = 400) -> dict[str, Any]:
-        from kernel_ext.sandbox.views import detail
+        from kernel_ext.sandbox.shtools.views import detail
 
-        return detail(self, record_id, selector, match, start_line, max_lines)
+        return detail(self.jobs, self.records, record_id, selector, match, start_line, max_lines)
 
     def logs(self, record_id: str, stream: str = "both", stdout_cursor: int = 0, stderr_cursor: int = 0, full: bool = False) -> dict[str, Any]:
-        from kernel_ext.sandbox.views import logs
+        from kernel_ext.sandbox.shtools.views import logs
 
-        return logs(self, record_id, stream, stdout_cursor, stderr_cursor, full)
+        return logs(self.jobs, self.records, record_id, stream, stdout_cursor, stderr_cursor, full)
 
     # -- lifetime -------------------------------------------------------------------------------
 
