@@ -4,7 +4,7 @@ Kept import-light on purpose: ``%load_ext kernel_ext`` must stay fast, so heavy 
 (BESSER, httpx, the server) are imported where they are used.
 """
 
-__version__ = "0.1.0"
+from kernel_ext.version import __version__
 
 
 def _jupyter_server_extension_points() -> list[dict]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from kernel_ext import __version__
+from kernel_ext.version import __version__
 from kernel_ext.hosting.manager import RunManager
 from kernel_ext.hosting.options import OperatorSettings
 from kernel_ext.hosting.requests import KINDS
