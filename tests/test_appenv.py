@@ -181,7 +181,7 @@ def test_an_overlay_is_built_in_the_sandbox_used_by_the_app_and_reused(wheelhous
         executor = executor_for(root, host, state=RunState(run_id="appenv"))
         result = call(executor, "test_api", {"requests": [{"method": "GET", "path": "/versions", "expected_status": 200,
                                                             "expected_fields": {"dep": "1.2.0", "yaml": "0.1"}}]})
-        assert result.ok, result.text
+        assert result.ok, result.observation
         environment = host.environment
         assert environment is not None and environment.built_s is not None and environment.key
         packages = {(p.name, p.version, p.where) for p in environment.packages}
@@ -199,7 +199,7 @@ def test_an_overlay_is_built_in_the_sandbox_used_by_the_app_and_reused(wheelhous
             again = call(executor_for(other, second, state=RunState(run_id="appenv-2")), "test_api",
                          {"requests": [{"method": "GET", "path": "/versions", "expected_status": 200,
                                         "expected_fields": {"yaml": "0.1"}}]})
-            assert again.ok, again.text
+            assert again.ok, again.observation
             assert second.environment.key == environment.key and second.environment.built_s is None
             assert "cached" in second.environment.line()
         finally:
@@ -221,14 +221,14 @@ def test_a_changed_requirements_file_restarts_the_host_with_the_new_overlay(whee
     try:
         executor = executor_for(root, host, state=RunState(run_id="appenv-3"))
         first = call(executor, "test_api", {"requests": [{"method": "GET", "path": "/v", "expected_status": 200}]})
-        assert first.ok, first.text
+        assert first.ok, first.observation
         server_yaml = first.data["report"]["requests"][0]["response"]["body"]["yaml"]
         assert server_yaml == importlib.metadata.version("pyyaml")  # no overlay yet: the server's copy
         starts = host.starts
         (root / "backend" / "requirements.txt").write_text("fastapi\nPyYAML==0.1\n")
         second = call(executor, "test_api", {"requests": [{"method": "GET", "path": "/v", "expected_status": 200,
                                                             "expected_fields": {"yaml": "0.1"}}]})
-        assert second.ok, second.text
+        assert second.ok, second.observation
         assert host.starts == starts + 1 and host.environment.key  # restarted once, with the overlay first
     finally:
         host.close()
@@ -266,9 +266,56 @@ def test_a_run_whose_model_adds_an_unavailable_requirement_ends_with_one_named_f
     assert "Traceback" not in log and "ModuleNotFoundError" not in log
 
 
+class LocalIndex:
+    """A real PEP 503 simple index over HTTP on the loopback, serving a folder of wheels."""
+
+    def __init__(self, house: Path):
+        import functools
+        import hashlib
+        import http.server
+        import threading
+
+        pages: dict[str, bytes] = {}
+        for wheel in house.glob("*.whl"):
+            project = wheel.name.split("-")[0].replace("_", "-").lower()
+            digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+            pages.setdefault(f"/simple/{project}/", b"")
+            pages[f"/simple/{project}/"] += f'<a href="/files/{wheel.name}#sha256={digest}">{wheel.name}</a>\n'.encode()
+        self.requests: list[str] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - the http.server name
+                outer.requests.append(self.path)
+                if self.path in pages:
+                    body, kind = b"<html><body>" + pages[self.path] + b"</body></html>", "text/html"
+                elif self.path.startswith("/files/") and (house / self.path[7:]).is_file():
+                    body, kind = (house / self.path[7:]).read_bytes(), "application/octet-stream"
+                else:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler))
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 @requires_sandbox
-def test_with_shell_tools_install_dependencies_provides_what_the_app_lacks(no_sources, tmp_path):
-    """The refusal names install_dependencies; after an approved install in the run's shell the app imports it."""
+def test_with_shell_tools_install_dependencies_builds_the_apps_environment(no_sources, tmp_path, monkeypatch):
+    """The refusal names install_dependencies; the approved install builds the overlay from the index
+    (the run's shell has the network), and the app then imports the package."""
     from shell_tools_fixtures import harness
 
     from kernel_ext.boundary import ApprovalPolicy, ExecutionPolicy, Executor
@@ -276,11 +323,13 @@ def test_with_shell_tools_install_dependencies_provides_what_the_app_lacks(no_so
     from kernel_ext.tools.registry import default_catalog
     from kernel_ext.workspace import Workspace
 
+    make_wheel(tmp_path / "served", "besser-demo-dep", "1.2.0")
+    index = LocalIndex(tmp_path / "served")
+    monkeypatch.setenv("PIP_INDEX_URL", index.url)
     h = harness(tmp_path)
     project = h.ws
     app_project(project, "fastapi\nbesser-demo-dep==1.2.0\n", APP.replace("import yaml\n", "").replace(
         ', "yaml": yaml.__version__', ""))
-    make_wheel(project / "wheels", "besser-demo-dep", "1.2.0")
     host = AppHost()
     approved: list[str] = []
     executor = Executor(
@@ -296,19 +345,108 @@ def test_with_shell_tools_install_dependencies_provides_what_the_app_lacks(no_so
         refused = call(executor, "test_api", probe)
         assert not refused.ok and refused.error.code == "requirements_unmet"
         assert "install_dependencies" in refused.error.message and "besser-demo-dep==1.2.0" in refused.error.message
-        installed = call(executor, "install_dependencies", {
-            "working_dir": "backend",
-            "command": 'python -m pip install --ignore-installed --prefix "$HOME/.local" --no-index '
-                       "--find-links ../wheels besser-demo-dep==1.2.0"})
-        assert installed.ok, installed.text
+        assert index.requests == []  # no source was allowed: nothing was fetched
+        installed = call(executor, "install_dependencies", {"working_dir": "backend", "command": "python -m pip --version"})
+        assert installed.ok, installed.observation
         assert approved == ["install_dependencies"]  # the install asked; test_api did not need to
+        assert "besser-demo-dep 1.2.0" in installed.observation and installed.data["app_environment"]["overlay"]
+        assert any(r.startswith("/files/besser_demo_dep-1.2.0") for r in index.requests)
         passed = call(executor, "test_api", probe)
-        assert passed.ok, passed.text
-        assert ("besser-demo-dep", "1.2.0", "run shell") in {(p.name, p.version, p.where) for p in host.environment.packages}
-        assert "install_dependencies" in host.environment.line()
+        assert passed.ok, passed.observation
+        assert ("besser-demo-dep", "1.2.0", "app env") in {(p.name, p.version, p.where) for p in host.environment.packages}
+    finally:
+        index.close()
+        host.close()
+        h.service.close()
+
+
+@requires_sandbox
+def test_nothing_the_runs_shell_plants_is_mounted_or_read_by_the_server(no_sources, tmp_path):
+    """A shell home site-packages that links to a host folder holding a package, or holds metadata that
+    is a FIFO: the app host neither sees the host folder nor blocks on the FIFO."""
+    import os
+
+    from shell_tools_fixtures import harness
+
+    from kernel_ext.boundary import ApprovalPolicy, ExecutionPolicy, Executor
+    from kernel_ext.tools.base import ToolContext
+    from kernel_ext.tools.registry import default_catalog
+    from kernel_ext.workspace import Workspace
+
+    secret_site = tmp_path / "host-folder"
+    (secret_site / "leakpkg-1.0.dist-info").mkdir(parents=True)
+    (secret_site / "leakpkg-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: leakpkg\nVersion: 1.0\n")
+    (secret_site / "leakpkg").mkdir()
+    (secret_site / "leakpkg" / "__init__.py").write_text("")
+    h = harness(tmp_path)
+    site = h.home / ".local" / "lib" / "python3.11" / "site-packages"
+    site.parent.mkdir(parents=True)
+    site.symlink_to(secret_site)
+    fifo_site = h.home / ".local" / "lib" / "python3.12" / "site-packages" / "fifopkg-1.0.dist-info"
+    fifo_site.mkdir(parents=True)
+    os.mkfifo(fifo_site / "METADATA")
+    app_project(h.ws, "fastapi\nleakpkg==1.0\nfifopkg\n", "from fastapi import FastAPI\nimport leakpkg\n\napp = FastAPI()\n")
+    host = AppHost()
+    executor = Executor(
+        default_catalog(),
+        ToolContext(services={"workspace": Workspace(h.ws), "shell": h.service, "app_host": host},
+                    state=RunState(run_id="appenv-plant")),
+        policy=ExecutionPolicy.allowing(["test"]), approvals=ApprovalPolicy.without_approval_for("test"),
+        approver=lambda request: True,
+    )
+    try:
+        result = call(executor, "test_api", {"requests": [{"method": "GET", "path": "/docs", "expected_status": 200}]})
+        assert not result.ok and result.error.code == "requirements_unmet"
+        assert "leakpkg==1.0 (not installed)" in result.error.message and "fifopkg (not installed)" in result.error.message
+        assert host.submitted == 0 and host.process is None  # the app was never started with anything mounted
     finally:
         host.close()
         h.service.close()
+
+
+def test_extras_count_only_when_their_packages_are_installed():
+    import importlib.util
+
+    plan = plan_for(read_requirements("uvicorn\npydantic[besser-no-such-extra]\n").requirements)
+    assert [p.name for p in plan.provided] == ["uvicorn", "pydantic"]  # an unknown extra adds nothing
+    if importlib.util.find_spec("email_validator") is None:
+        plan = plan_for(read_requirements("pydantic[email]\n").requirements)
+        assert [r.name for r in plan.missing] == ["pydantic"]  # pydantic is here, email-validator is not
+
+
+def test_variables_and_file_names_are_not_requirements():
+    listed = read_requirements("zz===${PATH}\nx.whl\nrequirements.tar.gz\nfastapi\n")
+    assert [r.name for r in listed.requirements] == ["fastapi"]
+    reasons = dict(listed.unusable)
+    assert "environment variable" in reasons["zz===${PATH}"]
+    assert "file name" in reasons["x.whl"] and "file name" in reasons["requirements.tar.gz"]
+
+
+@requires_sandbox
+@pytest.mark.parametrize("damage", ["no manifest", "a file", "no site", "a link"])
+def test_a_damaged_cache_entry_is_rebuilt_not_fatal(wheelhouse, tmp_path, damage):
+    requirements = "besser-demo-dep==1.2.0\n"
+    key = overlay_key(read_requirements(requirements).requirements)
+    cache = tmp_path / "cache"
+    entry = cache / key
+    cache.mkdir()
+    if damage == "no manifest":
+        (entry / "site").mkdir(parents=True)
+    elif damage == "a file":
+        entry.write_text("not a folder")
+    elif damage == "no site":
+        entry.mkdir()
+        (entry / "env.json").write_text('{"packages": [["besser-demo-dep", "1.2.0"]]}')
+    else:
+        elsewhere = tmp_path / "elsewhere"
+        (elsewhere / "site").mkdir(parents=True)
+        (elsewhere / "env.json").write_text('{"packages": [["besser-demo-dep", "1.2.0"]]}')
+        entry.symlink_to(elsewhere)
+    environment = environment_for(requirements)
+    assert environment.built_s is not None and environment.overlay == entry / "site"
+    assert not entry.is_symlink() and (entry / "site" / "besser_demo_dep" / "__init__.py").is_file()
+    if damage == "a link":
+        assert not (tmp_path / "elsewhere" / "site" / "besser_demo_dep").exists()  # nothing written through the link
 
 
 def test_the_configuration_says_where_an_apps_packages_may_come_from(tmp_path, monkeypatch):

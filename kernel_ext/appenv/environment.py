@@ -3,27 +3,28 @@
 ``environment_for`` is the one call the app host makes before it stages source: it reads the
 app's ``requirements.txt``, keeps what the server already meets, and puts the rest in a cached
 overlay (``overlay.py``), or refuses with one ``requirements_unmet`` naming every package no
-allowed source provides. With shell tools on, what ``install_dependencies`` put in the run's
-shell (``shell_site``) is a layer too, above the server's packages. The answer is remembered
-per file content and layer contents, so the check costs nothing on the next scenario.
+allowed source provides. Nothing a run can write is ever mounted into the app or read by the
+server as package metadata: the overlay is built by the host in a folder of its own, from the
+operator's sources; with shell tools on, an approved ``install_dependencies`` may also build it
+from the package index when the operator gave the run's shell the network
+(``prepare_for_install``). The answer is remembered per file content, so the check costs nothing
+on the next scenario.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import os
 import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernel_ext.appenv.overlay import (
-    BuildFailed,
-    cached_overlay,
-    ensure_overlay,
-    overlay_key,
-)
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from kernel_ext.appenv.overlay import BuildFailed, cached_overlay, ensure_overlay, overlay_key
 from kernel_ext.appenv.plan import EnvPlan, Provided, plan_for
 from kernel_ext.appenv.requirements import Listed, read_requirements
 from kernel_ext.appenv.settings import AppEnvSettings, how_to_provide
@@ -34,20 +35,19 @@ MEMO_SIZE = 64
 
 @dataclass(frozen=True)
 class AppEnvironment:
-    """What the app runs with: ``paths`` (none: the server's packages alone) go first on its path."""
+    """What the app runs with: ``overlay`` (None: the server's packages alone) goes first on its path."""
 
     interpreter: str
     python: str
     packages: tuple[Provided, ...] = ()
     overlay: Path | None = None
-    layers: tuple[Path, ...] = ()  # the run's shell site, when it provides a requirement
     key: str = ""
     built_s: float | None = None
     unusable: tuple[tuple[str, str], ...] = ()
 
     @property
     def paths(self) -> tuple[Path, ...]:
-        return (*self.layers, *((self.overlay,) if self.overlay is not None else ()))
+        return (self.overlay,) if self.overlay is not None else ()
 
     def describe(self) -> dict[str, Any]:
         return {"interpreter": self.interpreter, "python": self.python, "overlay": self.key or None,
@@ -56,14 +56,11 @@ class AppEnvironment:
 
     def line(self) -> str:
         """One line for the run's timeline."""
-        own = [p.label() for p in self.packages if p.where == "app env"]
-        shell = [p.label() for p in self.packages if p.where == "run shell"]
+        own = [p.label() for p in self.packages if p.where != "server"]
         server = [p.label() for p in self.packages if p.where == "server"]
         parts = [f"the app ran on Python {self.python} ({self.interpreter})"]
         if server:
             parts.append(f"with the server's {', '.join(server)}")
-        if shell:
-            parts.append(f"with the run shell's {', '.join(shell)} (install_dependencies)")
         if own:
             how = f"built in {self.built_s:g} s" if self.built_s is not None else "cached"
             parts.append(f"and its own environment {self.key[:12]} ({how}): {', '.join(own)}")
@@ -76,29 +73,21 @@ _memo: dict[tuple[str, AppEnvSettings], AppEnvironment] = {}
 _memo_lock = threading.Lock()
 
 
-def shell_site(home: Path) -> Path:
-    """Where ``install_dependencies`` (pip ``--prefix $HOME/.local``) puts packages in a run's shell."""
-    return home / ".local" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
-
-
 def environment_for(requirements: str | bytes | None, *, policy: str | None = None,
-                    settings: AppEnvSettings | None = None, shell_home: Path | None = None) -> AppEnvironment:
+                    settings: AppEnvSettings | None = None, shell_tools: bool = False) -> AppEnvironment:
     """The environment for an app whose ``requirements.txt`` is ``requirements`` (None: it has none).
 
-    ``shell_home``: the run's shell home when shell tools are on (its installed packages are a layer).
-    Raises ``ToolFailure(requirements_unmet)`` naming the packages that cannot be provided.
+    Raises ``ToolFailure(requirements_unmet)`` naming the packages that cannot be provided
+    (``shell_tools``: the run may use ``install_dependencies``, and the refusal says so).
     """
     settings = settings or AppEnvSettings.from_environment()
     data = requirements.encode("utf-8") if isinstance(requirements, str) else (requirements or b"")
-    site = shell_site(shell_home) if shell_home is not None else None
-    memo_key = (hashlib.sha256(data).hexdigest() + ("" if requirements is not None else "-none"), settings,
-                str(shell_home), _contents(site))
+    memo_key = (hashlib.sha256(data).hexdigest() + ("" if requirements is not None else "-none"), settings)
     with _memo_lock:
         known = _memo.get(memo_key)
     if known is not None and (known.overlay is None or known.overlay.is_dir()):
         return known
-    listed = read_requirements(requirements)
-    found = _resolve(listed, settings, policy, site, shell=shell_home is not None)
+    found = _resolve(read_requirements(requirements), settings, policy, shell_tools)
     with _memo_lock:
         if len(_memo) >= MEMO_SIZE:
             _memo.pop(next(iter(_memo)))
@@ -106,39 +95,38 @@ def environment_for(requirements: str | bytes | None, *, policy: str | None = No
     return found
 
 
-def _contents(site: Path | None) -> tuple[str, ...]:
-    """What a layer holds, by its distributions' folder names (a new install changes the memo key)."""
-    try:
-        return tuple(sorted(n for n in os.listdir(site) if n.endswith(".dist-info"))) if site is not None else ()
-    except OSError:
-        return ()
+def prepare_for_install(requirements: str | bytes | None, *, network: bool, policy: str | None = None) -> AppEnvironment:
+    """``install_dependencies``' half for the app: the overlay built now, from the operator's sources
+    plus the package index when the operator gave the run's shell the network (``network``)."""
+    settings = AppEnvSettings.from_environment()
+    if network and not settings.network:
+        settings = dataclasses.replace(settings, network=True)
+    return environment_for(requirements, policy=policy, settings=settings, shell_tools=True)
 
 
-def _resolve(listed: Listed, settings: AppEnvSettings, policy: str | None, site: Path | None, *, shell: bool) -> AppEnvironment:
-    layers = (site,) if site is not None and site.is_dir() else ()
-    base = {"interpreter": sys.executable, "python": sys.version.split()[0], "unusable": listed.unusable}
-    plan = plan_for(listed.requirements, [("run shell", layers)] if layers else [])
-    if any(p.where == "run shell" for p in plan.provided):
-        base["layers"] = layers
+def _resolve(listed: Listed, settings: AppEnvSettings, policy: str | None, shell_tools: bool) -> AppEnvironment:
+    base: dict[str, Any] = {"interpreter": sys.executable, "python": sys.version.split()[0], "unusable": listed.unusable}
+    plan = plan_for(listed.requirements)
     if plan.satisfied:
         return AppEnvironment(packages=plan.provided, **base)
     overlay = cached_overlay(settings, overlay_key(plan.missing))
     if overlay is None:
         if not settings.can_fetch:
-            raise ToolFailure(ErrorCode.REQUIREMENTS_UNMET, unmet_message(plan, (), "no package source is allowed", shell=shell),
+            raise ToolFailure(ErrorCode.REQUIREMENTS_UNMET,
+                              unmet_message(plan, (), "no package source is allowed", shell_tools=shell_tools),
                               {"missing": [str(r) for r in plan.missing]})
         try:
             overlay = ensure_overlay(plan.missing, settings, policy=policy)
         except BuildFailed as exc:
             why = f"{settings.sources()} could not provide them: {exc.detail}"
-            raise ToolFailure(ErrorCode.REQUIREMENTS_UNMET, unmet_message(plan, exc.names, why, shell=shell),
+            raise ToolFailure(ErrorCode.REQUIREMENTS_UNMET, unmet_message(plan, exc.names, why, shell_tools=shell_tools),
                               {"missing": [str(r) for r in plan.missing], "not_found": list(exc.names)}) from None
     versions = dict(overlay.packages)
     own = tuple(Provided(n, versions.get(n, "?"), "app env") for n in (_name(r) for r in plan.missing))
     return AppEnvironment(packages=plan.provided + own, overlay=overlay.site, key=overlay.key, built_s=overlay.built_s, **base)
 
 
-def unmet_message(plan: EnvPlan, not_found: tuple[str, ...], why: str, *, shell: bool = False) -> str:
+def unmet_message(plan: EnvPlan, not_found: tuple[str, ...], why: str, *, shell_tools: bool = False) -> str:
     """One line naming each missing package, why it is missing, and what a person can do."""
     installed = {_name(r): v for r, v in plan.wrong_version}
     named = []
@@ -147,13 +135,11 @@ def unmet_message(plan: EnvPlan, not_found: tuple[str, ...], why: str, *, shell:
             continue
         have = installed.get(_name(requirement))
         named.append(f"{requirement} ({f'{have} is installed' if have else 'not installed'})")
-    also = ("; with shell tools on, install_dependencies installs them in the run's shell (after approval) and the "
-            "app uses them" if shell else "")
+    also = ("; with shell tools on, install_dependencies (after approval) builds the app's environment, from the "
+            "package index too when the operator gave the run's shell the network" if shell_tools else "")
     return (f"the app's requirements.txt needs {', '.join(named) or ', '.join(map(str, plan.missing))}, which this "
             f"server does not provide, and {why}. To run the app: {how_to_provide()}{also}")
 
 
-def _name(requirement: Any) -> str:
-    from packaging.utils import canonicalize_name
-
+def _name(requirement: Requirement) -> str:
     return canonicalize_name(requirement.name)

@@ -10,6 +10,7 @@ one key wait on a lock file, so the second run reuses the first one's overlay.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -17,6 +18,7 @@ import os
 import platform
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -33,6 +35,7 @@ from kernel_ext.appenv.settings import AppEnvSettings
 from kernel_ext.errors import ErrorCode, ToolFailure
 
 MANIFEST = "env.json"
+INDEX_VARIABLES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST")
 _NOT_FOUND = re.compile(r"(?:No matching distribution found for|Could not find a version that satisfies the requirement) "
                         r"([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -62,14 +65,33 @@ def overlay_key(requirements: Sequence[Requirement]) -> str:
 
 
 def cached_overlay(settings: AppEnvSettings, key: str) -> Overlay | None:
-    """The complete overlay for ``key``, or None."""
+    """The complete overlay for ``key``, or None (a half-built or damaged entry counts as none)."""
     folder = settings.cache / key
+    if not (_real_dir(folder) and _real_dir(folder / "site") and (folder / MANIFEST).is_file()):
+        return None
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        packages = tuple((str(n), str(v)) for n, v in manifest.get("packages", []))
+    except (OSError, ValueError, TypeError):
         return None
-    packages = tuple((str(n), str(v)) for n, v in manifest.get("packages", []))
     return Overlay(key, folder / "site", packages)
+
+
+def _real_dir(path: Path) -> bool:
+    """A directory, not a link to one (the cache is the server user's; nothing follows a link in it)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _clear(path: Path) -> None:
+    """Remove a damaged entry (a file, a link, a folder without its manifest) before building it again."""
+    if _real_dir(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
 
 
 def ensure_overlay(requirements: Sequence[Requirement], settings: AppEnvSettings, *, policy: str | None = None) -> Overlay:
@@ -87,6 +109,7 @@ def ensure_overlay(requirements: Sequence[Requirement], settings: AppEnvSettings
         found = cached_overlay(settings, key)  # built by another run while we waited
         if found is not None:
             return found
+        _clear(settings.cache / key)
         return _build(requirements, settings, key, policy)
 
 
@@ -116,7 +139,10 @@ def _build(requirements: Sequence[Requirement], settings: AppEnvSettings, key: s
         if settings.wheelhouse is not None:
             argv += ["--find-links", str(settings.wheelhouse)]
             readable.append(settings.wheelhouse)
-        record = run_confined(argv, scratch, settings.build_seconds, network=settings.network, cwd=scratch,
+        # With the index allowed, pip keeps the operator's index settings (a value that looks like a
+        # credential is still removed by the sandbox's scrub); offline, nothing of them is passed.
+        index = {k: os.environ[k] for k in INDEX_VARIABLES if settings.network and k in os.environ}
+        record = run_confined(argv, scratch, settings.build_seconds, network=settings.network, cwd=scratch, env=index,
                               readable=readable, policy=policy, spill_output=False, label="app environment build")
         if not record.ok:
             text = f"{record.view('stdout', 20_000)[0]}\n{record.view('stderr', 20_000)[0]}"

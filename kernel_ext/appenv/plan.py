@@ -50,36 +50,54 @@ def server_paths() -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def installed_version(name: str, paths: Sequence[str | Path]) -> str | None:
-    """The version of distribution ``name`` found first on ``paths`` (None: not installed there)."""
-    wanted = canonicalize_name(name)
-    for found in Distribution.discover(name=wanted, path=[str(p) for p in paths]):
-        version = found.metadata["Version"]
-        if version:
-            return str(version)
+def installed(name: str, paths: Sequence[str | Path]) -> Distribution | None:
+    """Distribution ``name`` as found first on ``paths`` (None: not installed there)."""
+    for found in Distribution.discover(name=canonicalize_name(name), path=[str(p) for p in paths]):
+        if found.metadata["Version"]:
+            return found
     return None
 
 
-def plan_for(requirements: Sequence[Requirement], layers: Sequence[tuple[str, Sequence[str | Path]]] = ()) -> EnvPlan:
-    """Each requirement checked against ``layers`` (first match wins), then the server's site folders."""
-    search = [*layers, ("server", server_paths())]
+def installed_version(name: str, paths: Sequence[str | Path]) -> str | None:
+    found = installed(name, paths)
+    return None if found is None else str(found.metadata["Version"])
+
+
+def plan_for(requirements: Sequence[Requirement]) -> EnvPlan:
+    """Each requirement checked against the server's site folders: its version range, and the
+    packages its extras add (``pydantic[email]`` needs email-validator too)."""
+    paths = server_paths()
     provided: list[Provided] = []
     missing: list[Requirement] = []
     wrong: list[tuple[Requirement, str]] = []
     for requirement in requirements:
-        for where, paths in search:
-            version = installed_version(requirement.name, paths)
-            if version is None:
-                continue
-            if _within(requirement, version):
-                provided.append(Provided(canonicalize_name(requirement.name), version, where))
-            else:
-                missing.append(requirement)
-                wrong.append((requirement, version))
-            break
-        else:
+        found = installed(requirement.name, paths)
+        if found is None:
             missing.append(requirement)
+            continue
+        version = str(found.metadata["Version"])
+        if not _within(requirement, version):
+            missing.append(requirement)
+            wrong.append((requirement, version))
+        elif requirement.extras and not _extras_met(found, requirement.extras, paths):
+            missing.append(requirement)
+        else:
+            provided.append(Provided(canonicalize_name(requirement.name), version, "server"))
     return EnvPlan(tuple(provided), tuple(missing), tuple(wrong))
+
+
+def _extras_met(found: Distribution, extras: set[str], paths: Sequence[str | Path]) -> bool:
+    for line in found.requires or ():
+        try:
+            needed = Requirement(line)
+        except ValueError:
+            continue
+        if needed.marker is None or not any(needed.marker.evaluate({"extra": extra}) for extra in extras):
+            continue  # not one of the asked extras' packages
+        dependency = installed(needed.name, paths)
+        if dependency is None or not _within(needed, str(dependency.metadata["Version"])):
+            return False
+    return True
 
 
 def _within(requirement: Requirement, version: str) -> bool:

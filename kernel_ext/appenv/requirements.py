@@ -15,6 +15,7 @@ from packaging.utils import canonicalize_name
 
 MAX_BYTES = 64 * 1024
 MAX_REQUIREMENTS = 200
+ARCHIVE_SUFFIXES = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".egg")
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,10 @@ def _refusal(line: str) -> str | None:
         return "an installer option: where packages come from is the operator's choice"
     if "://" in line and "@" not in line:
         return "a URL: packages come only from the operator's sources"
+    if "${" in line:
+        return "an environment variable: not expanded for an app's requirements"
+    if line.split(";")[0].strip().lower().endswith(ARCHIVE_SUFFIXES):
+        return "a file name: packages come only from the operator's sources"
     return None
 
 

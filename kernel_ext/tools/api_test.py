@@ -55,16 +55,15 @@ def runtime_enabled(ctx: ToolContext) -> bool:
 
 
 def _host(ctx: ToolContext) -> Any:
-    """The host installed by the caller (``services["app_host"]``), else the run's own; with shell
-    tools on, it also sees what ``install_dependencies`` installed in the run's shell."""
+    """The host installed by the caller (``services["app_host"]``), else the run's own; it knows
+    whether the run has shell tools (a refusal for unmet requirements then names install_dependencies)."""
     host = ctx.services.get("app_host")
     if host is None:
         from kernel_ext.validation.hosting import app_host
 
         host = app_host(ctx.state)
     shell = ctx.services.get("shell")
-    if shell is not None and getattr(shell, "enabled", False) and getattr(shell, "home", None) is not None:
-        host.shell_home = shell.home
+    host.shell_tools = shell is not None and bool(getattr(shell, "enabled", False))
     return host
 
 

@@ -152,7 +152,25 @@ def install_dependencies(args: InstallDependenciesArgs, ctx: ToolContext) -> Too
         default_timeout=INSTALL_TIMEOUT_S,
         preserve_state=True,
     )
-    return _outcome(record, {"pinned": pinned})
+    outcome = _outcome(record, {"pinned": pinned})
+    return _with_app_environment(outcome, ws, args.working_dir, service)
+
+
+def _with_app_environment(outcome: ToolOutcome, ws: Any, working_dir: str | None, service: Any) -> ToolOutcome:
+    """The app's own environment, built for the requirements.txt just installed from (the app host
+    never runs on what the shell installed: ``kernel_ext.appenv``). Refused with ``requirements_unmet``
+    when no allowed source provides a package."""
+    path = _rel(working_dir, "requirements.txt")
+    if ws.lstat(path) is None:
+        return outcome
+    from kernel_ext.appenv.environment import prepare_for_install
+
+    data, _st = ws.read_bytes(path, max_bytes=1024 * 1024)
+    settings = getattr(service, "settings", None)
+    environment = prepare_for_install(data, network=bool(getattr(settings, "session_network", False)),
+                                      policy=getattr(settings, "policy", None))
+    return ToolOutcome(f"{outcome.observation}\napp environment: {environment.line()}",
+                       {**outcome.data, "app_environment": environment.describe()})
 
 
 TOOLS: tuple[ToolSpec, ...] = (
@@ -175,7 +193,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         category=Category.SHELL,
         args_model=InstallDependenciesArgs,
         description=(
-            "Install the project's dependencies into the run's own environment (never the server's). "
+            "Install the project's dependencies into the run's own environment (never the server's), and build "
+            "the app's environment for its requirements.txt (what test_api and validation run it with). "
             "Pins known-incompatible pairs in requirements.txt first and lists them under 'pinned'. "
             "Leaves the shell's directory and variables unchanged. Timeout 300 s."
         ),

@@ -67,7 +67,7 @@ class AppHost:
         self.ready: dict[str, Any] = {}
         self.environment: AppEnvironment | None = None  # what the last staged source runs with
         self._paths: tuple[Path, ...] = ()  # the app's own package folders the running host was started with
-        self.shell_home: Path | None = None  # the run's shell home, when shell tools are on (api_test sets it)
+        self.shell_tools = False  # the run may call install_dependencies (api_test sets it; refusals say so)
         self.submitted = 0  # jobs sent (tests use it to show a refusal ran nothing)
         self._worker = WarmWorker(self._plan, what="the app host", policy=policy, log_path=self.scratch / "host.log")
         self._lock = threading.RLock()
@@ -195,7 +195,7 @@ class AppHost:
         cannot be provided."""
         if self._closed:
             raise ToolFailure(ErrorCode.EXECUTION_FAILED, "the app host of this run was closed")
-        environment = environment_for(source.files.get("requirements.txt"), policy=self.policy, shell_home=self.shell_home)
+        environment = environment_for(source.files.get("requirements.txt"), policy=self.policy, shell_tools=self.shell_tools)
         with self._lock:
             if self._closed:
                 raise ToolFailure(ErrorCode.EXECUTION_FAILED, "the app host of this run was closed")
