@@ -129,6 +129,14 @@ def test_a_twelve_character_secret_is_cut_in_pieces_of_its_encodings():
         assert redact_text(f"<{piece}>", (secret,)) == f"<{REDACTED}>", piece
 
 
+def test_a_cut_of_base64_takes_its_padding():
+    """A 12-character secret after one byte: its last aligned 10 bytes encode to 16 characters
+    ending in "==", exactly one piece long; the cut takes the padding too."""
+    secret = PLAIN[:FRAGMENT_CHARS]
+    text = b64(b"x" + secret.encode())
+    assert text.endswith("==") and redact_text(f"b64={text};", (secret,)) == f"b64={text[:4]}{REDACTED};"
+
+
 # -- short secrets: cut whole, in every form ----------------------------------------------------
 
 SHORT = ["Zq8mW3nT7xV", "hunter2!", "pw/1234X", "Zm9vYmE="]  # 6 to 11 characters

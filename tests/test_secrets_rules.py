@@ -88,5 +88,6 @@ def test_keys_that_are_not_text_stay_as_they_are():
 
 def test_keys_that_redact_alike_are_numbered_apart():
     secrets = ("first-secret-1", "second-secret-2", "third-secret-3")
+    assert redact({secrets[0]: 1, secrets[1]: 2}, secrets) == {REDACTED: 1, f"{REDACTED}#2": 2}
     value = {f"{REDACTED}#2": "was there", secrets[0]: 1, secrets[1]: 2, secrets[2]: 3}
     assert redact(value, secrets) == {f"{REDACTED}#2": "was there", REDACTED: 1, f"{REDACTED}#3": 2, f"{REDACTED}#4": 3}
