@@ -38,7 +38,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "env": ("kernel_ext/sandbox/env.py", (
         "tests/test_sandbox_env.py", "tests/test_sandbox_units.py", "tests/test_audit_survivors.py")),
     "secrets": ("kernel_ext/secrets.py", (
-        "tests/test_secrets_rules.py", "tests/test_pipeline_events.py", "tests/test_sandbox_units.py",
+        "tests/test_secrets_rules.py", "tests/test_secrets_matcher.py", "tests/test_pipeline_events.py", "tests/test_sandbox_units.py",
         "tests/test_api_redaction.py", "tests/security/test_sec_secrets.py", "tests/test_audit_survivors.py",
         # the matcher's own cases (the end-to-end runs in these files cost minutes a mutant)
         "tests/security/test_sec_secret_fragments.py::test_every_run_of_twelve_characters_is_cut",
@@ -47,7 +47,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/security/test_sec_secret_fragments.py::test_the_boundary_refuses_a_secret_before_policy_and_approval",
         "tests/security/test_sec_secret_encodings.py::test_every_encoded_form_is_cut_and_refused",
         "tests/security/test_sec_secret_encodings.py::test_a_cut_takes_the_key_and_nothing_around_it",
-        "tests/security/test_sec_secret_encodings.py::test_ordinary_text_and_short_pieces_stay")),
+        "tests/security/test_sec_secret_encodings.py::test_ordinary_text_and_short_pieces_stay",
+        "tests/security/test_sec_secret_keys.py::test_every_report_shape_redacts_keys_and_header_names")),
     "command_policy": ("kernel_ext/shellplan/denylist.py", (
         "tests/test_command_policy.py", "tests/test_shell_words.py", "tests/test_sandbox_units.py", "tests/test_sandbox_tools.py")),
     "tiers": ("kernel_ext/sandbox/tiers.py", (

@@ -130,7 +130,7 @@ class SecretMatcher:
                 window = encoded_fragment(fragment) if encoded else fragment
                 dense = form.translate(None, SEPARATORS)
                 if short or len(form) < window:  # a short secret: each form is cut whole
-                    whole = dense.rstrip(b"=")
+                    whole = dense.rstrip(b"=") if encoded else dense  # base64 padding is optional; a secret's own "=" is not
                     if len(whole) >= 4:
                         alternatives.add(whole)
                     continue

@@ -19,6 +19,18 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture
+def fresh_secret_matchers():
+    """Each test compiles its own secret matchers (``kernel_ext.secrets`` caches them per set of
+    secrets): with a matcher cached by an earlier test, a test would never reach the matcher's
+    construction, and its verdict (and mutmut's choice of tests for a mutant) would hang on order."""
+    from kernel_ext.secrets import _matcher
+
+    _matcher.cache_clear()
+    yield
+    _matcher.cache_clear()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("besser-agent", "long variants of the F11 suites")
     group.addoption("--soak", action="store_true", default=False,

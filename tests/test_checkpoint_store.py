@@ -339,3 +339,17 @@ def test_a_store_already_full_refuses_a_new_label_before_copying_and_still_repla
     assert sorted(os.listdir(store.root)) == before
     if setting.endswith("BYTES"):  # (the entry budget also counts folders: 3 files do not fit a copy of 3 files and a folder)
         assert store.create("first")["label"] == "first"  # the label being replaced does not count
+
+
+def test_the_listing_counts_files_folders_and_links_as_entries(store, project):
+    """What the store budget charges each checkpoint; a checkpoint recorded before folders and
+    links were counted is charged its files."""
+    (project / "app" / "deeper").mkdir()
+    (project / "top-link").symlink_to("top.txt")
+    meta = store.create("one")
+    assert (meta["files"], meta["dirs"], meta["links"]) == (3, 2, 1)  # .besser is skipped
+    assert [c["entries"] for c in store.list()] == [6]
+    meta_path = store.root / os.readlink(store.root / "one") / "meta.json"
+    del meta["dirs"], meta["links"]
+    meta_path.write_text(json.dumps(meta))
+    assert [c["entries"] for c in store.list()] == [3]

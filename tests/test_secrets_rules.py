@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from kernel_ext.safetext import DEEP, WALK_DEPTH
 from kernel_ext.secrets import (
     REDACTED,
     is_secret_name,
@@ -15,6 +16,8 @@ from kernel_ext.secrets import (
     redact_text,
     secret_values,
 )
+
+pytestmark = pytest.mark.usefixtures("fresh_secret_matchers")
 
 
 @pytest.mark.parametrize("name", [
@@ -63,3 +66,28 @@ def test_only_credential_shaped_values_of_secret_names_become_known_secrets():
     }
     assert secret_values(environ) == ("abcdefghijkl",)
     assert secret_values(environ, extra=("operator-extra", "")) == ("abcdefghijkl", "operator-extra")
+
+
+def nested(levels: int, leaf, kind: str):
+    for _ in range(levels):
+        leaf = {"k": leaf} if kind == "dict" else [leaf]
+    return leaf
+
+
+@pytest.mark.parametrize("kind", ["dict", "list"])
+def test_nesting_is_kept_to_the_walk_depth_and_deeper_is_replaced(kind):
+    """``WALK_DEPTH`` containers are walked (a secret in the deepest is cut); the next level is ``DEEP``."""
+    assert redact(nested(WALK_DEPTH, "abcdefghijkl", kind), ("abcdefghijkl",)) == nested(WALK_DEPTH, REDACTED, kind)
+    assert redact(nested(WALK_DEPTH + 1, "v", kind)) == nested(WALK_DEPTH, DEEP, kind)
+
+
+def test_keys_that_are_not_text_stay_as_they_are():
+    value = {1: "one", (2, 3): "pair", None: "none", 4.5: {"token": "abcdefghijkl"}}
+    assert redact(value, ("abcdefghijkl",)) == {1: "one", (2, 3): "pair", None: "none", 4.5: {"token": REDACTED}}
+
+
+def test_keys_that_redact_alike_are_numbered_apart():
+    secrets = ("first-secret-1", "second-secret-2", "third-secret-3")
+    assert redact({secrets[0]: 1, secrets[1]: 2}, secrets) == {REDACTED: 1, f"{REDACTED}#2": 2}
+    value = {f"{REDACTED}#2": "was there", secrets[0]: 1, secrets[1]: 2, secrets[2]: 3}
+    assert redact(value, secrets) == {f"{REDACTED}#2": "was there", REDACTED: 1, f"{REDACTED}#3": 2, f"{REDACTED}#4": 3}

@@ -51,6 +51,7 @@ from kernel_ext.tools.registry import default_catalog
 from kernel_ext.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.usefixtures("fresh_secret_matchers")  # each case builds its own matcher
 ENCODED = encoded_fragment(FRAGMENT_CHARS)
 
 

@@ -44,6 +44,7 @@ from kernel_ext.tools.registry import default_catalog
 from kernel_ext.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.usefixtures("fresh_secret_matchers")  # each case builds its own matcher
 PIECES = [KEY[i : i + FRAGMENT_CHARS] for i in range(len(KEY) - FRAGMENT_CHARS + 1)]
 ESCAPED = "".join(f"\\u{ord(c):04x}" for c in KEY)  # the key as JSON \u-escapes: no plain piece of it
 
