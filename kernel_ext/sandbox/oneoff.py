@@ -23,7 +23,7 @@ from kernel_ext.sandbox.env import scrub_environment, split_secrets
 from kernel_ext.sandbox.record import CommandRecord, new_record_id
 from kernel_ext.sandbox.spec import Confinement, is_within
 from kernel_ext.sandbox.spill import attach_spill
-from kernel_ext.sandbox.supervisor import MAX_STDIN, Job, Outcome
+from kernel_ext.sandbox.supervisor import MAX_STDIN, Job, Outcome, feed_stdin
 from kernel_ext.sandbox.tiers import (
     OFF_WARNING,
     UNAVAILABLE_MESSAGE,
@@ -120,14 +120,23 @@ def execute(
 ) -> CommandRecord:
     """Build a sandbox for ``conf`` now and run ``argv`` once in it (the session's fallback, odd cases)."""
     assert choice.tier is not None
+    ready = None
     try:
-        ready = launch(choice.tier, conf, argv)
+        ready = launch(choice.tier, conf, argv, parked=True)
         if not ready.private_tmp:
             (conf.home / ".tmp").mkdir(parents=True, exist_ok=True)
         scrubbed = scrub_environment(home=str(conf.home), tmpdir=conf.tmpdir(ready.private_tmp), extra=env)
-        job = Job.start(ready.argv, env=scrubbed.env, cwd=conf.working_dir(), stdin=stdin)
+        process = ready.start(scrubbed.env, stdin or b"")
+        if process is not None:  # a launcher parked in its task cap: no join, no shell on the way
+            feed_stdin(process, b"")
+            job = Job(process)
+        else:
+            job = Job.start(ready.argv, env=scrubbed.env, cwd=conf.working_dir(), stdin=stdin)
     except OSError as exc:
         raise ToolFailure(ErrorCode.EXECUTION_FAILED, f"could not start the sandbox: {exc.strerror}") from None
+    finally:
+        if ready is not None:
+            ready.dismiss()
     outcome = job.run(timeout)
     return _record(choice, conf, conf.working_dir(), argv, outcome, scrubbed.secrets_removed, label, spill_output, notes)
 

@@ -98,17 +98,20 @@ def prepare(tier: Tier, workspace: Path, network: bool, writable: tuple[Path, ..
     """Start a sandbox over ``workspace`` with a fresh temporary home and the waiter inside."""
     home = Path(tempfile.mkdtemp(prefix="besser-oneoff-home-"))
     conf = Confinement(workspace=workspace, home=home, network=network, writable=writable, hidden=hidden)
+    ready = None
     try:
-        ready = launch(tier, conf, ["bash", "--noprofile", "--norc", "-c", WAITER])
+        ready = launch(tier, conf, ["bash", "--noprofile", "--norc", "-c", WAITER], parked=True)
         if not ready.private_tmp:
             (home / ".tmp").mkdir()
         scrubbed = scrub_environment(home=str(home), tmpdir=conf.tmpdir(ready.private_tmp))
         st = os.stat(workspace)
-        process = spawn(
+        process = ready.start(scrubbed.env) or spawn(
             ready.argv, stable=stable, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=scrubbed.env, cwd=str(workspace),
         )
     except OSError:
+        if ready is not None:
+            ready.dismiss()
         shutil.rmtree(home, ignore_errors=True)
         raise
     return Prepared(process, tier, conf, scrubbed.secrets_removed, home, (st.st_dev, st.st_ino))
