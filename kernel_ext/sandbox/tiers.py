@@ -24,6 +24,7 @@ from pathlib import Path
 
 from kernel_ext.sandbox import landlock, resource_caps
 from kernel_ext.sandbox.bwrap import bwrap_options, bwrap_path
+from kernel_ext.sandbox.env import scrub_environment
 from kernel_ext.sandbox.launcher import bootstrap_argv
 from kernel_ext.sandbox.spec import (
     Confinement,
@@ -40,13 +41,16 @@ OFF_WARNING = "sandbox is OFF (operator override): this command ran unconfined, 
 OFF_LIMITS = ("no confinement at all: files, processes and network of the server's user are reachable",)
 # Run by bash in a parked launcher (on the host, in the group, limits set): reads the command
 # (a count, then NUL-terminated words) from stdin, byte by byte so the rest stays the command's
-# stdin, then becomes bubblewrap with an empty environment; bubblewrap reads its options and the
-# command's variables (``--setenv``) from the pipe whose number is ``$1`` (``--args``).
+# stdin, then becomes bubblewrap, which reads its options and the command's variables
+# (``--setenv``/``--unsetenv``) from the pipe whose number is ``$1`` (``--args``).
 PARKED_READER = (
     "__fd=$1; IFS= read -r -d '' __n || exit 125; set --; __i=0; "
     'while [ "$__i" -lt "$__n" ]; do IFS= read -r -d \'\' __a || exit 125; set -- "$@" "$__a"; __i=$((__i+1)); done; '
-    'exec -c "$0" --args "$__fd" -- "$@"'
+    'exec "$0" --args "$__fd" -- "$@"'
 )
+# A parked launcher starts with the scrubbed environment for no home in particular (what the
+# sandbox's pid 1, bubblewrap, shows); the command gets the call's own, set over it.
+PARKED_HOME = "/nonexistent"
 PIPE_ROOM = 65536  # what a pipe holds: a hand-over is written at once, never blocks
 
 
@@ -92,6 +96,7 @@ class ParkedLauncher:
 
     process: subprocess.Popen
     options_fd: int  # our end of the pipe bubblewrap reads its options from
+    started_with: frozenset[str]  # the variables bubblewrap will have, before the call's
     handed: bool = False
 
     @classmethod
@@ -99,24 +104,26 @@ class ParkedLauncher:
         bash, bwrap = shutil.which("bash"), bwrap_path()
         if not bash or not bwrap:
             raise OSError(errno.ENOENT, "bash or bwrap is not installed")
+        env = scrub_environment(home=PARKED_HOME, tmpdir=PARKED_HOME).env
         read_end, write_end = os.pipe()
         try:
             argv = [*resource_caps.bwrap_prefix(resource_caps.SandboxCaps(group)),
                     bash, "--noprofile", "--norc", "-c", PARKED_READER, bwrap, str(read_end)]
             process = spawn(argv, stable=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={}, cwd="/", pass_fds=(read_end,))
+                            env=env, cwd="/", pass_fds=(read_end,))
         except BaseException:
             os.close(write_end)
             raise
         finally:
             os.close(read_end)
-        return cls(process, write_end)
+        return cls(process, write_end, frozenset(env) | {"SHLVL"})  # bash exports SHLVL (and PWD, which bwrap sets)
 
     def hand_over(self, options: Sequence[str], env: Mapping[str, str], command: Sequence[str], stdin: bytes) -> bool:
         """Start ``command`` under bubblewrap with ``options`` and ``env``, then ``stdin`` (left open).
 
         False, with nothing started, when the launcher is gone or the line does not fit its pipes."""
-        words = [w for name, value in env.items() for w in ("--setenv", name, value)] + list(options)
+        words = [w for name in sorted(self.started_with - set(env)) for w in ("--unsetenv", name)]
+        words += [w for name, value in env.items() for w in ("--setenv", name, value)] + list(options)
         if self.handed or self.process.poll() is not None or any("\0" in w for w in (*words, *command)):
             return False
         blob = b"".join(os.fsencode(w) + b"\0" for w in words)
