@@ -19,7 +19,8 @@ RCU grace period when no move happened for a few milliseconds (5-20 ms here, mea
 entered before is no faster). So once a caller asked for them (``want_launchers``), each group
 made ahead gets a launcher *parked* in it: a process that already joined the group and set the
 limits, waiting for its command line (``tiers.ParkedLauncher``); a sandbox started through it
-pays neither the join nor the shell. An empty group is removed on a later launch (after a grace
+pays neither the join nor the shell. One nobody took within ``LAUNCHER_TTL_S`` is dismissed (its
+group stays, plain), so an idle server keeps no process around. An empty group is removed on a later launch (after a grace
 period, so a sandbox still starting keeps its group), at exit, and, for servers that died, by
 the next server.
 """
@@ -57,6 +58,7 @@ PROCESSES_LINE = ('{{ ulimit -p {n} 2>/dev/null || ulimit -u {n}; }} '
                   '|| {{ echo "sandbox: cannot set its process limit" >&2; exit 125; }}\n')
 
 POOL_SIZE = 2  # groups made ahead, so a sandbox's start never waits for a new one
+LAUNCHER_TTL_S = 15.0
 
 _lock = threading.Lock()
 _created: dict[Path, float] = {}  # groups handed out by this process -> when
@@ -70,7 +72,7 @@ class Launcher(Protocol):
     def dismiss(self) -> None: ...
 
 
-_launchers: dict[Path, Launcher] = {}  # ready groups with a launcher parked in them
+_launchers: dict[Path, tuple[Launcher, threading.Timer]] = {}  # ready groups with a launcher parked in them
 _park: Callable[[Path], Launcher] | None = None  # set by ``want_launchers``
 
 
@@ -160,7 +162,18 @@ def want_launchers(park: Callable[[Path], Launcher]) -> None:
 def take_launcher(group: Path | None) -> Launcher | None:
     """The launcher parked in ``group`` (a group ``new_group`` just handed out), if any."""
     with _lock:
-        return _launchers.pop(group, None) if group is not None else None
+        parked = _launchers.pop(group, None) if group is not None else None
+    if parked is None:
+        return None
+    parked[1].cancel()
+    return parked[0]
+
+
+def _expire(group: Path) -> None:
+    with _lock:
+        parked = _launchers.pop(group, None)
+    if parked is not None:
+        parked[0].dismiss()
 
 
 def process_limit() -> int:
@@ -231,7 +244,10 @@ def _refill(found: PidsHierarchy) -> None:
                 with _lock:
                     _ready.append(group)
                     if launcher is not None:
-                        _launchers[group] = launcher
+                        expiry = threading.Timer(LAUNCHER_TTL_S, _expire, (group,))
+                        expiry.daemon = True
+                        _launchers[group] = (launcher, expiry)
+                        expiry.start()
         except OSError as exc:  # the next new_group makes its own and reports the failure
             log.warning("sandbox task cap: could not prepare a group ahead: %s", exc)
         finally:
@@ -284,7 +300,8 @@ def _at_exit(parent: Path) -> None:
         spare, _ready[:] = list(_ready), []
         parked = list(_launchers.values())
         _launchers.clear()
-    for launcher in parked:
+    for launcher, expiry in parked:
+        expiry.cancel()
         launcher.dismiss()
     for group in spare:
         _remove(group)
