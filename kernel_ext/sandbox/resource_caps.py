@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from kernel_ext.sandbox.supervisor import spawn_later
+
 log = logging.getLogger(__name__)
 
 FILE_SIZE_LIMIT = 4 << 30
@@ -225,7 +227,8 @@ def _make_group(found: PidsHierarchy) -> Path:
 
 
 def _refill(found: PidsHierarchy) -> None:
-    """Top the pool up to ``POOL_SIZE`` in a background thread (one at a time)."""
+    """Top the pool up to ``POOL_SIZE`` on the spawner thread (one refill at a time; no thread is
+    started on the caller's way, and launchers are forked where the parent-death signal holds)."""
     global _refilling
     with _lock:
         if _refilling or len(_ready) >= POOL_SIZE:
@@ -241,20 +244,21 @@ def _refill(found: PidsHierarchy) -> None:
                         return
                 group = _make_group(found)
                 launcher = _parked_in(group)
+                expiry = threading.Timer(LAUNCHER_TTL_S, _expire, (group,))
+                expiry.daemon = True
                 with _lock:
                     _ready.append(group)
                     if launcher is not None:
-                        expiry = threading.Timer(LAUNCHER_TTL_S, _expire, (group,))
-                        expiry.daemon = True
                         _launchers[group] = (launcher, expiry)
-                        expiry.start()
+                if launcher is not None:
+                    expiry.start()  # a take before this cancels it, and it then never fires
         except OSError as exc:  # the next new_group makes its own and reports the failure
             log.warning("sandbox task cap: could not prepare a group ahead: %s", exc)
         finally:
             with _lock:
                 _refilling = False
 
-    threading.Thread(target=work, name="besser-sandbox-groups", daemon=True).start()
+    spawn_later(work)
 
 
 def _parked_in(group: Path) -> Launcher | None:
@@ -272,13 +276,14 @@ def procs_file(group: Path | None) -> str | None:
     return None if group is None else str(group / "cgroup.procs")
 
 
-def bwrap_prefix(caps: SandboxCaps) -> list[str]:
-    """What goes in front of ``bwrap``: a shell that joins the group (if any), sets the caps, then execs."""
+def bwrap_prefix(caps: SandboxCaps, then: str = 'exec "$@"') -> list[str]:
+    """What goes in front of ``bwrap``: a shell that joins the group (if any), sets the caps, then
+    runs ``then`` (by default: becomes the rest of the command line)."""
     script = JOIN_LINE if caps.group is not None else ""
     script += LIMITS_LINE
     if caps.process_limit is not None:
         script += PROCESSES_LINE.format(n=caps.process_limit)
-    return ["/bin/sh", "-c", script + 'exec "$@"', procs_file(caps.group) or "sandbox-caps"]
+    return ["/bin/sh", "-c", script + then, procs_file(caps.group) or "sandbox-caps"]
 
 
 def sweep(grace_s: float = GRACE_S) -> int:

@@ -39,14 +39,14 @@ log = logging.getLogger(__name__)
 UNAVAILABLE_MESSAGE = "the shell sandbox is unavailable on this server"
 OFF_WARNING = "sandbox is OFF (operator override): this command ran unconfined, as the server's user"
 OFF_LIMITS = ("no confinement at all: files, processes and network of the server's user are reachable",)
-# Run by bash in a parked launcher (on the host, in the group, limits set): reads the command
-# (a count, then NUL-terminated words) from stdin, byte by byte so the rest stays the command's
-# stdin, then becomes bubblewrap, which reads its options and the command's variables
-# (``--setenv``/``--unsetenv``) from the pipe whose number is ``$1`` (``--args``).
+# The rest of a parked launcher's /bin/sh, once it joined the group and set the limits: read the
+# command (a count, then one word a line; the shell reads byte by byte, so what follows stays the
+# command's stdin), then become bubblewrap (``$1``), which reads its options and the command's
+# variables (``--setenv``/``--unsetenv``) from the pipe whose number is ``$2`` (``--args``).
 PARKED_READER = (
-    "__fd=$1; IFS= read -r -d '' __n || exit 125; set --; __i=0; "
-    'while [ "$__i" -lt "$__n" ]; do IFS= read -r -d \'\' __a || exit 125; set -- "$@" "$__a"; __i=$((__i+1)); done; '
-    'exec "$0" --args "$__fd" -- "$@"'
+    '__b=$1 __f=$2; IFS= read -r __n || exit 125; set --; __i=0; '
+    'while [ "$__i" -lt "$__n" ]; do IFS= read -r __a || exit 125; set -- "$@" "$__a"; __i=$((__i+1)); done; '
+    'exec "$__b" --args "$__f" -- "$@"'
 )
 # A parked launcher starts with the scrubbed environment for no home in particular (what the
 # sandbox's pid 1, bubblewrap, shows); the command gets the call's own, set over it.
@@ -91,8 +91,8 @@ class TierChoice:
 @dataclass
 class ParkedLauncher:
     """A launcher waiting in its sandbox's task cap: ``/bin/sh`` joined the group and set the
-    limits (``resource_caps.bwrap_prefix``, as for every bwrap sandbox), then became bash, which
-    waits for the command line. Used at most once; one nobody takes is killed."""
+    limits (``resource_caps.bwrap_prefix``, as for every bwrap sandbox) and waits for the command
+    line. Used at most once; one nobody takes is killed."""
 
     process: subprocess.Popen
     options_fd: int  # our end of the pipe bubblewrap reads its options from
@@ -101,14 +101,13 @@ class ParkedLauncher:
 
     @classmethod
     def park(cls, group: Path) -> ParkedLauncher:
-        bash, bwrap = shutil.which("bash"), bwrap_path()
-        if not bash or not bwrap:
-            raise OSError(errno.ENOENT, "bash or bwrap is not installed")
+        bwrap = bwrap_path()
+        if not bwrap:
+            raise OSError(errno.ENOENT, "bwrap is not installed")
         env = scrub_environment(home=PARKED_HOME, tmpdir=PARKED_HOME).env
         read_end, write_end = os.pipe()
         try:
-            argv = [*resource_caps.bwrap_prefix(resource_caps.SandboxCaps(group)),
-                    bash, "--noprofile", "--norc", "-c", PARKED_READER, bwrap, str(read_end)]
+            argv = [*resource_caps.bwrap_prefix(resource_caps.SandboxCaps(group), PARKED_READER), bwrap, str(read_end)]
             process = spawn(argv, stable=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env, cwd="/", pass_fds=(read_end,))
         except BaseException:
@@ -116,18 +115,20 @@ class ParkedLauncher:
             raise
         finally:
             os.close(read_end)
-        return cls(process, write_end, frozenset(env) | {"SHLVL"})  # bash exports SHLVL (and PWD, which bwrap sets)
+        return cls(process, write_end, frozenset(env))  # and PWD, which the shell exports and bubblewrap sets
 
     def hand_over(self, options: Sequence[str], env: Mapping[str, str], command: Sequence[str], stdin: bytes) -> bool:
         """Start ``command`` under bubblewrap with ``options`` and ``env``, then ``stdin`` (left open).
 
-        False, with nothing started, when the launcher is gone or the line does not fit its pipes."""
+        False, with nothing started, when the launcher is gone, the line does not fit its pipes,
+        or a word holds a newline (the shell reads one word a line)."""
         words = [w for name in sorted(self.started_with - set(env)) for w in ("--unsetenv", name)]
         words += [w for name, value in env.items() for w in ("--setenv", name, value)] + list(options)
-        if self.handed or self.process.poll() is not None or any("\0" in w for w in (*words, *command)):
+        if self.handed or self.process.poll() is not None or any("\0" in w for w in words) or \
+                any("\0" in w or "\n" in w for w in command):
             return False
         blob = b"".join(os.fsencode(w) + b"\0" for w in words)
-        header = b"".join(os.fsencode(w) + b"\0" for w in (str(len(command)), *command))
+        header = b"".join(os.fsencode(w) + b"\n" for w in (str(len(command)), *command))
         if len(blob) > PIPE_ROOM or len(header) + len(stdin) > PIPE_ROOM:
             return False
         assert self.process.stdin is not None
