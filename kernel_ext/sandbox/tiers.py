@@ -40,13 +40,14 @@ UNAVAILABLE_MESSAGE = "the shell sandbox is unavailable on this server"
 OFF_WARNING = "sandbox is OFF (operator override): this command ran unconfined, as the server's user"
 OFF_LIMITS = ("no confinement at all: files, processes and network of the server's user are reachable",)
 # The rest of a parked launcher's /bin/sh, once it joined the group and set the limits: read the
-# command (a count, then one word a line; the shell reads byte by byte, so what follows stays the
-# command's stdin), then become bubblewrap (``$1``), which reads its options and the command's
-# variables (``--setenv``/``--unsetenv``) from the pipe whose number is ``$2`` (``--args``).
+# command (a word count, then per word its line count and lines; the shell reads byte by byte,
+# so what follows stays the command's stdin), then become bubblewrap (``$1``), which reads its
+# options and the command's variables (``--setenv``/``--unsetenv``) from the pipe numbered ``$2``.
 PARKED_READER = (
     '__b=$1 __f=$2; IFS= read -r __n || exit 125; set --; __i=0; '
-    'while [ "$__i" -lt "$__n" ]; do IFS= read -r __a || exit 125; set -- "$@" "$__a"; __i=$((__i+1)); done; '
-    'exec "$__b" --args "$__f" -- "$@"'
+    'while [ "$__i" -lt "$__n" ]; do IFS= read -r __k && IFS= read -r __a || exit 125; __j=1; '
+    'while [ "$__j" -lt "$__k" ]; do IFS= read -r __l || exit 125; __a="$__a\n$__l"; __j=$((__j+1)); done; '
+    'set -- "$@" "$__a"; __i=$((__i+1)); done; exec "$__b" --args "$__f" -- "$@"'
 )
 # A parked launcher starts with the scrubbed environment for no home in particular (what the
 # sandbox's pid 1, bubblewrap, shows); the command gets the call's own, set over it.
@@ -120,15 +121,16 @@ class ParkedLauncher:
     def hand_over(self, options: Sequence[str], env: Mapping[str, str], command: Sequence[str], stdin: bytes) -> bool:
         """Start ``command`` under bubblewrap with ``options`` and ``env``, then ``stdin`` (left open).
 
-        False, with nothing started, when the launcher is gone, the line does not fit its pipes,
-        or a word holds a newline (the shell reads one word a line)."""
+        False, with nothing started, when the launcher is gone or the line does not fit its pipes."""
         words = [w for name in sorted(self.started_with - set(env)) for w in ("--unsetenv", name)]
         words += [w for name, value in env.items() for w in ("--setenv", name, value)] + list(options)
-        if self.handed or self.process.poll() is not None or any("\0" in w for w in words) or \
-                any("\0" in w or "\n" in w for w in command):
+        if self.handed or self.process.poll() is not None or any("\0" in w for w in (*words, *command)):
             return False
         blob = b"".join(os.fsencode(w) + b"\0" for w in words)
-        header = b"".join(os.fsencode(w) + b"\n" for w in (str(len(command)), *command))
+        lines = [str(len(command))]
+        for word in command:
+            lines += [str(word.count("\n") + 1), word]
+        header = b"".join(os.fsencode(line) + b"\n" for line in lines)
         if len(blob) > PIPE_ROOM or len(header) + len(stdin) > PIPE_ROOM:
             return False
         assert self.process.stdin is not None
