@@ -20,9 +20,9 @@ entered before is no faster). So once a caller asked for them (``want_launchers`
 made ahead gets a launcher *parked* in it: a process that already joined the group and set the
 limits, waiting for its command line (``tiers.ParkedLauncher``); a sandbox started through it
 pays neither the join nor the shell. One nobody took within ``LAUNCHER_TTL_S`` is dismissed (its
-group stays, plain), so an idle server keeps no process around. An empty group is removed on a later launch (after a grace
-period, so a sandbox still starting keeps its group), at exit, and, for servers that died, by
-the next server.
+group stays, plain), so an idle server keeps no process around. An empty group is removed on a
+later launch (after a grace period, so a sandbox still starting keeps its group), at exit, and,
+for servers that died, by the next server.
 """
 
 from __future__ import annotations
