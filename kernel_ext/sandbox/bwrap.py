@@ -49,12 +49,17 @@ def bwrap_path() -> str | None:
 
 def bwrap_argv(conf: Confinement, argv: Sequence[str], *, executable: str | None = None) -> list[str]:
     """``bwrap [flags and mounts] -- argv`` for ``conf``; ``argv[0]`` is resolved inside."""
-    args = [executable or bwrap_path() or "bwrap", *NAMESPACE_FLAGS, "--hostname", "sandbox"]
+    return [executable or bwrap_path() or "bwrap", *bwrap_options(conf), "--", *argv]
+
+
+def bwrap_options(conf: Confinement) -> list[str]:
+    """The flags and mounts for ``conf`` (what a parked launcher hands bubblewrap through ``--args``)."""
+    args = [*NAMESPACE_FLAGS, "--hostname", "sandbox"]
     if not conf.network:
         args.append("--unshare-net")
     args += _base_mounts(conf.network)
     args += _mounts(conf)
-    args += ["--chdir", str(conf.working_dir()), "--", *argv]
+    args += ["--chdir", str(conf.working_dir())]
     return args
 
 

@@ -27,7 +27,14 @@ from kernel_ext.sandbox.config import startup_settings
 from kernel_ext.sandbox.env import scrub_environment
 from kernel_ext.sandbox.spec import Confinement
 from kernel_ext.sandbox.supervisor import spawn
-from kernel_ext.sandbox.tiers import OFF_WARNING, UNAVAILABLE_MESSAGE, Tier, TierChoice, choose_tier, launch
+from kernel_ext.sandbox.tiers import (
+    OFF_WARNING,
+    UNAVAILABLE_MESSAGE,
+    Tier,
+    TierChoice,
+    choose_tier,
+    launch,
+)
 
 Stream = int | IO[bytes] | None
 
@@ -63,6 +70,7 @@ def spawn_confined(
     stderr: Stream = subprocess.PIPE,
     cwd: str | os.PathLike[str] | None = None,
     stable: bool = False,
+    parked: bool = False,
 ) -> Confined:
     """Start ``argv`` confined by ``conf`` under ``tier`` (default: ``require_tier(policy)``).
 
@@ -70,17 +78,24 @@ def spawn_confined(
     working folder. ``stable`` forks from the long-lived spawner thread, so the parent-death
     signal the tiers rely on fires only when the server goes (a process that outlives the
     calling thread needs it). Raises ``ToolFailure(sandbox_unavailable)`` when no tier can
-    confine it, ``OSError`` when the sandbox cannot be started.
+    confine it, ``OSError`` when the sandbox cannot be started. ``parked`` (callers whose three
+    streams are pipes): a bwrap launcher parked ahead in the sandbox's task cap runs the command,
+    so no cgroup join and no shell hop is on the call's path (``tiers.ParkedLauncher``).
     """
     if tier is None:
         chosen = require_tier(policy).tier
         assert chosen is not None
         tier = chosen
-    ready = launch(tier, conf, argv)
-    if not ready.private_tmp:
-        (conf.home / ".tmp").mkdir(parents=True, exist_ok=True)
-    scrubbed = scrub_environment(home=str(conf.home), tmpdir=conf.tmpdir(ready.private_tmp), extra=env)
-    where = os.fspath(cwd) if cwd is not None else str(conf.working_dir())
-    process = spawn(ready.argv, stable=stable, stdin=stdin, stdout=stdout, stderr=stderr, env=scrubbed.env, cwd=where)
+    ready = launch(tier, conf, argv, parked=parked)
+    try:
+        if not ready.private_tmp:
+            (conf.home / ".tmp").mkdir(parents=True, exist_ok=True)
+        scrubbed = scrub_environment(home=str(conf.home), tmpdir=conf.tmpdir(ready.private_tmp), extra=env)
+        where = os.fspath(cwd) if cwd is not None else str(conf.working_dir())
+        process = ready.start(scrubbed.env) if parked else None
+        if process is None:
+            process = spawn(ready.argv, stable=stable, stdin=stdin, stdout=stdout, stderr=stderr, env=scrubbed.env, cwd=where)
+    finally:
+        ready.dismiss()
     off = tier is Tier.OFF
     return Confined(process, tier, conf.network or off, (OFF_WARNING,) if off else (), scrubbed.secrets_removed)

@@ -111,12 +111,14 @@ def execute(
     if stdin is not None and len(stdin) > MAX_STDIN:
         raise ValueError(f"stdin input above {MAX_STDIN} bytes: pass a file in the workspace instead")
     try:
-        started = spawn_confined(argv, conf, tier=choice.tier, env=env,
+        # parked: a launcher already in the sandbox's task cap takes the command (no cgroup join, no
+        # shell on the way); its stdin is always a pipe, closed after ``stdin`` is written
+        started = spawn_confined(argv, conf, tier=choice.tier, env=env, parked=True,
                                  stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
     except OSError as exc:
         raise ToolFailure(ErrorCode.EXECUTION_FAILED, f"could not start the sandbox: {exc.strerror}") from None
-    if stdin is not None:
-        feed_stdin(started.process, stdin)
+    if started.process.stdin is not None:
+        feed_stdin(started.process, stdin or b"")
     outcome = Job(started.process).run(timeout)
     return _record(choice, conf, conf.working_dir(), argv, outcome, started.secrets_removed, label, spill_output, notes)
 

@@ -13,10 +13,16 @@ is set to the cap plus what the user runs when the sandbox starts. Root is exemp
 ``RLIMIT_NPROC``; a root server without pids cgroups has no task cap, the tier's limits say
 so, and a runaway command is bounded by its timeout and the process-tree kill alone.
 
-Groups live in ``<own pids cgroup>/besser-agent-<server pid>/``; two are kept ready ahead (a
-brand-new group slows the first sandbox that enters it). An empty group is removed on a later
-launch (after a grace period, so a sandbox still starting keeps its group), at exit, and, for
-servers that died, by the next server.
+Groups live in ``<own pids cgroup>/besser-agent-<server pid>/``; two are kept ready ahead. Joining
+a group is what costs: the kernel moves a task between cgroups under a lock that waits for an
+RCU grace period when no move happened for a few milliseconds (5-20 ms here, measured; a group
+entered before is no faster). So once a caller asked for them (``want_launchers``), each group
+made ahead gets a launcher *parked* in it: a process that already joined the group and set the
+limits, waiting for its command line (``tiers.ParkedLauncher``); a sandbox started through it
+pays neither the join nor the shell. One nobody took within ``LAUNCHER_TTL_S`` is dismissed (its
+group stays, plain), so an idle server keeps no process around. An empty group is removed on a
+later launch (after a grace period, so a sandbox still starting keeps its group), at exit, and,
+for servers that died, by the next server.
 """
 
 from __future__ import annotations
@@ -27,13 +33,15 @@ import functools
 import logging
 import os
 import resource
-import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
+
+from kernel_ext.sandbox.supervisor import spawn_later
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +60,22 @@ PROCESSES_LINE = ('{{ ulimit -p {n} 2>/dev/null || ulimit -u {n}; }} '
                   '|| {{ echo "sandbox: cannot set its process limit" >&2; exit 125; }}\n')
 
 POOL_SIZE = 2  # groups made ahead, so a sandbox's start never waits for a new one
+LAUNCHER_TTL_S = 15.0
 
 _lock = threading.Lock()
 _created: dict[Path, float] = {}  # groups handed out by this process -> when
 _ready: list[Path] = []  # groups made ahead, not handed out yet
 _refilling = False
+
+
+class Launcher(Protocol):
+    """A process parked in a group (``tiers.ParkedLauncher``); one nobody takes is dismissed."""
+
+    def dismiss(self) -> None: ...
+
+
+_launchers: dict[Path, tuple[Launcher, threading.Timer]] = {}  # ready groups with a launcher parked in them
+_park: Callable[[Path], Launcher] | None = None  # set by ``want_launchers``
 
 
 @functools.cache
@@ -136,6 +155,29 @@ def sandbox_caps() -> SandboxCaps:
     return SandboxCaps(None, process_limit())
 
 
+def want_launchers(park: Callable[[Path], Launcher]) -> None:
+    """From now on, each group made ahead gets a launcher parked in it by ``park(group)``."""
+    global _park
+    _park = park
+
+
+def take_launcher(group: Path | None) -> Launcher | None:
+    """The launcher parked in ``group`` (a group ``new_group`` just handed out), if any."""
+    with _lock:
+        parked = _launchers.pop(group, None) if group is not None else None
+    if parked is None:
+        return None
+    parked[1].cancel()
+    return parked[0]
+
+
+def _expire(group: Path) -> None:
+    with _lock:
+        parked = _launchers.pop(group, None)
+    if parked is not None:
+        parked[0].dismiss()
+
+
 def process_limit() -> int:
     """The cap plus the processes this user runs now, within the hard limit this process has."""
     uid = os.getuid()
@@ -154,9 +196,8 @@ def process_limit() -> int:
 def new_group(limit: int | None = None) -> Path | None:
     """A cgroup of its own capped at ``limit`` tasks (None where there are no pids cgroups).
 
-    Taken from a small pool made ahead in the background: the first task to enter a brand-new
-    cgroup makes the kernel set it up, which costs a sandbox's start ~10 ms (measured on a
-    session's first command); a group a short-lived process has passed through costs nothing.
+    Taken from a small pool made ahead in the background, where a launcher may be parked in it
+    already (``take_launcher``); the limit is written now, so it is the operator's at the start.
     """
     found = pids_hierarchy()
     if found.base is None:
@@ -180,20 +221,14 @@ def new_group(limit: int | None = None) -> Path | None:
 
 
 def _make_group(found: PidsHierarchy) -> Path:
-    """A new group with one short-lived process passed through it already."""
     group = _server_group(found) / f"sandbox-{uuid.uuid4().hex[:12]}"
     group.mkdir()
-    try:
-        subprocess.run(["/bin/sh", "-c", 'echo $$ > "$0"', str(group / "cgroup.procs")], check=True,
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=10)
-    except (subprocess.SubprocessError, OSError) as exc:
-        _remove(group)
-        raise OSError(errno.EIO, f"could not enter a new pids cgroup: {exc}") from exc
     return group
 
 
 def _refill(found: PidsHierarchy) -> None:
-    """Top the pool up to ``POOL_SIZE`` in a background thread (one at a time)."""
+    """Top the pool up to ``POOL_SIZE`` on the spawner thread (one refill at a time; no thread is
+    started on the caller's way, and launchers are forked where the parent-death signal holds)."""
     global _refilling
     with _lock:
         if _refilling or len(_ready) >= POOL_SIZE:
@@ -208,28 +243,47 @@ def _refill(found: PidsHierarchy) -> None:
                     if len(_ready) >= POOL_SIZE:
                         return
                 group = _make_group(found)
+                launcher = _parked_in(group)
+                expiry = threading.Timer(LAUNCHER_TTL_S, _expire, (group,))
+                expiry.daemon = True
                 with _lock:
                     _ready.append(group)
+                    if launcher is not None:
+                        _launchers[group] = (launcher, expiry)
+                if launcher is not None:
+                    expiry.start()  # a take before this cancels it, and it then never fires
         except OSError as exc:  # the next new_group makes its own and reports the failure
             log.warning("sandbox task cap: could not prepare a group ahead: %s", exc)
         finally:
             with _lock:
                 _refilling = False
 
-    threading.Thread(target=work, name="besser-sandbox-groups", daemon=True).start()
+    spawn_later(work)
+
+
+def _parked_in(group: Path) -> Launcher | None:
+    park = _park
+    if park is None:
+        return None
+    try:
+        return park(group)
+    except OSError as exc:  # the group serves a sandbox started the usual way
+        log.warning("sandbox task cap: could not park a launcher in %s: %s", group, exc)
+        return None
 
 
 def procs_file(group: Path | None) -> str | None:
     return None if group is None else str(group / "cgroup.procs")
 
 
-def bwrap_prefix(caps: SandboxCaps) -> list[str]:
-    """What goes in front of ``bwrap``: a shell that joins the group (if any), sets the caps, then execs."""
+def bwrap_prefix(caps: SandboxCaps, then: str = 'exec "$@"') -> list[str]:
+    """What goes in front of ``bwrap``: a shell that joins the group (if any), sets the caps, then
+    runs ``then`` (by default: becomes the rest of the command line)."""
     script = JOIN_LINE if caps.group is not None else ""
     script += LIMITS_LINE
     if caps.process_limit is not None:
         script += PROCESSES_LINE.format(n=caps.process_limit)
-    return ["/bin/sh", "-c", script + 'exec "$@"', procs_file(caps.group) or "sandbox-caps"]
+    return ["/bin/sh", "-c", script + then, procs_file(caps.group) or "sandbox-caps"]
 
 
 def sweep(grace_s: float = GRACE_S) -> int:
@@ -249,6 +303,11 @@ def sweep(grace_s: float = GRACE_S) -> int:
 def _at_exit(parent: Path) -> None:
     with _lock:
         spare, _ready[:] = list(_ready), []
+        parked = list(_launchers.values())
+        _launchers.clear()
+    for launcher, expiry in parked:
+        expiry.cancel()
+        launcher.dismiss()
     for group in spare:
         _remove(group)
     sweep(0.0)

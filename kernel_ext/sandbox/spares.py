@@ -101,7 +101,7 @@ def prepare(tier: Tier, workspace: Path, network: bool, writable: tuple[Path, ..
     try:
         st = os.stat(workspace)
         started = spawn_confined(["bash", "--noprofile", "--norc", "-c", WAITER], conf, tier=tier, stdin=subprocess.PIPE,
-                                 cwd=workspace, stable=stable)
+                                 cwd=workspace, stable=stable, parked=True)
     except OSError:
         shutil.rmtree(home, ignore_errors=True)
         raise

@@ -10,19 +10,21 @@ the sandbox is unavailable.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
 
 from kernel_ext.sandbox import landlock, resource_caps
-from kernel_ext.sandbox.bwrap import bwrap_argv, bwrap_path
+from kernel_ext.sandbox.bwrap import bwrap_options, bwrap_path
+from kernel_ext.sandbox.env import scrub_environment
 from kernel_ext.sandbox.launcher import bootstrap_argv
 from kernel_ext.sandbox.spec import (
     Confinement,
@@ -30,12 +32,27 @@ from kernel_ext.sandbox.spec import (
     split_around,
     system_dirs,
 )
+from kernel_ext.sandbox.supervisor import release, spawn
 
 log = logging.getLogger(__name__)
 
 UNAVAILABLE_MESSAGE = "the shell sandbox is unavailable on this server"
 OFF_WARNING = "sandbox is OFF (operator override): this command ran unconfined, as the server's user"
 OFF_LIMITS = ("no confinement at all: files, processes and network of the server's user are reachable",)
+# The rest of a parked launcher's /bin/sh, once it joined the group and set the limits: read the
+# command (a word count, then per word its line count and lines; the shell reads byte by byte,
+# so what follows stays the command's stdin), then become bubblewrap (``$1``), which reads its
+# options and the command's variables (``--setenv``/``--unsetenv``) from the pipe numbered ``$2``.
+PARKED_READER = (
+    '__b=$1 __f=$2; IFS= read -r __n || exit 125; set --; __i=0; '
+    'while [ "$__i" -lt "$__n" ]; do IFS= read -r __k && IFS= read -r __a || exit 125; __j=1; '
+    'while [ "$__j" -lt "$__k" ]; do IFS= read -r __l || exit 125; __a="$__a\n$__l"; __j=$((__j+1)); done; '
+    'set -- "$@" "$__a"; __i=$((__i+1)); done; exec "$__b" --args "$__f" -- "$@"'
+)
+# A parked launcher starts with the scrubbed environment for no home in particular (what the
+# sandbox's pid 1, bubblewrap, shows); the command gets the call's own, set over it.
+PARKED_HOME = "/nonexistent"
+PIPE_ROOM = 65536  # what a pipe holds: a hand-over is written at once, never blocks
 
 
 class Tier(StrEnum):
@@ -72,24 +89,125 @@ class TierChoice:
         return tuple(missing)
 
 
+@dataclass
+class ParkedLauncher:
+    """A launcher waiting in its sandbox's task cap: ``/bin/sh`` joined the group and set the
+    limits (``resource_caps.bwrap_prefix``, as for every bwrap sandbox) and waits for the command
+    line. Used at most once; one nobody takes is killed."""
+
+    process: subprocess.Popen
+    options_fd: int  # our end of the pipe bubblewrap reads its options from
+    started_with: frozenset[str]  # the variables bubblewrap will have, before the call's
+    handed: bool = False
+
+    @classmethod
+    def park(cls, group: Path) -> ParkedLauncher:
+        bwrap = bwrap_path()
+        if not bwrap:
+            raise OSError(errno.ENOENT, "bwrap is not installed")
+        env = scrub_environment(home=PARKED_HOME, tmpdir=PARKED_HOME).env
+        read_end, write_end = os.pipe()
+        try:
+            argv = [*resource_caps.bwrap_prefix(resource_caps.SandboxCaps(group), PARKED_READER), bwrap, str(read_end)]
+            process = spawn(argv, stable=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, cwd="/", pass_fds=(read_end,))
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        return cls(process, write_end, frozenset(env))  # and PWD, which the shell exports and bubblewrap sets
+
+    def hand_over(self, options: Sequence[str], env: Mapping[str, str], command: Sequence[str], stdin: bytes) -> bool:
+        """Start ``command`` under bubblewrap with ``options`` and ``env``, then ``stdin`` (left open).
+
+        False, with nothing started, when the launcher is gone or the line does not fit its pipes."""
+        words = [w for name in sorted(self.started_with - set(env)) for w in ("--unsetenv", name)]
+        words += [w for name, value in env.items() for w in ("--setenv", name, value)] + list(options)
+        if self.handed or self.process.poll() is not None or any("\0" in w for w in (*words, *command)):
+            return False
+        blob = b"".join(os.fsencode(w) + b"\0" for w in words)
+        lines = [str(len(command))]
+        for word in command:
+            lines += [str(word.count("\n") + 1), word]
+        header = b"".join(os.fsencode(line) + b"\n" for line in lines)
+        if len(blob) > PIPE_ROOM or len(header) + len(stdin) > PIPE_ROOM:
+            return False
+        assert self.process.stdin is not None
+        try:
+            view = memoryview(blob)
+            while view:
+                view = view[os.write(self.options_fd, view):]
+            os.close(self.options_fd)
+            self.options_fd = -1
+            self.process.stdin.write(header + stdin)
+            self.process.stdin.flush()
+        except OSError:
+            return False
+        self.handed = True
+        return True
+
+    def dismiss(self) -> None:
+        """Kill it unless it was handed a command; close our ends of its pipes."""
+        if self.handed:
+            return
+        self.handed = True
+        release(self.process, kill=True)
+        if self.options_fd >= 0:
+            os.close(self.options_fd)
+            self.options_fd = -1
+
+
 @dataclass(frozen=True)
 class Launch:
-    """A ready command line for ``tier``; ``private_tmp`` says whether ``/tmp`` is the sandbox's own."""
+    """A ready command line for ``tier``; ``private_tmp`` says whether ``/tmp`` is the sandbox's own.
+
+    ``parked``: a launcher already in this sandbox's task cap (``launch(parked=True)``), which
+    ``start`` hands ``options`` and ``command``; ``argv`` is the same sandbox started the usual way.
+    """
 
     argv: list[str]
     tier: Tier
     private_tmp: bool
+    options: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+    parked: ParkedLauncher | None = field(default=None, compare=False)
+
+    def start(self, env: Mapping[str, str], stdin: bytes = b"") -> subprocess.Popen | None:
+        """The parked launcher running the command (``stdin`` written, stdin left open), or None:
+        then the caller spawns ``argv`` itself."""
+        if self.parked is None:
+            return None
+        if self.parked.hand_over(self.options, env, self.command, stdin):
+            return self.parked.process
+        self.parked.dismiss()
+        return None
+
+    def dismiss(self) -> None:
+        """Let go of an unused parked launcher (a no-op once it runs the command)."""
+        if self.parked is not None:
+            self.parked.dismiss()
 
 
-def launch(tier: Tier, conf: Confinement, argv: Sequence[str]) -> Launch:
+def launch(tier: Tier, conf: Confinement, argv: Sequence[str], *, parked: bool = False) -> Launch:
     """The command line that runs ``argv`` confined by ``conf`` under ``tier``, with its resource caps.
 
-    Raises ``OSError`` when the sandbox's task cap cannot be set up (callers treat it as a
-    failed start, like a failed spawn: the command does not run uncapped).
+    ``parked`` (callers that spawn with stdin, stdout and stderr piped, then use ``start``):
+    take the launcher parked in the sandbox's group when there is one, and have launchers
+    parked ahead from now on. Raises ``OSError`` when the sandbox's task cap cannot be set up
+    (callers treat it as a failed start, like a failed spawn: the command does not run uncapped).
     """
+    if tier is Tier.BWRAP and parked:
+        resource_caps.want_launchers(ParkedLauncher.park)
     caps = resource_caps.SandboxCaps() if tier is Tier.OFF else resource_caps.sandbox_caps()
+    taken = resource_caps.take_launcher(caps.group)
+    waiting = taken if isinstance(taken, ParkedLauncher) and parked and tier is Tier.BWRAP else None
+    if taken is not None and waiting is None:
+        taken.dismiss()  # this caller spawns its own way: the group serves it as a plain one
     if tier is Tier.BWRAP:
-        return Launch(resource_caps.bwrap_prefix(caps) + bwrap_argv(conf, argv), tier, True)
+        options = bwrap_options(conf)
+        full = [*resource_caps.bwrap_prefix(caps), bwrap_path() or "bwrap", *options, "--", *argv]
+        return Launch(full, tier, True, tuple(options), tuple(argv), waiting)
     spec: dict = {"cwd": str(conf.working_dir()), "landlock": None, "drop_caps": False,
                   "tasks_cgroup": resource_caps.procs_file(caps.group), "process_limit": caps.process_limit,
                   "file_size_limit": resource_caps.FILE_SIZE_LIMIT}
