@@ -114,7 +114,8 @@ class RunViewState:
         return changed | {"meter"}
 
     def _on_run_started(self, e: dict) -> set[str]:
-        for name in ("run_id", "request", "model_name", "provider_label", "provider_kind", "sandbox_tier", "shell_tools_enabled", "run_dir"):
+        for name in ("run_id", "request", "model_name", "provider_label", "provider_kind", "sandbox_tier",
+                     "shell_tools_enabled", "run_dir"):
             if name in e:
                 setattr(self, name, e[name])
         self.status = "running"

@@ -236,7 +236,9 @@ def _parse_arguments(raw: Any) -> dict[str, Any]:
         try:
             parsed = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise ToolFailure(ErrorCode.INVALID_JSON, f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+            raise ToolFailure(
+                ErrorCode.INVALID_JSON, f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            ) from None
         except RecursionError:  # nesting thousands deep: past what the parser follows
             raise ToolFailure(ErrorCode.ARGUMENTS_TOO_DEEP, _TOO_DEEP) from None
         except ValueError as exc:  # a 5,000-digit integer
@@ -263,7 +265,8 @@ def _refuse_secrets(secrets: SecretMatcher, name: str, texts: list[str]) -> None
     if secrets and any(secrets.found(text) for text in texts if len(text) >= 4):
         raise ToolFailure(
             ErrorCode.SECRET_IN_ARGUMENTS,
-            f"the arguments of {name!r} contain a credential of this run (whole, {FRAGMENT_CHARS}+ characters of it, or an encoding of it); "
+            f"the arguments of {name!r} contain a credential of this run "
+            f"(whole, {FRAGMENT_CHARS}+ characters of it, or an encoding of it); "
             "nothing was checked, shown for approval or run. Never write a credential into the app: "
             "read it from the environment at run time (os.environ)",
         )

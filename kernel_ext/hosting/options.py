@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kernel_ext.model.method_bodies import ENV as METHOD_BODIES_ENV, method_mode
+from kernel_ext.model.method_bodies import ENV as METHOD_BODIES_ENV
+from kernel_ext.model.method_bodies import method_mode
 from kernel_ext.sandbox.config import env_flag
 
 ApproveMode = Literal["none", "edits", "shell", "all"]

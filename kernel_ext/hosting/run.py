@@ -84,7 +84,8 @@ class Run:
         verdict = self.context.approver.resolve(call_id, approved, by, digest)
         if verdict.code != "NO_SUCH_APPROVAL":
             return verdict
-        for event in reversed(self.events.of_type("approval_resolved", "approval_requested")):  # a reloaded run: its approver never saw the request
+        # a reloaded run: its approver never saw the request
+        for event in reversed(self.events.of_type("approval_resolved", "approval_requested")):
             if event.type == "approval_resolved" and event.call_id == call_id:
                 return Verdict(False, "ALREADY_DECIDED", f"{call_id!r} was already decided; a decision is final")
             if event.type == "approval_requested" and event.call_id == call_id:

@@ -140,7 +140,8 @@ def _answer(response: httpx.Response) -> Any:
         body = {}
     if response.status_code >= 400:
         body = body if isinstance(body, dict) else {}
-        raise ServerError(response.status_code, str(body.get("code") or f"HTTP_{response.status_code}"), str(body.get("message") or response.reason_phrase))
+        raise ServerError(response.status_code, str(body.get("code") or f"HTTP_{response.status_code}"),
+                          str(body.get("message") or response.reason_phrase))
     return body
 
 

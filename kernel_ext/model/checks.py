@@ -33,7 +33,7 @@ def validate_report(model: Any) -> tuple[str, dict[str, Any]]:
     except ToolFailure as exc:  # nothing else may walk this model's inheritance
         data = {"valid": False, "errors": [exc.message], "warnings": [], "ocl_checked": 0}
         return f"model {model.name!r} is INVALID: {exc.message}", data
-    except Exception as exc:  # the validator itself failed on this model
+    except Exception as exc:  # noqa: BLE001 - the validator itself failed on this model
         errors.append(f"BESSER's validator failed: {type(exc).__name__}: {exc}")
     ocl_checked = 0
     for constraint, where in _all_constraints(model):
@@ -73,6 +73,6 @@ def _ocl_problem(constraint: Any, model: Any) -> str | None:
     context = constraint.context if constraint.context in model.get_classes() else None
     try:
         parse_ocl(constraint.expression, model, context)
-    except Exception as exc:  # BOCLSyntaxError, ValueError, or a visitor error: all are findings
+    except Exception as exc:  # noqa: BLE001 - BOCLSyntaxError, ValueError, or a visitor error: all are findings
         return str(exc)[:400] or type(exc).__name__
     return None

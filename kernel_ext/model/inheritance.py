@@ -72,14 +72,17 @@ def bound_graph(parents: Mapping[Hashable, Sequence[Hashable]], names: Mapping[H
                 count = 1 + sum(paths[p] for p in direct)
                 level = 1 + max((depth[p] for p in direct), default=0)
                 if count > MAX_PATHS:
-                    raise ToolFailure(ErrorCode.TOO_LARGE, f"{origin}: inheritance of {name(node)} has more than {MAX_PATHS} paths to its {toward}")
+                    raise ToolFailure(ErrorCode.TOO_LARGE,
+                                      f"{origin}: inheritance of {name(node)} has more than {MAX_PATHS} paths to its {toward}")
                 if level > MAX_DEPTH:
-                    raise ToolFailure(ErrorCode.TOO_LARGE, f"{origin}: inheritance of {name(node)} is more than {MAX_DEPTH} levels deep ({toward})")
+                    raise ToolFailure(ErrorCode.TOO_LARGE,
+                                      f"{origin}: inheritance of {name(node)} is more than {MAX_DEPTH} levels deep ({toward})")
                 total += count
                 if total > MAX_TOTAL_PATHS:
                     raise ToolFailure(
                         ErrorCode.TOO_LARGE,
-                        f"{origin}: inheritance has more than {MAX_TOTAL_PATHS} paths to {toward} over all classes (reached at {name(node)})",
+                        f"{origin}: inheritance has more than {MAX_TOTAL_PATHS} paths to {toward} over all classes "
+                        f"(reached at {name(node)})",
                     )
                 paths[node] = count
                 depth[node] = level

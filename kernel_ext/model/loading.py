@@ -69,7 +69,7 @@ def check_model(model: Any, *, origin: str = "the model") -> list[str]:
         raise ToolFailure(ErrorCode.EMPTY_MODEL, f"{origin} ({model.name!r}) has no classes{kinds}; add at least one Class")
     try:
         result = model.validate(raise_exception=False)
-    except Exception as exc:  # BESSER's validator itself tripped on the model
+    except Exception as exc:  # noqa: BLE001 - BESSER's validator itself tripped on the model
         raise ToolFailure(ErrorCode.INVALID_MODEL, f"{origin} could not be validated: {type(exc).__name__}: {exc}") from None
     if not result.get("success", False):
         errors = list(result.get("errors", []))
@@ -188,7 +188,8 @@ def locate_model_path(path: str | os.PathLike[str], root: str | os.PathLike[str]
         if exc.code != ErrorCode.OUTSIDE_WORKSPACE:
             raise
         raise ToolFailure(
-            ErrorCode.OUTSIDE_WORKSPACE, f"model file {os.fspath(path)!r} is outside the server's root folder; put it under {str(ws.root)!r}"
+            ErrorCode.OUTSIDE_WORKSPACE,
+            f"model file {os.fspath(path)!r} is outside the server's root folder; put it under {str(ws.root)!r}",
         ) from None
 
 

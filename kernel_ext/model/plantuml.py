@@ -62,9 +62,9 @@ def parse_plantuml(text: str, *, default_name: str = "DomainModel", source: str 
 
     from antlr4 import CommonTokenStream, InputStream, ParseTreeWalker
     from antlr4.error.ErrorListener import ErrorListener
+    from besser.BUML.notations.structuralPlantUML.plantUML_buml_listener import BUMLGenerationListener
     from besser.BUML.notations.structuralPlantUML.PlantUMLLexer import PlantUMLLexer
     from besser.BUML.notations.structuralPlantUML.PlantUMLParser import PlantUMLParser
-    from besser.BUML.notations.structuralPlantUML.plantUML_buml_listener import BUMLGenerationListener
 
     class _Collect(ErrorListener):
         def __init__(self) -> None:

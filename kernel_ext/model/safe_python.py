@@ -100,7 +100,7 @@ def _allowlist() -> tuple[dict[str, Any], frozenset[int]]:
     dt = _Namespace("datetime", {
         "datetime": _Namespace("datetime.datetime", {"fromisoformat": _dt.datetime.fromisoformat}),
         "date": _Namespace("datetime.date", {"fromisoformat": _dt.date.fromisoformat}),
-        "timezone": _Namespace("datetime.timezone", {"utc": _dt.timezone.utc}),
+        "timezone": _Namespace("datetime.timezone", {"utc": _dt.UTC}),
     })
     allowed.update({"datetime": dt, "set": set, "list": list, "dict": dict, "tuple": tuple})
     constructors = {id(v) for k, v in allowed.items() if isinstance(v, type) and k != "MethodImplementationType"}
@@ -265,7 +265,7 @@ class _Evaluator:
         if isinstance(node, ast.Dict):
             if any(k is None for k in node.keys):
                 self._refuse(node, "'**' in a dict literal")
-            pairs = [(self._eval(k, d), self._eval(v, d)) for k, v in zip(node.keys, node.values)]
+            pairs = [(self._eval(k, d), self._eval(v, d)) for k, v in zip(node.keys, node.values, strict=False)]
             flat = [x for pair in pairs for x in pair]
             self._weigh(node, flat)
             return self._weighed(node, dict(pairs), flat)
@@ -307,7 +307,10 @@ class _Evaluator:
                 self._refuse(node, f"calling {func.attr!r} on {type(owner).__name__}")
             target = getattr(owner, func.attr)
         else:
-            target = self._eval(func, depth) if isinstance(func, ast.Name) else self._attribute(func, depth) if isinstance(func, ast.Attribute) else None
+            if isinstance(func, ast.Name):
+                target = self._eval(func, depth)
+            else:
+                target = self._attribute(func, depth) if isinstance(func, ast.Attribute) else None
             if id(target) not in self.constructors:
                 self._refuse(node, f"calling {ast.unparse(func)!r}")
         args = [self._eval(a, depth) for a in node.args]
@@ -324,7 +327,9 @@ class _Evaluator:
                                     kwargs.get("specific", args[1] if len(args) > 1 else None))
         result = target(*args, **kwargs)
         self._check_cpu(node)
-        return self._weighed(node, result, arguments) if isinstance(result, (list, tuple, set, frozenset, dict)) else self._charged(node, result)
+        if isinstance(result, (list, tuple, set, frozenset, dict)):
+            return self._weighed(node, result, arguments)
+        return self._charged(node, result)
 
     # -- bounds -------------------------------------------------------------------------------
 

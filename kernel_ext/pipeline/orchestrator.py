@@ -28,7 +28,8 @@ from kernel_ext.pipeline.reporting import boundary_observer
 from kernel_ext.providers.messages import Conversation
 from kernel_ext.tools.base import Category, ToolContext
 from kernel_ext.tools.registry import default_catalog
-from kernel_ext.tools.task_list import SERVICE as TASKS, TaskList
+from kernel_ext.tools.task_list import SERVICE as TASKS
+from kernel_ext.tools.task_list import TaskList
 from kernel_ext.validation.report import Finding, ValidationReport
 
 REPAIR_TURNS_PER_ROUND = 6
@@ -128,7 +129,8 @@ class Orchestrator:
             resolve_target(self.request.target, {"domain"})  # an explicit target is honoured as-is, or refused by name
         choice = self.choice = await planner.choose_generator(self.request.request, self.request.target, choices, self.provider,
                                                               budget=self.budgets.call_budget())
-        return PhaseOutcome("done", f"{choice.generator} ({choice.how}); frontend: {'yes' if self.intent.needed else 'no'} - {self.intent.reason}",
+        frontend = "yes" if self.intent.needed else "no"
+        return PhaseOutcome("done", f"{choice.generator} ({choice.how}); frontend: {frontend} - {self.intent.reason}",
                             {"generator": choice.generator, "how": choice.how, "frontend": self.intent.needed})
 
     async def _generate(self) -> PhaseOutcome:
@@ -204,7 +206,8 @@ class Orchestrator:
             if finding.severity != "blocker":  # blockers were reported by the sweep that found them
                 self.events.emit("finding", **finding.as_event())
         self.phase3 = result
-        return PhaseOutcome("done", f"{len(result.report.blockers)} blockers left after {result.rounds} repair rounds ({result.stop_reason})",
+        left = len(result.report.blockers)
+        return PhaseOutcome("done", f"{left} blockers left after {result.rounds} repair rounds ({result.stop_reason})",
                             {"rounds": result.rounds, "rolled_back": result.rolled_back, "blockers": len(result.report.blockers)})
 
     async def _settle_method_bodies(self) -> None:
@@ -267,7 +270,8 @@ class Orchestrator:
 
             report = report.merged(ValidationReport(tuple(await asyncio.to_thread(toolchain_findings, self.ctx.layout.app_dir))))
         if self.intent.needed and not await asyncio.to_thread(frontend_files, self.ctx.layout.app_dir):
-            report = report.merged(ValidationReport((Finding("blocker", "frontend", "a frontend was needed and there are no frontend files"),)))
+            missing = Finding("blocker", "frontend", "a frontend was needed and there are no frontend files")
+            report = report.merged(ValidationReport((missing,)))
         for finding in report.blockers:
             self.events.emit("finding", **finding.as_event())
         return report

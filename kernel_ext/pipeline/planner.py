@@ -38,7 +38,8 @@ class _ChooseArgs(BaseModel):
 
 
 class _TasksArgs(BaseModel):
-    tasks: list[str] = Field(default_factory=list, max_length=MAX_TASKS, description="what must still be done; empty when the scaffold already suffices")
+    tasks: list[str] = Field(default_factory=list, max_length=MAX_TASKS,
+                             description="what must still be done; empty when the scaffold already suffices")
 
 
 @dataclass(frozen=True)

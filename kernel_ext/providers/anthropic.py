@@ -19,7 +19,7 @@ from kernel_ext.providers.live import LiveProvider
 from kernel_ext.providers.messages import AssistantMessage, Request, ToolResultMessage, ToolUse, UserMessage
 from kernel_ext.providers.sse import SSEEvent
 
-__all__ = ["AnthropicProvider", "wire_messages", "wire_tools", "API_VERSION", "DEFAULT_MAX_TOKENS"]
+__all__ = ["API_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicProvider", "wire_messages", "wire_tools"]
 
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096

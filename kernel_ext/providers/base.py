@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.providers.messages import AssistantMessage, Conversation, Request, ToolUse
@@ -27,20 +27,20 @@ if TYPE_CHECKING:  # asyncio (and with it ssl) is not needed to import this modu
     import asyncio
 
 __all__ = [
+    "KINDS",
     "ErrorCode",
+    "Event",
+    "Provider",
     "ProviderError",
-    "Usage",
-    "TextDelta",
-    "ToolCallDone",
-    "UsageUpdate",
+    "Reply",
     "Retrying",
     "Stop",
-    "Event",
-    "Reply",
-    "Provider",
-    "KINDS",
-    "event_to_dict",
+    "TextDelta",
+    "ToolCallDone",
+    "Usage",
+    "UsageUpdate",
     "event_from_dict",
+    "event_to_dict",
 ]
 
 log = logging.getLogger("kernel_ext.providers")
@@ -139,7 +139,7 @@ class Stop:
     kind: ClassVar[str] = "stop"
 
 
-Event = Union[TextDelta, ToolCallDone, UsageUpdate, Retrying, Stop]
+Event = TextDelta | ToolCallDone | UsageUpdate | Retrying | Stop
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:
@@ -227,7 +227,7 @@ class Provider(ABC):
         """Strings that must never be written anywhere (keys); live providers override."""
         return ()
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - a no-op default: only clients holding connections override it
         """Release connections; the provider stays usable (it reconnects on demand)."""
 
     # -- the shared template -----------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 
 from kernel_ext.providers.base import ErrorCode, ProviderError
 
-__all__ = ["Secret", "ProviderConfig", "PROVIDERS", "LIVE_PROVIDERS", "DEFAULT_MODELS", "DEFAULT_BASE_URLS", "ENV"]
+__all__ = ["DEFAULT_BASE_URLS", "DEFAULT_MODELS", "ENV", "LIVE_PROVIDERS", "PROVIDERS", "ProviderConfig", "Secret"]
 
 LIVE_PROVIDERS = ("openai", "anthropic")
 PROVIDERS = (*LIVE_PROVIDERS, "replay", "scripted")

@@ -13,7 +13,7 @@ from typing import Any
 from kernel_ext.providers.base import ErrorCode, Provider, ProviderError
 from kernel_ext.providers.config import DEFAULT_BASE_URLS, SOURCE_ENV, URL_ENV, ProviderConfig
 
-__all__ = ["build_provider", "NO_PROVIDER_HINT"]
+__all__ = ["NO_PROVIDER_HINT", "build_provider"]
 
 NO_PROVIDER_HINT = (
     "no LLM provider is configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY, OPENAI_BASE_URL for a "

@@ -21,7 +21,7 @@ from kernel_ext.providers.messages import Request
 from kernel_ext.providers.retry import RetryPolicy
 from kernel_ext.providers.sse import SSEEvent, parse_sse, split_lines
 
-__all__ = ["LiveProvider", "Assembler"]
+__all__ = ["Assembler", "LiveProvider"]
 
 OFF_LOOP_CHARS = 256 * 1024
 

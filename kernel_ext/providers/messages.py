@@ -15,26 +15,26 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Union
+from typing import Any
 
 from kernel_ext.safetext import MAX_CALL_ID_CHARS, MAX_TOOL_NAME_CHARS, clip
 
 __all__ = [
-    "ToolUse",
-    "admit",
-    "UserMessage",
-    "AssistantMessage",
-    "ToolResultMessage",
-    "Message",
-    "Conversation",
-    "Request",
-    "tool_schemas",
-    "message_to_dict",
-    "message_from_dict",
-    "summarise",
-    "ECHO_TEXT_CHARS",
     "ECHO_ARGUMENT_CHARS",
     "ECHO_RESULT_CHARS",
+    "ECHO_TEXT_CHARS",
+    "AssistantMessage",
+    "Conversation",
+    "Message",
+    "Request",
+    "ToolResultMessage",
+    "ToolUse",
+    "UserMessage",
+    "admit",
+    "message_from_dict",
+    "message_to_dict",
+    "summarise",
+    "tool_schemas",
 ]
 
 ECHO_TEXT_CHARS = 16_000  # a model's own text, as it is sent back
@@ -148,7 +148,7 @@ class ToolResultMessage:
     role: str = field(default="tool", init=False)
 
 
-Message = Union[UserMessage, AssistantMessage, ToolResultMessage]
+Message = UserMessage | AssistantMessage | ToolResultMessage
 
 
 def message_to_dict(message: Message) -> dict[str, Any]:

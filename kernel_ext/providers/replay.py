@@ -25,7 +25,7 @@ from kernel_ext.providers.messages import Request
 from kernel_ext.providers.recording import CASSETTE_VERSION, request_record
 from kernel_ext.providers.redact import MASK, redact
 
-__all__ = ["ReplayProvider", "Cassette", "read_cassette", "first_difference"]
+__all__ = ["Cassette", "ReplayProvider", "first_difference", "read_cassette"]
 
 _MISSING = object()
 
@@ -148,7 +148,7 @@ def first_difference(expected: Any, actual: Any, where: str = "request") -> tupl
                 return found
         return None
     if isinstance(expected, list) and isinstance(actual, list):
-        for index, (old, new) in enumerate(zip(expected, actual)):
+        for index, (old, new) in enumerate(zip(expected, actual, strict=False)):
             found = first_difference(old, new, f"{where}[{index}]")
             if found is not None:
                 return found
@@ -179,7 +179,7 @@ def _show(value: Any) -> str:
 
 def _excerpts(old: str, new: str, width: int = 30) -> tuple[str, str]:
     """Both strings around their first differing character."""
-    at = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+    at = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new)))
     start = max(0, at - width)
 
     def cut(text: str) -> str:

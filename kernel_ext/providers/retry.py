@@ -12,14 +12,14 @@ import asyncio
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Generic, TypeVar
 
 from kernel_ext.providers.base import ProviderError, Retrying
 from kernel_ext.providers.cancel import CancelGuard
 
-__all__ = ["RetryPolicy", "RetryableError", "Attempted", "retrying", "retry_after_seconds", "RETRY_STATUSES"]
+__all__ = ["RETRY_STATUSES", "Attempted", "RetryPolicy", "RetryableError", "retry_after_seconds", "retrying"]
 
 T = TypeVar("T")
 
@@ -127,5 +127,5 @@ def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None)
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())

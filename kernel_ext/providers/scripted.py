@@ -14,13 +14,13 @@ import re
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 from kernel_ext.providers.base import ErrorCode, Event, Provider, ProviderError, Stop, TextDelta, ToolCallDone, Usage, UsageUpdate
 from kernel_ext.providers.cancel import cancelled
 from kernel_ext.providers.messages import Request, ToolUse
 
-__all__ = ["Turn", "Script", "ScriptedProvider", "call"]
+__all__ = ["Script", "ScriptedProvider", "Turn", "call"]
 
 
 def call(name: str, arguments: Mapping[str, Any] | str | None = None, id: str = "") -> ToolUse:
@@ -42,7 +42,7 @@ class Turn:
         return cls(str(data.get("text", "")), calls, usage)
 
 
-TurnSource = Union[Turn, Callable[[Request], Turn]]
+TurnSource = Turn | Callable[[Request], Turn]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ class BesserAgentApp(ExtensionApp):
 
     runs_dir = Unicode("besser_runs", config=True, help="Where runs live; relative paths are under the server's root_dir.")
     shell_tools_enabled = Bool(None, allow_none=True, config=True, help="Offer shell tools (default: BESSER_LLM_ENABLE_SHELL_TOOLS).")
-    toolchain_validation = Bool(None, allow_none=True, config=True, help="Toolchain validation in Phase 3 (default: BESSER_LLM_ENABLE_TOOLCHAIN_VALIDATION).")
+    toolchain_validation = Bool(None, allow_none=True, config=True,
+                                help="Toolchain validation in Phase 3 (default: BESSER_LLM_ENABLE_TOOLCHAIN_VALIDATION).")
     sandbox_policy = Unicode(None, allow_none=True, config=True, help="auto | bwrap | landlock | off (default: BESSER_SANDBOX or auto).")
     provider = Unicode(None, allow_none=True, config=True, help="LLM provider (default: BESSER_LLM_PROVIDER, else inferred from keys).")
     llm_model = Unicode(None, allow_none=True, config=True, help="LLM model name (default: BESSER_LLM_MODEL).")

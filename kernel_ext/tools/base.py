@@ -19,13 +19,13 @@ from kernel_ext.errors import ErrorCode, ToolFailure
 
 __all__ = [
     "Category",
-    "ToolArgs",
-    "ToolSpec",
-    "ToolContext",
-    "ToolOutcome",
     "Preparation",
     "RunState",
+    "ToolArgs",
+    "ToolContext",
     "ToolFailure",
+    "ToolOutcome",
+    "ToolSpec",
     "maybe_await",
     "shell_service",
 ]

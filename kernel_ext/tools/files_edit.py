@@ -286,7 +286,7 @@ def _echo(lines: list[str], first: int, last: int) -> str:
 
 def _ranges(numbers: list[int]) -> str:
     spans, start, prev = [], numbers[0], numbers[0]
-    for n in numbers[1:] + [None]:
+    for n in [*numbers[1:], None]:
         if n is not None and n == prev + 1:
             prev = n
             continue

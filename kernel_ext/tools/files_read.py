@@ -80,7 +80,7 @@ def _list_files(args: ListFilesArgs, ctx: ToolContext) -> ToolOutcome:
         "skipped": dict(walker.skipped),
         "complete": walker.complete,
     }
-    return ToolOutcome("\n".join(shown_lines + ["", *footer]).strip(), data)
+    return ToolOutcome("\n".join([*shown_lines, "", *footer]).strip(), data)
 
 
 def _read_file(args: ReadFileArgs, ctx: ToolContext) -> ToolOutcome:

@@ -50,7 +50,8 @@ def check_text(text: str, path: str) -> tuple[str, str]:
     if suffix in _JS:
         node = shutil.which("node")
         if node is None:
-            raise ToolFailure(ErrorCode.CHECKER_UNAVAILABLE, f"no JavaScript checker: Node.js is not installed, so {path!r} was not checked")
+            raise ToolFailure(ErrorCode.CHECKER_UNAVAILABLE,
+                              f"no JavaScript checker: Node.js is not installed, so {path!r} was not checked")
         errors = [_node_check(node, text, kind) for kind in _JS[suffix]]
         return "node --check", "" if "" in errors else errors[0]
     raise ToolFailure(

@@ -8,8 +8,8 @@ copied as links (their text; never followed); FIFOs, sockets and devices are cou
 opened. Files are cloned copy-on-write where the filesystem offers it (``FICLONE``) and copied
 with ``copy_file_range`` otherwise, holes kept as holes and never past the size they were
 charged at. A copy into host state runs under a ``treebudget.TreeBudget`` (apparent bytes and
-entries; ``TREE_TOO_LARGE`` past it), and copies a hard-linked file once, linking its other names. ``sync_tree`` can also only count what it would do
-(``apply=False``), which is what a restore's approval card shows.
+entries; ``TREE_TOO_LARGE`` past it), and copies a hard-linked file once, linking its other names.
+``sync_tree`` can also only count what it would do (``apply=False``), which is what a restore's approval card shows.
 """
 
 from __future__ import annotations
