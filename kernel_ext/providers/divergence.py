@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kernel_ext.providers.base import ErrorCode, ProviderError
+from kernel_ext.errors import ErrorCode
+from kernel_ext.providers.events import ProviderError
 
 __all__ = ["Divergence", "ReplayDiverged", "beyond", "explain"]
 

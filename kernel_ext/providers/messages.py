@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from kernel_ext.safetext import MAX_CALL_ID_CHARS, MAX_TOOL_NAME_CHARS, clip
 
@@ -27,6 +27,8 @@ __all__ = [
     "Conversation",
     "Message",
     "Request",
+    "SchemaSource",
+    "ToolOffer",
     "ToolResultMessage",
     "ToolUse",
     "UserMessage",
@@ -242,11 +244,20 @@ class Request:
     max_tokens: int | None = None
 
     @classmethod
-    def of(cls, conversation: Conversation, tools: Iterable[Any] = (), max_tokens: int | None = None) -> Request:
+    def of(cls, conversation: Conversation, tools: Iterable[ToolOffer] = (), max_tokens: int | None = None) -> Request:
         return cls(conversation.system, tuple(conversation.messages), tool_schemas(tools), max_tokens)
 
 
-def tool_schemas(tools: Iterable[Any]) -> tuple[dict[str, Any], ...]:
+class SchemaSource(Protocol):
+    """What offers itself as a tool (a ``ToolSpec``): its schema in provider-neutral form."""
+
+    def provider_schema(self) -> dict[str, Any]: ...
+
+
+ToolOffer = SchemaSource | Mapping[str, Any]
+
+
+def tool_schemas(tools: Iterable[ToolOffer]) -> tuple[dict[str, Any], ...]:
     """Normalise tools to ``{name, description, parameters}``.
 
     Accepts ``ToolSpec`` objects (anything with ``provider_schema()``), a ``ToolCatalog``, or

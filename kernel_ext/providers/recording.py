@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kernel_ext.providers.base import Event, ProviderError, TextDelta, event_to_dict
+from kernel_ext.providers.events import Event, ProviderError, TextDelta, event_to_dict
 from kernel_ext.providers.messages import Request, message_to_dict
 from kernel_ext.providers.redact import redact
 
