@@ -14,7 +14,7 @@ import hashlib
 import os
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,7 @@ class AppEnvironment:
         return "; ".join(parts)
 
 
-_memo: dict[tuple[str, AppEnvSettings], AppEnvironment] = {}
+_memo: dict[tuple[str, AppEnvSettings, str, tuple[str, ...]], AppEnvironment] = {}
 _memo_lock = threading.Lock()
 
 
@@ -116,12 +116,11 @@ def _contents(site: Path | None) -> tuple[str, ...]:
 
 def _resolve(listed: Listed, settings: AppEnvSettings, policy: str | None, site: Path | None, *, shell: bool) -> AppEnvironment:
     layers = (site,) if site is not None and site.is_dir() else ()
-    base = {"interpreter": sys.executable, "python": sys.version.split()[0], "unusable": listed.unusable}
     plan = plan_for(listed.requirements, [("run shell", layers)] if layers else [])
-    if any(p.where == "run shell" for p in plan.provided):
-        base["layers"] = layers
+    used = layers if any(p.where == "run shell" for p in plan.provided) else ()
+    base = AppEnvironment(interpreter=sys.executable, python=sys.version.split()[0], layers=used, unusable=listed.unusable)
     if plan.satisfied:
-        return AppEnvironment(packages=plan.provided, **base)
+        return replace(base, packages=plan.provided)
     overlay = cached_overlay(settings, overlay_key(plan.missing))
     if overlay is None:
         if not settings.can_fetch:
@@ -135,7 +134,7 @@ def _resolve(listed: Listed, settings: AppEnvSettings, policy: str | None, site:
                               {"missing": [str(r) for r in plan.missing], "not_found": list(exc.names)}) from None
     versions = dict(overlay.packages)
     own = tuple(Provided(n, versions.get(n, "?"), "app env") for n in (_name(r) for r in plan.missing))
-    return AppEnvironment(packages=plan.provided + own, overlay=overlay.site, key=overlay.key, built_s=overlay.built_s, **base)
+    return replace(base, packages=plan.provided + own, overlay=overlay.site, key=overlay.key, built_s=overlay.built_s)
 
 
 def unmet_message(plan: EnvPlan, not_found: tuple[str, ...], why: str, *, shell: bool = False) -> str:

@@ -16,8 +16,6 @@ from typing import Any
 
 CHECK_PROMPT = "Reply with the single word: ok"
 CHECK_MAX_TOKENS = 16
-# a check should answer quickly: two short retries, not a run's patient backoff
-CHECK_RETRIES = {"max_retries": 2, "base_delay": 0.25, "max_delay": 1.0, "max_retry_after": 5.0}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -85,8 +83,10 @@ def handle_check(args: argparse.Namespace) -> int:
         print(f"source: {config.source or '(not set)'} ({origin.get('source', '')})")
     from kernel_ext.providers.retry import RetryPolicy
 
+    # a check should answer quickly: two short retries, not a run's patient backoff
+    quick = RetryPolicy(max_retries=2, base_delay=0.25, max_delay=1.0, max_retry_after=5.0)
     try:
-        provider = build_provider(config, record=args.record, retry=RetryPolicy(**CHECK_RETRIES))
+        provider = build_provider(config, record=args.record, retry=quick)
     except ProviderError as exc:
         return _failed(exc)
     if not config.is_live:

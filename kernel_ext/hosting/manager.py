@@ -14,6 +14,7 @@ last few loaded; listings read only the first and last line of each log.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import os
 from collections import OrderedDict
@@ -136,7 +137,7 @@ class RunManager:
         live = {run_id: summarize(run) for run_id, run in self._live.items()}
         return _sorted({**self._disk_summaries(set(live)), **live})
 
-    async def summaries(self) -> list[RunSummary]:
+    async def summaries(self) -> builtins.list[RunSummary]:  # ``list`` is the method above
         """``list`` for the server: the folders are read in a worker thread."""
         live = {run_id: summarize(run) for run_id, run in self._live.items()}
         return _sorted({**await off_loop(self._disk_summaries, set(live)), **live})
@@ -161,9 +162,9 @@ class RunManager:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def recover(self) -> list[str]:
+    def recover(self) -> builtins.list[str]:
         """Close the log of every run left without ``done``: status ``interrupted``. Returns their ids."""
-        recovered = []
+        recovered: builtins.list[str] = []
         if not self.runs_dir.is_dir():
             return recovered
         for entry in sorted(self.runs_dir.iterdir()):

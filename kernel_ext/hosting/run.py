@@ -18,7 +18,7 @@ from typing import Any
 
 from kernel_ext.boundary.approval import AsyncApprover, Verdict
 from kernel_ext.hosting.bus import EventLog, EventLogUnwritable
-from kernel_ext.hosting.events import BaseEvent
+from kernel_ext.hosting.events import ApprovalRequested, ApprovalResolved, DoneEvent
 from kernel_ext.hosting.layout import RunLayout
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class Run:
     @property
     def status(self) -> str:
         last = self.events.events[-1] if self.events.events else None
-        if last is not None and last.type == "done":
+        if isinstance(last, DoneEvent):
             return last.status
         if self.task is None or self.task.done():
             return "interrupted"
@@ -86,9 +86,9 @@ class Run:
             return verdict
         # a reloaded run: its approver never saw the request
         for event in reversed(self.events.of_type("approval_resolved", "approval_requested")):
-            if event.type == "approval_resolved" and event.call_id == call_id:
+            if isinstance(event, ApprovalResolved) and event.call_id == call_id:
                 return Verdict(False, "ALREADY_DECIDED", f"{call_id!r} was already decided; a decision is final")
-            if event.type == "approval_requested" and event.call_id == call_id:
+            if isinstance(event, ApprovalRequested) and event.call_id == call_id:
                 return Verdict(False, "APPROVAL_CLOSED", f"{call_id!r} can no longer be decided: the run is {self.status}")
         return verdict
 
@@ -98,12 +98,12 @@ class Run:
         self.task.cancel()
         return True
 
-    async def wait(self) -> BaseEvent | None:
+    async def wait(self) -> DoneEvent | None:
         """Wait for the run to end; the ``done`` event (None if the run was interrupted)."""
         if self.task is not None:
             await asyncio.gather(self.task, return_exceptions=True)
         last = self.events.events[-1] if self.events.events else None
-        return last if last is not None and last.type == "done" else None
+        return last if isinstance(last, DoneEvent) else None
 
 
 def start_run(

@@ -60,5 +60,5 @@ def run_cell(app_dir: Path, scenario: dict[str, Any]) -> Any:
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         result = pool.submit(executor.execute_sync, call).result()
     if not result.ok:
-        raise ValueError(f"{result.error.code}: {result.observation}")
+        raise ValueError(f"{result.error_code}: {result.observation}")
     return RequestReport(result.data.get("report", result.data))

@@ -35,7 +35,7 @@ class RunsTable:
         self.note = note
 
     def _rows(self) -> list[tuple[str, ...]]:
-        rows = []
+        rows: list[tuple[str, ...]] = []
         for run in self.runs:
             started = run.started_at
             when = dt.datetime.fromtimestamp(started).strftime("%Y-%m-%d %H:%M:%S") if started else ""

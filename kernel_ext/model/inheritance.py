@@ -14,7 +14,7 @@ the model's total; past a bound: ``too_large`` naming the class; a cycle: ``inva
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 
@@ -23,30 +23,33 @@ MAX_TOTAL_PATHS = 100_000  # summed over the model's classes (one validate() or 
 MAX_DEPTH = 100            # longest inheritance chain (BESSER recurses once a level)
 
 
-def bound_both(parents: Mapping[Hashable, Sequence[Hashable]], names: Mapping[Hashable, str] | None = None, *,
+N = TypeVar("N", bound=Hashable)  # a node: a class name, or the id of a B-UML class
+
+
+def bound_both(parents: Mapping[N, Sequence[N]], names: Mapping[N, str] | None = None, *,
                origin: str = "the model") -> None:
     """Bound ``parents`` upwards (``all_parents``) and downwards (``all_specializations``, same walk)."""
     bound_graph(parents, names, origin=origin)
-    children: dict[Hashable, list[Hashable]] = {}
+    children: dict[N, list[N]] = {}
     for node, direct in parents.items():
         for parent in direct:
             children.setdefault(parent, []).append(node)
     bound_graph(children, names, origin=origin, toward="descendants")
 
 
-def bound_graph(parents: Mapping[Hashable, Sequence[Hashable]], names: Mapping[Hashable, str] | None = None, *,
+def bound_graph(parents: Mapping[N, Sequence[N]], names: Mapping[N, str] | None = None, *,
                 origin: str = "the model", toward: str = "ancestors") -> None:
     """Refuse a cycle or a graph past the bounds; ``parents`` maps a node to its direct parents.
 
     Nodes not in ``parents`` have none. ``toward`` names the direction in messages.
     """
-    def name(node: Hashable) -> str:
+    def name(node: N) -> str:
         return names.get(node, str(node)) if names is not None else str(node)
 
-    paths: dict[Hashable, int] = {}
-    depth: dict[Hashable, int] = {}
+    paths: dict[N, int] = {}
+    depth: dict[N, int] = {}
     total = 0
-    on_stack: set[Hashable] = set()
+    on_stack: set[N] = set()
     for start in list(parents):
         if start in paths:
             continue

@@ -244,7 +244,7 @@ def _check_inheritance(data: dict[str, Any]) -> None:
 
     entries = data.get("generalizations", [])
     edges = [
-        (g.get("specific"), g.get("general"))
+        (g["specific"], g["general"])
         for g in (entries if isinstance(entries, list) else [])
         if isinstance(g, dict) and isinstance(g.get("specific"), str) and isinstance(g.get("general"), str)
     ]

@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.model.pysource import iter_statements
@@ -263,9 +263,10 @@ class _Evaluator:
             self._weigh(node, items)  # before a set hashes them
             return self._weighed(node, {ast.Set: set, ast.List: list, ast.Tuple: tuple}[type(node)](items), items)
         if isinstance(node, ast.Dict):
-            if any(k is None for k in node.keys):
+            keys = [k for k in node.keys if k is not None]
+            if len(keys) != len(node.keys):
                 self._refuse(node, "'**' in a dict literal")
-            pairs = [(self._eval(k, d), self._eval(v, d)) for k, v in zip(node.keys, node.values, strict=False)]
+            pairs = [(self._eval(k, d), self._eval(v, d)) for k, v in zip(keys, node.values, strict=True)]
             flat = [x for pair in pairs for x in pair]
             self._weigh(node, flat)
             return self._weighed(node, dict(pairs), flat)
@@ -314,7 +315,7 @@ class _Evaluator:
             if id(target) not in self.constructors:
                 self._refuse(node, f"calling {ast.unparse(func)!r}")
         args = [self._eval(a, depth) for a in node.args]
-        kwargs = {k.arg: self._eval(k.value, depth) for k in node.keywords}
+        kwargs = {k.arg: self._eval(k.value, depth) for k in node.keywords if k.arg is not None}  # '**' was refused
         self.calls += 1
         if self.calls > MAX_CALLS:
             self._too_large(node, f"more than {MAX_CALLS} calls")
@@ -378,7 +379,7 @@ class _Evaluator:
         if time.thread_time() > self.cpu_deadline:
             self._too_large(node, f"more than {MAX_CPU_SECONDS:g} s of CPU time to evaluate")
 
-    def _too_large(self, node: ast.AST, what: str) -> None:
+    def _too_large(self, node: ast.AST, what: str) -> NoReturn:
         line = getattr(node, "lineno", self.line)
         raise ToolFailure(
             ErrorCode.TOO_LARGE,
@@ -386,7 +387,7 @@ class _Evaluator:
             "(split the model, or build it in a notebook cell and pass the DomainModel object)",
         )
 
-    def _refuse(self, node: ast.AST, what: str) -> None:
+    def _refuse(self, node: ast.AST, what: str) -> NoReturn:
         line = getattr(node, "lineno", self.line)
         raise ToolFailure(
             ErrorCode.UNSAFE_MODEL_SOURCE,

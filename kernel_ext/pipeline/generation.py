@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from kernel_ext.hosting.layout import RunLayout
-from kernel_ext.hosting.options import OperatorSettings, RunRequest
+from kernel_ext.hosting.options import ApproveMode, BudgetArgs, OperatorSettings, RunRequest
 from kernel_ext.hosting.run import Run, RunBody, RunContext, start_run
 from kernel_ext.secrets import secret_values
 
@@ -44,7 +44,7 @@ def generation_body(request: RunRequest, operator: OperatorSettings, *, model: A
         finally:
             if chosen is not None:
                 await chosen.aclose()
-            shell = orchestrator.tool_context.services.get("shell")
+            shell = orchestrator.tool_context.shell
             if shell is not None:
                 shell.close()  # every process of the run's session dies with the run
             # Off the loop (stopping a host waits for its processes); shielded, so a second
@@ -62,11 +62,11 @@ def generate(
     run_dir: str | Path | None = None,
     provider: Any = None,
     target: str | None = None,
-    approve: str = "none",
+    approve: ApproveMode = "none",
     approver: Any = None,
     allow_shell_tools: bool | None = None,
     enable_toolchain_validation: bool = False,
-    **budgets: Any,
+    **budgets: Unpack[BudgetArgs],
 ) -> Run:
     """Start a run on the running event loop and return it (follow, ``await run.wait()``, cancel).
 

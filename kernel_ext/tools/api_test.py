@@ -62,8 +62,8 @@ def _host(ctx: ToolContext) -> Any:
         from kernel_ext.validation.hosting import app_host
 
         host = app_host(ctx.state)
-    shell = ctx.services.get("shell")
-    if shell is not None and getattr(shell, "enabled", False) and getattr(shell, "home", None) is not None:
+    shell = ctx.shell
+    if shell is not None and shell.enabled:
         host.shell_home = shell.home
     return host
 

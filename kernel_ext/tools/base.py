@@ -11,11 +11,15 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+
+if TYPE_CHECKING:
+    from kernel_ext.tools.services import ShellAccess
+    from kernel_ext.workspace import Workspace
 
 __all__ = [
     "Category",
@@ -98,8 +102,18 @@ class ToolContext:
     state: RunState = field(default_factory=RunState)
 
     @property
-    def workspace(self) -> Any:
+    def workspace(self) -> Workspace | None:
         return self.services.get("workspace")
+
+    def required_workspace(self) -> Workspace:
+        """The run's workspace, or ``tool_not_offered`` by name (a tool's precondition)."""
+        workspace: Workspace = self.service("workspace")
+        return workspace
+
+    @property
+    def shell(self) -> ShellAccess | None:
+        """The run's shell service, when the operator installed one (enabled or not)."""
+        return self.services.get("shell")
 
     def service(self, name: str) -> Any:
         if name not in self.services:
@@ -110,10 +124,10 @@ class ToolContext:
         return frozenset(name for name, value in self.services.items() if value is not None)
 
 
-def shell_service(ctx: ToolContext) -> Any:
+def shell_service(ctx: ToolContext) -> ShellAccess:
     """The run's ``shell`` service, for every shell tool; refused (``SHELL_DISABLED``) unless the
     operator enabled it: the gate is checked again at call time, not only when tools are offered."""
-    service = ctx.service("shell")
+    service: ShellAccess = ctx.service("shell")
     if not getattr(service, "enabled", False):
         from kernel_ext.sandbox.service import DISABLED_MESSAGE
 

@@ -107,8 +107,15 @@ def _make(spec: GeneratorSpec) -> ToolSpec:
         {"__module__": __name__, "__doc__": f"Options of BESSER's {spec.label} generator."},
     )
     requires = frozenset({"workspace"} | {SERVICE_FOR_KIND[k] for k in spec.needs})
-    return ToolSpec(spec.tool_name, Category.GENERATE, args_model,
-                    f"Run BESSER's {spec.label} generator: {spec.description}", run, prepare=prepare, requires=requires)
+    return ToolSpec(
+        name=spec.tool_name,
+        category=Category.GENERATE,
+        args_model=args_model,
+        description=f"Run BESSER's {spec.label} generator: {spec.description}",
+        run=run,
+        prepare=prepare,
+        requires=requires,
+    )
 
 
 def _observation(spec: GeneratorSpec, output: Any, report: Any, checks: Any) -> str:

@@ -236,12 +236,14 @@ def _normal(text: str) -> str:
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
-        "task_list",
-        Category.PLAN,
-        TaskListArgs,
-        "The run's checklist: list, add, done (with a check or evidence), blocked (with reason), "
-        "drop (only work outside the request), or mixed.",
-        _task_list,
+        name="task_list",
+        category=Category.PLAN,
+        args_model=TaskListArgs,
+        description=(
+            "The run's checklist: list, add, done (with a check or evidence), blocked (with reason), "
+            "drop (only work outside the request), or mixed."
+        ),
+        run=_task_list,
         requires=frozenset({SERVICE, "workspace"}),
     ),
 )

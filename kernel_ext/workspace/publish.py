@@ -59,7 +59,7 @@ def sweep_temporaries(root: str | os.PathLike[str]) -> list[str]:
 
     Only safe when no publish is in flight there: the server calls it for runs it recovers.
     """
-    removed = []
+    removed: list[str] = []
     try:
         fd = treewalk.open_dir(root)
     except OSError:
