@@ -24,8 +24,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -216,7 +216,11 @@ class Executor:
         return ToolResult.failure(call_id, name, exc.code, exc.message, exc.data)
 
 
-async def _host_callback(callback: Any, argument: Any) -> Any:
+A = TypeVar("A")
+R = TypeVar("R")
+
+
+async def _host_callback(callback: Callable[[A], R | Awaitable[R]], argument: A) -> R:
     """Run trusted host code. Its errors propagate; a ``ToolFailure`` becomes ``RuntimeError``."""
     try:
         return await maybe_await(callback(argument))

@@ -19,7 +19,6 @@ import logging
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
 
 from kernel_ext.hosting.bodies import resolve_body
 from kernel_ext.hosting.bus import EventLog
@@ -62,7 +61,7 @@ class RunManager:
         body = resolve_body(request, self.operator)
         return self.start_body(body, options=request)
 
-    def start_body(self, body: RunBody, *, options: Any = None, run_id: str | None = None) -> Run:
+    def start_body(self, body: RunBody, *, options: HostedRequest | None = None, run_id: str | None = None) -> Run:
         """Host an already-built body (library callers, benchmarks); needs a running loop."""
         layout = RunLayout.create(self.runs_dir, run_id)
         (layout.internal_dir / HOST_FILE).write_text(host_id(), encoding="utf-8")

@@ -14,12 +14,15 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kernel_ext.boundary.approval import AsyncApprover, Verdict
 from kernel_ext.hosting.bus import EventLog, EventLogUnwritable
 from kernel_ext.hosting.events import ApprovalRequested, ApprovalResolved, DoneEvent
 from kernel_ext.hosting.layout import RunLayout
+
+if TYPE_CHECKING:
+    from kernel_ext.hosting.requests import HostedRequest
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +34,7 @@ class RunContext:
     layout: RunLayout
     events: EventLog
     approver: AsyncApprover
-    options: Any = None
+    options: HostedRequest | None = None  # the request the run was started with (None: a library body)
     started_at: float = field(default_factory=time.monotonic)
 
     @property
@@ -110,7 +113,7 @@ def start_run(
     body: RunBody,
     layout: RunLayout,
     *,
-    options: Any = None,
+    options: HostedRequest | None = None,
     approval_timeout: float | None = None,
     known_secrets: tuple[str, ...] = (),
 ) -> Run:

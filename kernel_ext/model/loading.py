@@ -22,10 +22,13 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.model.inheritance import bound_model
+
+if TYPE_CHECKING:  # BESSER loads with the first model
+    from besser.BUML.metamodel.structural import DomainModel
 
 MAX_MODEL_FILE_BYTES = 1024 * 1024  # a 1,000-class model is a few hundred KB in any form
 PLANTUML_SUFFIXES = (".plantuml", ".puml", ".pu", ".iuml", ".wsd")
@@ -43,7 +46,7 @@ class LoadedModel:
     warnings: tuple[str, ...] = ()  # BESSER validate() warnings
 
 
-def load(source: Any, *, variable: str | None = None, check: bool = True, root: str | os.PathLike[str] | None = None) -> LoadedModel:
+def load(source: object, *, variable: str | None = None, check: bool = True, root: str | os.PathLike[str] | None = None) -> LoadedModel:
     """Load ``source``: a DomainModel, a path (under ``root`` when given), or ``example:<name>``; then check it."""
     loaded = _load_unchecked(source, variable, root)
     if not check:
@@ -52,7 +55,7 @@ def load(source: Any, *, variable: str | None = None, check: bool = True, root: 
     return LoadedModel(loaded.model, loaded.kind, loaded.origin, loaded.notes, tuple(warnings))
 
 
-def load_model(source: Any, *, variable: str | None = None, root: str | os.PathLike[str] | None = None) -> Any:
+def load_model(source: object, *, variable: str | None = None, root: str | os.PathLike[str] | None = None) -> DomainModel:
     """The checked ``DomainModel`` of ``source`` (see ``load``)."""
     return load(source, variable=variable, root=root).model
 
@@ -78,7 +81,7 @@ def check_model(model: Any, *, origin: str = "the model") -> list[str]:
     return list(result.get("warnings", []))
 
 
-def _load_unchecked(source: Any, variable: str | None, root: str | os.PathLike[str] | None = None) -> LoadedModel:
+def _load_unchecked(source: object, variable: str | None, root: str | os.PathLike[str] | None = None) -> LoadedModel:
     if isinstance(source, LoadedModel):
         return source
     if isinstance(source, str) and source.startswith(EXAMPLE_PREFIX):

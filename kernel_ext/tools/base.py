@@ -11,7 +11,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -135,12 +135,13 @@ def shell_service(ctx: ToolContext) -> ShellAccess:
     return service
 
 
-RunFn = Callable[[Any, ToolContext], "ToolOutcome | Awaitable[ToolOutcome]"]
-PrepareFn = Callable[[Any, ToolContext], "Preparation | Awaitable[Preparation]"]
+ArgsT = TypeVar("ArgsT", bound=ToolArgs)
+RunFn = Callable[[ArgsT, ToolContext], "ToolOutcome | Awaitable[ToolOutcome]"]
+PrepareFn = Callable[[ArgsT, ToolContext], "Preparation | Awaitable[Preparation]"]
 
 
 @dataclass(frozen=True)
-class ToolSpec:
+class ToolSpec(Generic[ArgsT]):
     """One declared tool. ``requires`` names the services that must be present to offer it.
 
     ``blocking`` marks a synchronous ``run`` that waits on something slow (a subprocess): the
@@ -150,10 +151,10 @@ class ToolSpec:
 
     name: str
     category: Category
-    args_model: type[ToolArgs]
+    args_model: type[ArgsT]
     description: str
-    run: RunFn
-    prepare: PrepareFn | None = None
+    run: RunFn[ArgsT]
+    prepare: PrepareFn[ArgsT] | None = None
     requires: frozenset[str] = frozenset()
     blocking: bool = False
 
@@ -181,7 +182,10 @@ def _strip_titles(schema: Any) -> Any:
     return schema
 
 
-async def maybe_await(value: Any) -> Any:
+T = TypeVar("T")
+
+
+async def maybe_await(value: T | Awaitable[T]) -> T:
     """Await ``value`` if it is awaitable: tools and callbacks may be sync or async."""
     if inspect.isawaitable(value):
         return await value
