@@ -138,7 +138,7 @@ class AsyncApprover:
 
     def __init__(
         self,
-        on_request: Callable[[ApprovalRequest], Any] | None = None,
+        on_request: Callable[[ApprovalRequest], object] | None = None,
         timeout: float | None = None,
     ):
         self.on_request = on_request

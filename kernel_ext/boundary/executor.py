@@ -231,7 +231,7 @@ async def _host_callback(callback: Callable[[A], R | Awaitable[R]], argument: A)
 _TOO_DEEP = f"arguments nest arrays or objects more than {MAX_JSON_DEPTH} levels deep; no tool accepts that"
 
 
-def _parse_arguments(raw: Any) -> dict[str, Any]:
+def _parse_arguments(raw: object) -> dict[str, Any]:
     if isinstance(raw, str):
         if len(raw.encode("utf-8", "surrogatepass")) > MAX_ARGUMENT_BYTES:
             raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"arguments exceed {MAX_ARGUMENT_BYTES} bytes")
@@ -276,10 +276,10 @@ def _refuse_secrets(secrets: SecretMatcher, name: str, texts: list[str]) -> None
         )
 
 
-def _strings(value: Any) -> list[str]:
+def _strings(value: object) -> list[str]:
     """Every key and string value in parsed arguments, one per item (nothing joined across items)."""
     found: list[str] = []
-    stack = [value]
+    stack: list[object] = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
@@ -294,7 +294,7 @@ def _strings(value: Any) -> list[str]:
     return found
 
 
-def _refuse_unusable_text(value: Any, where: str = "arguments") -> None:
+def _refuse_unusable_text(value: object, where: str = "arguments") -> None:
     """No tool can use a NUL or a lone surrogate: refused here once, for every tool.
 
     Both arrive easily in a provider's JSON (``\\u0000``, ``\\ud800``) and would otherwise reach

@@ -80,10 +80,10 @@ class ServerClient:
     async def follow(
         self,
         run_id: str,
-        apply: Callable[[dict[str, Any]], Any],
+        apply: Callable[[dict[str, Any]], object],
         *,
         after: int = 0,
-        note: Callable[[str], Any] | None = None,
+        note: Callable[[str], object] | None = None,
         max_failures: int = 8,
     ) -> int:
         """Feed every event after ``after`` to ``apply`` until ``done``; the last seq seen."""
@@ -145,7 +145,7 @@ def _answer(response: httpx.Response) -> Any:
     return body
 
 
-def _say(note: Callable[[str], Any] | None, text: str) -> None:
+def _say(note: Callable[[str], object] | None, text: str) -> None:
     log.info(text)
     if note is not None:
         try:

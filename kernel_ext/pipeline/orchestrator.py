@@ -39,6 +39,7 @@ from kernel_ext.workspace import Workspace
 if TYPE_CHECKING:
     from besser.BUML.metamodel.structural import DomainModel
 
+    from kernel_ext.generation.manifest import GenerationLedger
     from kernel_ext.generation.phase1 import Phase1Result
 
 REPAIR_TURNS_PER_ROUND = 6
@@ -248,7 +249,7 @@ class Orchestrator:
 
             prestart_app_host(self.tool_context.state, policy=self.operator.sandbox_policy)
 
-    def _write_probe(self, ledger: Any) -> None:
+    def _write_probe(self, ledger: GenerationLedger) -> None:
         """The runtime probe the runbook names (host-written, so it counts as scaffold, not LLM work)."""
         from pathlib import Path
 

@@ -35,6 +35,9 @@ __all__ = [
 ]
 
 
+T = TypeVar("T")
+
+
 class Category(StrEnum):
     """Host metadata used by policies. Labelling a tool ``read`` is a promise its code keeps."""
 
@@ -81,11 +84,12 @@ class RunState:
     run_id: str = "local"
     stores: dict[str, Any] = field(default_factory=dict)
 
-    def store(self, key: str, factory: Callable[[], Any]) -> Any:
-        """The store named ``key``, created by ``factory`` on first use."""
+    def store(self, key: str, factory: Callable[[], T]) -> T:
+        """The store named ``key``, created by ``factory`` on first use (one key, one type)."""
         if key not in self.stores:
             self.stores[key] = factory()
-        return self.stores[key]
+        found: T = self.stores[key]
+        return found
 
 
 @dataclass
@@ -180,9 +184,6 @@ def _strip_titles(schema: Any) -> Any:
     if isinstance(schema, list):
         return [_strip_titles(item) for item in schema]
     return schema
-
-
-T = TypeVar("T")
 
 
 async def maybe_await(value: T | Awaitable[T]) -> T:
