@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext.model.jsonform import multiplicity_text, type_name
+
+if TYPE_CHECKING:  # BESSER loads with the first model
+    from besser.BUML.metamodel.structural import DomainModel
 
 TYPE_ALIASES = {"integer": "int", "string": "str", "boolean": "bool", "double": "float", "number": "float"}
 
@@ -130,7 +133,7 @@ class ModelIndex:
         return self._cache[key]
 
 
-def build_index(model: Any) -> ModelIndex:
+def build_index(model: DomainModel) -> ModelIndex:
     """Walk the model once; see the module docstring."""
     from besser.BUML.metamodel.structural import Class, Enumeration
 

@@ -14,9 +14,12 @@ the model's total; past a bound: ``too_large`` naming the class; a cycle: ``inva
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+
+if TYPE_CHECKING:  # BESSER loads with the first model
+    from besser.BUML.metamodel.structural import DomainModel
 
 MAX_PATHS = 10_000         # ancestor paths of one class (one BESSER all_parents call)
 MAX_TOTAL_PATHS = 100_000  # summed over the model's classes (one validate() or generator sweep)
@@ -140,7 +143,7 @@ def _reach(starts: list[Any], end: str, extra: tuple[Any, Any] | None, names: di
     return step
 
 
-def bound_model(model: Any, *, origin: str = "the model") -> None:
+def bound_model(model: DomainModel, *, origin: str = "the model") -> None:
     """Check a ``DomainModel``'s classes (and the generalizations it lists) before BESSER walks them."""
     classes = list(model.get_classes())
     for generalization in list(getattr(model, "generalizations", None) or ()):

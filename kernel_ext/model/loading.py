@@ -60,7 +60,7 @@ def load_model(source: object, *, variable: str | None = None, root: str | os.Pa
     return load(source, variable=variable, root=root).model
 
 
-def check_model(model: Any, *, origin: str = "the model") -> list[str]:
+def check_model(model: object, *, origin: str = "the model") -> list[str]:
     """Raise ``not_a_model`` / ``empty_model`` / ``invalid_model``; return BESSER's warnings."""
     from besser.BUML.metamodel.structural import DomainModel
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.model.names import check_identifier
+
+if TYPE_CHECKING:  # BESSER loads with the first model
+    from besser.BUML.metamodel.structural import DomainModel
 
 _START = re.compile(r"^\s*@startuml\b[ \t]*(?P<name>[^\s]*)\s*$")
 _OCL_LINE = re.compile(r"^\s*'\s*OCL\s*:\s*(?P<expr>.+?)\s*$", re.IGNORECASE)
@@ -133,7 +136,7 @@ def _check_inheritance(tree: Any, parser_class: Any, source: str) -> None:
     bound_names(edges, origin=source)
 
 
-def _add_ocl(model: Any, rules: list[tuple[int, str]], source: str) -> None:
+def _add_ocl(model: DomainModel, rules: list[tuple[int, str]], source: str) -> None:
     from besser.BUML.metamodel.structural import Constraint
 
     for index, (line, expression) in enumerate(rules, 1):
