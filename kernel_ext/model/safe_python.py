@@ -308,10 +308,8 @@ class _Evaluator:
                 self._refuse(node, f"calling {func.attr!r} on {type(owner).__name__}")
             target = getattr(owner, func.attr)
         else:
-            if isinstance(func, ast.Name):
-                target = self._eval(func, depth)
-            else:
-                target = self._attribute(func, depth) if isinstance(func, ast.Attribute) else None
+            target = (self._eval(func, depth) if isinstance(func, ast.Name)
+                      else self._attribute(func, depth) if isinstance(func, ast.Attribute) else None)
             if id(target) not in self.constructors:
                 self._refuse(node, f"calling {ast.unparse(func)!r}")
         args = [self._eval(a, depth) for a in node.args]
@@ -328,9 +326,8 @@ class _Evaluator:
                                     kwargs.get("specific", args[1] if len(args) > 1 else None))
         result = target(*args, **kwargs)
         self._check_cpu(node)
-        if isinstance(result, (list, tuple, set, frozenset, dict)):
-            return self._weighed(node, result, arguments)
-        return self._charged(node, result)
+        collection = isinstance(result, (list, tuple, set, frozenset, dict))
+        return self._weighed(node, result, arguments) if collection else self._charged(node, result)
 
     # -- bounds -------------------------------------------------------------------------------
 
