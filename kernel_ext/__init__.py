@@ -4,7 +4,7 @@ Kept import-light on purpose: ``%load_ext kernel_ext`` must stay fast, so heavy 
 (BESSER, httpx, the server) are imported where they are used.
 """
 
-from kernel_ext.version import __version__
+from kernel_ext.version import __version__ as __version__
 
 
 def _jupyter_server_extension_points() -> list[dict]:

@@ -43,7 +43,8 @@ def compile_untrusted(pattern: str, *, what: str = "pattern", multiline: bool = 
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"{what} must be a string")
     if len(pattern) > MAX_PATTERN_CHARS:
         raise ToolFailure(
-            ErrorCode.TOO_LARGE, f"{what} is {len(pattern)} characters; at most {MAX_PATTERN_CHARS} are accepted", {"limit": MAX_PATTERN_CHARS}
+            ErrorCode.TOO_LARGE, f"{what} is {len(pattern)} characters; at most {MAX_PATTERN_CHARS} are accepted",
+            {"limit": MAX_PATTERN_CHARS},
         )
     import re2  # lazy: only a run that searches pays for it
 

@@ -212,7 +212,7 @@ def _replace(data: bytes, spans: list[tuple[int, int]]) -> bytes:
     pieces, last, cursor = [], 0, (0, 0)
     for start, end in spans:
         cursor = _advance(data, cursor, start)
-        begin = _char_start(data, _SEPARATOR_RUN.match(data, cursor[0]).end())
+        begin = _char_start(data, _past_separators(data, cursor[0]))
         cursor = _advance(data, cursor, end)
         pieces += [data[last:begin], REDACTED.encode()]
         last = _char_end(data, cursor[0])
@@ -220,12 +220,18 @@ def _replace(data: bytes, spans: list[tuple[int, int]]) -> bytes:
     return b"".join(pieces)
 
 
+def _past_separators(data: bytes, position: int) -> int:
+    """The first position at or after ``position`` that is not a separator (the run may be empty)."""
+    run = _SEPARATOR_RUN.match(data, position)
+    return run.end() if run is not None else position
+
+
 def _advance(data: bytes, cursor: tuple[int, int], target: int) -> tuple[int, int]:
     """From ``cursor`` = (position, non-separator bytes before it), go on until ``data[:position]``
     holds ``target`` non-separator bytes; each step is a C-level scan of a chunk."""
     position, left = cursor[0], target - cursor[1]
     while left > 0:
-        position = _SEPARATOR_RUN.match(data, position).end()
+        position = _past_separators(data, position)
         chunk = data[position : position + left]
         if not chunk:
             break

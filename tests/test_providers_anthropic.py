@@ -12,7 +12,7 @@ from provider_server import Plan, anthropic_stream, fragments, json_error, loopb
 from kernel_ext.errors import ErrorCode
 from kernel_ext.providers import Conversation, ProviderError, ToolUse
 from kernel_ext.providers.anthropic import API_VERSION, AnthropicProvider
-from kernel_ext.providers.base import Retrying, Stop, TextDelta, ToolCallDone, UsageUpdate
+from kernel_ext.providers.events import Retrying, Stop, TextDelta, ToolCallDone, UsageUpdate
 from kernel_ext.providers.retry import RetryPolicy
 from kernel_ext.tools.base import Category, ToolArgs, ToolOutcome, ToolSpec
 

@@ -11,7 +11,7 @@ from provider_server import Plan, fragments, json_error, loopback_only, openai_s
 
 from kernel_ext.errors import ErrorCode
 from kernel_ext.providers import Conversation, CostMeter, ProviderError, ToolUse
-from kernel_ext.providers.base import Retrying, Stop, TextDelta, ToolCallDone, UsageUpdate
+from kernel_ext.providers.events import Retrying, Stop, TextDelta, ToolCallDone, UsageUpdate
 from kernel_ext.providers.openai_compat import OpenAICompatProvider
 from kernel_ext.providers.retry import RetryPolicy
 from kernel_ext.tools.base import Category, ToolArgs, ToolOutcome, ToolSpec

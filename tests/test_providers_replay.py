@@ -10,7 +10,7 @@ from provider_server import Plan, json_error, loopback_only, openai_stream, serv
 from kernel_ext.boundary.calls import CallIds
 from kernel_ext.errors import ErrorCode
 from kernel_ext.providers import Conversation, CostMeter, ProviderConfig, ProviderError, build_provider
-from kernel_ext.providers.base import Stop, TextDelta, ToolCallDone, UsageUpdate
+from kernel_ext.providers.events import Stop, TextDelta, ToolCallDone, UsageUpdate
 from kernel_ext.providers.messages import admit
 from kernel_ext.providers.openai_compat import OpenAICompatProvider
 from kernel_ext.providers.replay import ReplayProvider, first_difference

@@ -15,8 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 import ipywidgets as w
 
@@ -26,7 +25,11 @@ from widgets.state import ApprovalView
 
 log = logging.getLogger(__name__)
 
-Decide = Callable[..., Any]  # decide(call_id, approved, digest=...)
+class Decide(Protocol):
+    """Sends a card's decision; ``digest`` binds it to the request shown. The answer may be a
+    bool or a ``Verdict``, a future or coroutine of one, or None (sent, nothing to report)."""
+
+    def __call__(self, call_id: str, approved: bool, digest: str | None = None) -> object: ...
 
 
 class ApprovalCard(StaticFallback, w.VBox):
@@ -80,7 +83,7 @@ class ApprovalCard(StaticFallback, w.VBox):
             return
         self._settle(result)
 
-    def _settle(self, result: Any) -> None:
+    def _settle(self, result: object) -> None:
         if isinstance(result, concurrent.futures.Future):
             result.add_done_callback(self._settled_future)
         elif asyncio.isfuture(result) or asyncio.iscoroutine(result):
@@ -90,7 +93,7 @@ class ApprovalCard(StaticFallback, w.VBox):
             self._note = f"not accepted: {reason}"
             self._render()
 
-    def _settled_future(self, future: Any) -> None:
+    def _settled_future(self, future: concurrent.futures.Future[object] | asyncio.Future[object]) -> None:
         try:
             self._settle(future.result())
         except Exception as exc:  # noqa: BLE001

@@ -74,7 +74,8 @@ def timeline_html(state: RunViewState) -> str:
     for phase in state.phases.values():
         mark = STATUS_MARK.get(phase.status, "?")
         title = esc(phase.message) if phase.message else ""
-        cells.append(f'<td title="{title}" style="padding:2px 10px">{mark} {esc(phase.name)}<br><small>{esc(seconds(phase.duration_s))}</small></td>')
+        cells.append(f'<td title="{title}" style="padding:2px 10px">{mark} {esc(phase.name)}'
+                     f'<br><small>{esc(seconds(phase.duration_s))}</small></td>')
     current = state.calls.get(state.current_call) if state.current_call else None
     now = f"running <code>{esc(current.name)}</code> {esc(current.summary)}" if current else ""
     provider = f"provider: {esc(state.provider_label)} ({esc(state.provider_kind)})"
@@ -88,7 +89,8 @@ def timeline_html(state: RunViewState) -> str:
 
 def timeline_text(state: RunViewState) -> str:
     phases = "  ".join(f"{STATUS_MARK.get(p.status, '?')} {p.name} {seconds(p.duration_s)}".rstrip() for p in state.phases.values())
-    return f"{phases}\nprovider: {state.provider_label} ({state.provider_kind}) · sandbox: {state.sandbox_tier or 'n/a'} · {meter_text(state)}"
+    return (f"{phases}\nprovider: {state.provider_label} ({state.provider_kind}) · "
+            f"sandbox: {state.sandbox_tier or 'n/a'} · {meter_text(state)}")
 
 
 # -- approval cards -----------------------------------------------------------------------
@@ -117,7 +119,8 @@ def card_html(card: ApprovalView, note: str = "") -> str:
 def diff_html(text: str) -> str:
     lines = []
     for line in text.splitlines():
-        color = "#1a7f37" if line.startswith("+") and not line.startswith("+++") else "#cf222e" if line.startswith("-") and not line.startswith("---") else None
+        added, removed = line.startswith("+") and not line.startswith("+++"), line.startswith("-") and not line.startswith("---")
+        color = "#1a7f37" if added else "#cf222e" if removed else None
         lines.append(f'<span style="color:{color}">{esc(line)}</span>' if color else esc(line))
     return "\n".join(lines)
 

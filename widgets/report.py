@@ -76,7 +76,8 @@ def detail_html(row: dict[str, Any]) -> str:
         parts.append(f"<b>{side}</b><pre style='max-height:16em;overflow:auto'>{head}{esc(body)}</pre>")
     failed = [a for a in _assertions(row) if not a.get("ok", True)]
     for a in failed:
-        parts.append(f"<div style='color:#cf222e'>{esc(a.get('path'))}: expected {esc(a.get('expected'))}, got {esc(a.get('actual'))}</div>")
+        parts.append(f"<div style='color:#cf222e'>{esc(a.get('path'))}: expected {esc(a.get('expected'))}, "
+                     f"got {esc(a.get('actual'))}</div>")
     return "".join(parts)
 
 

@@ -13,11 +13,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import ipywidgets as w
 
-from widgets.approval import ApprovalCard
+from widgets.approval import ApprovalCard, Decide
 from widgets.base import StaticFallback
 from widgets.kernel_comms import pass_widget_messages, queueing_kernel
 from widgets.render import (
@@ -28,7 +27,7 @@ from widgets.render import (
     tasks_html,
     texts_html,
 )
-from widgets.state import RunViewState
+from widgets.state import RunEvent, RunViewState
 from widgets.timeline import PhaseTimeline
 
 log = logging.getLogger(__name__)
@@ -39,8 +38,8 @@ class RunView(StaticFallback, w.VBox):
         self,
         *,
         run_id: str = "",
-        decide: Callable[..., Any] | None = None,  # decide(call_id, approved, digest=...)
-        cancel: Callable[[], Any] | None = None,
+        decide: Decide | None = None,
+        cancel: Callable[[], object] | None = None,
         note: str = "",
         link_base: str | None = None,
         **kwargs,
@@ -50,7 +49,7 @@ class RunView(StaticFallback, w.VBox):
         self.cancel_run = cancel
         self.note = note
         self.link_base = link_base
-        self.follower: Any = None  # the background task following the run, if any
+        self.follower: object = None  # the background task following the run, if any (kept referenced)
         self.timeline = PhaseTimeline(self.state)
         self._header = w.HTML()
         self._cards_box = w.VBox()
@@ -67,7 +66,7 @@ class RunView(StaticFallback, w.VBox):
 
     # -- feeding --------------------------------------------------------------------------
 
-    def apply(self, event: Any) -> set[str]:
+    def apply(self, event: RunEvent) -> set[str]:
         """Fold in one event and re-render what it changed; never raises into the caller."""
         try:
             changed = self.state.apply(event)
@@ -78,7 +77,7 @@ class RunView(StaticFallback, w.VBox):
             log.exception("RunView could not apply an event")
             return set()
 
-    def replay(self, events: Iterable[Any]) -> RunView:
+    def replay(self, events: Iterable[RunEvent]) -> RunView:
         for event in events:
             self.apply(event)
         return self

@@ -9,7 +9,7 @@ one) and returns the names of the parts that changed, so a view re-renders only 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 PHASES = ("select", "generate", "gap", "customize", "validate")
 TERMINAL = frozenset({"completed", "blocked", "failed", "cancelled", "interrupted"})
@@ -22,6 +22,15 @@ OUTCOME_BY_CODE = {
     "policy_denied": "denied by policy",
     "cancelled": "cancelled",
 }
+
+
+class EventModel(Protocol):
+    """A run event as the host holds it (``kernel_ext.hosting.events``): dumped to its JSON form."""
+
+    def model_dump(self) -> dict[str, Any]: ...
+
+
+RunEvent = dict[str, Any] | EventModel  # an SSE event's JSON, or the host's event object
 
 
 @dataclass
@@ -97,7 +106,7 @@ class RunViewState:
             state.apply(event)
         return state
 
-    def apply(self, event: Any) -> set[str]:
+    def apply(self, event: RunEvent) -> set[str]:
         """Fold one event in; the names of the parts that changed (empty for a duplicate)."""
         data = event if isinstance(event, dict) else event.model_dump()
         seq = int(data.get("seq") or 0)
@@ -114,7 +123,8 @@ class RunViewState:
         return changed | {"meter"}
 
     def _on_run_started(self, e: dict) -> set[str]:
-        for name in ("run_id", "request", "model_name", "provider_label", "provider_kind", "sandbox_tier", "shell_tools_enabled", "run_dir"):
+        for name in ("run_id", "request", "model_name", "provider_label", "provider_kind", "sandbox_tier",
+                     "shell_tools_enabled", "run_dir"):
             if name in e:
                 setattr(self, name, e[name])
         self.status = "running"

@@ -79,7 +79,7 @@ class BoundaryEvent:
 
 
 Approver = Callable[[ApprovalRequest], "bool | Awaitable[bool]"]
-Observer = Callable[[BoundaryEvent], "None | Awaitable[None]"]
+Observer = Callable[[BoundaryEvent], "Awaitable[None] | None"]
 
 
 def always_approve(request: ApprovalRequest) -> bool:
@@ -138,7 +138,7 @@ class AsyncApprover:
 
     def __init__(
         self,
-        on_request: Callable[[ApprovalRequest], Any] | None = None,
+        on_request: Callable[[ApprovalRequest], object] | None = None,
         timeout: float | None = None,
     ):
         self.on_request = on_request
@@ -193,7 +193,8 @@ class AsyncApprover:
             return Verdict(False, "NO_SUCH_APPROVAL", f"no approval of {call_id!r} was asked for")
         future, expected = entry
         if digest is not None and digest != expected:
-            return Verdict(False, "STALE_REQUEST", f"the decision names another request than {call_id!r} (digest differs); nothing was decided")
+            return Verdict(False, "STALE_REQUEST",
+                           f"the decision names another request than {call_id!r} (digest differs); nothing was decided")
         self.decided[call_id] = bool(approved)
         self.decided_by[call_id] = by
         future.set_result(bool(approved))

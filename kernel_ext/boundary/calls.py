@@ -64,6 +64,11 @@ class ToolResult(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
     error: ToolError | None = None
 
+    @property
+    def error_code(self) -> str:
+        """The failure's code ("" for a success)."""
+        return self.error.code if self.error is not None else ""
+
     @classmethod
     def success(cls, call_id: str, name: str, observation: str, data: dict[str, Any] | None = None) -> ToolResult:
         return cls(call_id=call_id, name=name, ok=True, observation=bound(observation), data=dict(data or {}))

@@ -24,8 +24,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -216,7 +216,11 @@ class Executor:
         return ToolResult.failure(call_id, name, exc.code, exc.message, exc.data)
 
 
-async def _host_callback(callback: Any, argument: Any) -> Any:
+A = TypeVar("A")
+R = TypeVar("R")
+
+
+async def _host_callback(callback: Callable[[A], R | Awaitable[R]], argument: A) -> R:
     """Run trusted host code. Its errors propagate; a ``ToolFailure`` becomes ``RuntimeError``."""
     try:
         return await maybe_await(callback(argument))
@@ -227,7 +231,7 @@ async def _host_callback(callback: Any, argument: Any) -> Any:
 _TOO_DEEP = f"arguments nest arrays or objects more than {MAX_JSON_DEPTH} levels deep; no tool accepts that"
 
 
-def _parse_arguments(raw: Any) -> dict[str, Any]:
+def _parse_arguments(raw: object) -> dict[str, Any]:
     if isinstance(raw, str):
         if len(raw.encode("utf-8", "surrogatepass")) > MAX_ARGUMENT_BYTES:
             raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"arguments exceed {MAX_ARGUMENT_BYTES} bytes")
@@ -236,7 +240,9 @@ def _parse_arguments(raw: Any) -> dict[str, Any]:
         try:
             parsed = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise ToolFailure(ErrorCode.INVALID_JSON, f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+            raise ToolFailure(
+                ErrorCode.INVALID_JSON, f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            ) from None
         except RecursionError:  # nesting thousands deep: past what the parser follows
             raise ToolFailure(ErrorCode.ARGUMENTS_TOO_DEEP, _TOO_DEEP) from None
         except ValueError as exc:  # a 5,000-digit integer
@@ -263,16 +269,17 @@ def _refuse_secrets(secrets: SecretMatcher, name: str, texts: list[str]) -> None
     if secrets and any(secrets.found(text) for text in texts if len(text) >= 4):
         raise ToolFailure(
             ErrorCode.SECRET_IN_ARGUMENTS,
-            f"the arguments of {name!r} contain a credential of this run (whole, {FRAGMENT_CHARS}+ characters of it, or an encoding of it); "
+            f"the arguments of {name!r} contain a credential of this run "
+            f"(whole, {FRAGMENT_CHARS}+ characters of it, or an encoding of it); "
             "nothing was checked, shown for approval or run. Never write a credential into the app: "
             "read it from the environment at run time (os.environ)",
         )
 
 
-def _strings(value: Any) -> list[str]:
+def _strings(value: object) -> list[str]:
     """Every key and string value in parsed arguments, one per item (nothing joined across items)."""
     found: list[str] = []
-    stack = [value]
+    stack: list[object] = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
@@ -287,7 +294,7 @@ def _strings(value: Any) -> list[str]:
     return found
 
 
-def _refuse_unusable_text(value: Any, where: str = "arguments") -> None:
+def _refuse_unusable_text(value: object, where: str = "arguments") -> None:
     """No tool can use a NUL or a lone surrogate: refused here once, for every tool.
 
     Both arrive easily in a provider's JSON (``\\u0000``, ``\\ud800``) and would otherwise reach

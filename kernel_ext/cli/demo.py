@@ -13,6 +13,10 @@ import argparse
 import asyncio
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kernel_ext.providers.base import Provider
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,6 +39,8 @@ async def _library_jwt(out: Path, record: bool) -> int:
     from kernel_ext.pipeline.generation import generate
     from kernel_ext.providers.replay import ReplayProvider
     from kernel_ext.providers.scripted import ScriptedProvider
+
+    provider: Provider
     from kernel_ext.scenarios import library_jwt
 
     if record:

@@ -12,12 +12,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the providers load when a command needs one
+    from kernel_ext.errors import ToolFailure
+    from kernel_ext.providers.base import Provider, Reply
 
 CHECK_PROMPT = "Reply with the single word: ok"
 CHECK_MAX_TOKENS = 16
-# a check should answer quickly: two short retries, not a run's patient backoff
-CHECK_RETRIES = {"max_retries": 2, "base_delay": 0.25, "max_delay": 1.0, "max_retry_after": 5.0}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +44,7 @@ def add_provider_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-cost", type=float, metavar="USD", help="stop calling the model once this much is spent")
 
 
-def provider_from_args(args: argparse.Namespace, env: Any = None) -> Any:
+def provider_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Provider:
     """Build the provider ``add_provider_arguments`` options describe. Raises ``ProviderError``."""
     import dataclasses
 
@@ -85,8 +88,10 @@ def handle_check(args: argparse.Namespace) -> int:
         print(f"source: {config.source or '(not set)'} ({origin.get('source', '')})")
     from kernel_ext.providers.retry import RetryPolicy
 
+    # a check should answer quickly: two short retries, not a run's patient backoff
+    quick = RetryPolicy(max_retries=2, base_delay=0.25, max_delay=1.0, max_retry_after=5.0)
     try:
-        provider = build_provider(config, record=args.record, retry=RetryPolicy(**CHECK_RETRIES))
+        provider = build_provider(config, record=args.record, retry=quick)
     except ProviderError as exc:
         return _failed(exc)
     if not config.is_live:
@@ -114,7 +119,7 @@ def handle_check(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _ask(provider: Any) -> Any:
+async def _ask(provider: Provider) -> Reply:
     from kernel_ext.providers import Conversation
 
     conversation = Conversation()
@@ -125,7 +130,7 @@ async def _ask(provider: Any) -> Any:
         await provider.aclose()
 
 
-def _failed(exc: Any) -> int:
+def _failed(exc: ToolFailure) -> int:
     print("answered: no")
     print(f"error: {code_name(exc.code)}: {exc.message}")
     return 1

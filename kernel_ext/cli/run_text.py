@@ -12,8 +12,12 @@ import asyncio
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernel_ext.safetext import shown_text
+
+if TYPE_CHECKING:
+    from kernel_ext.hosting.options import BudgetArgs
 
 
 def run_pipeline(args: argparse.Namespace) -> int:
@@ -36,7 +40,7 @@ async def _run(args: argparse.Namespace) -> int:
         run = generate(
             args.model, args.request, run_dir=out, provider=args.provider, target=args.generator,
             approve=args.approve, approver=lambda request: False, allow_shell_tools="shell" in extra or None,
-            max_turns=args.max_turns, **_budgets(args),
+            **_budgets(args),
         )
     except ToolFailure as exc:
         print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
@@ -50,9 +54,14 @@ async def _run(args: argparse.Namespace) -> int:
     return 0 if done is not None and done.status == "completed" else 1
 
 
-def _budgets(args: argparse.Namespace) -> dict[str, float]:
-    named = {"max_runtime_s": getattr(args, "max_runtime", None), "max_cost_usd": getattr(args, "max_cost", None)}
-    return {k: v for k, v in named.items() if v is not None}
+def _budgets(args: argparse.Namespace) -> BudgetArgs:
+    """The budgets the command line names (one not given keeps the request's default)."""
+    budgets: BudgetArgs = {"max_turns": args.max_turns}
+    if getattr(args, "max_runtime", None) is not None:
+        budgets["max_runtime_s"] = args.max_runtime
+    if getattr(args, "max_cost", None) is not None:
+        budgets["max_cost_usd"] = args.max_cost
+    return budgets
 
 
 async def print_timeline(run):

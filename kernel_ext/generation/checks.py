@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from kernel_ext.pyparse import parse_source
 from kernel_ext.findings import Finding  # the one finding shape of the pipeline
+from kernel_ext.pyparse import parse_source
 
 # Generator output is shaped by BESSER's templates (no hostile nesting), and a large model makes
 # large modules: parsed up to the workspace read cap, past pyparse's bound for LLM-written code.

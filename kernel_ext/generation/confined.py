@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.generation.targets import GeneratorSpec, Options
 from kernel_ext.findings import Finding
+from kernel_ext.generation.targets import GeneratorSpec, Options
 
 GENERATE_TIMEOUT_S = 300.0
 SANDBOX_OFF = "sandbox_off"

@@ -15,13 +15,16 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kernel_ext.findings import Finding
 from kernel_ext.generation.checks import CheckReport, check_files
 from kernel_ext.generation.manifest import GeneratedFile, GenerationLedger
 from kernel_ext.generation.registry import resolve_target
 from kernel_ext.generation.runner import PublishReport, generate, publish_output
-from kernel_ext.findings import Finding
+
+if TYPE_CHECKING:  # BESSER loads with the first model
+    from besser.BUML.metamodel.structural import DomainModel
 
 
 @dataclass
@@ -71,7 +74,7 @@ class Phase1Result:
 
 
 def run_phase1(
-    model: Any,
+    model: DomainModel,
     out_dir: Any,
     generator: str = "fastapi_backend",
     options: Any = None,

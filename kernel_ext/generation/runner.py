@@ -44,9 +44,9 @@ class GeneratedOutput:
 
     def findings(self) -> list[Any]:
         """What a person must know about how it ran (a confined generator under ``off``, stubs)."""
+        from kernel_ext.findings import Finding
         from kernel_ext.generation.confined import off_findings
         from kernel_ext.model.method_bodies import ENV
-        from kernel_ext.findings import Finding
 
         found = off_findings(self.spec.label, self.tier) if self.tier else []
         if self.stubbed:
@@ -106,7 +106,7 @@ def generate(spec: GeneratorSpec, models: dict[str, Any], options: Any = None, *
                     spec.produce(models, out, opts)
                 except ToolFailure:
                     raise
-                except Exception as exc:  # BESSER raised: name it, keep the run alive
+                except Exception as exc:  # noqa: BLE001 - BESSER raised: name it, keep the run alive
                     raise ToolFailure(
                         ErrorCode.GENERATION_FAILED, f"BESSER's {spec.label} generator failed: {type(exc).__name__}: {exc}"
                     ) from None
@@ -182,7 +182,8 @@ def publish_output(workspace: Any, output: GeneratedOutput, *, must_be_new: froz
         if before.problem:
             workspace.lstat(path)  # re-raises the fence's own refusal (a link on the way, ...)
             code = ErrorCode.SYMLINK_REFUSED if "symlink" in before.problem else ErrorCode.NOT_REGULAR_FILE
-            raise ToolFailure(code, f"{path!r}: {before.problem}; {len(report.created) + len(report.overwritten)} files before it were written")
+            written = len(report.created) + len(report.overwritten)
+            raise ToolFailure(code, f"{path!r}: {before.problem}; {written} files before it were written")
         if before.exists and before.sha256 == sha256_bytes(data):
             report.unchanged.append(path)
             continue

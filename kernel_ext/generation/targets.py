@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+DEFAULT_HTTP_METHODS: tuple[HttpMethod, ...] = ("GET", "POST", "PUT", "DELETE")
 Dbms = Literal["sqlite", "postgresql", "mysql", "mssql", "mariadb", "oracle"]
 _IDENT = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
@@ -34,7 +35,7 @@ class NoOptions(Options):
 
 class BackendOptions(Options):
     http_methods: list[HttpMethod] = Field(
-        default_factory=lambda: ["GET", "POST", "PUT", "DELETE"], min_length=1, max_length=5,
+        default_factory=lambda: list(DEFAULT_HTTP_METHODS), min_length=1, max_length=5,
         description="HTTP methods to generate routes for",
     )
     nested_creations: bool = Field(False, description="accept nested objects when creating an entity")
@@ -50,7 +51,7 @@ class PydanticOptions(Options):
 
 
 class RestApiOptions(Options):
-    http_methods: list[HttpMethod] = Field(default_factory=lambda: ["GET", "POST", "PUT", "DELETE"], min_length=1, max_length=5)
+    http_methods: list[HttpMethod] = Field(default_factory=lambda: list(DEFAULT_HTTP_METHODS), min_length=1, max_length=5)
     nested_creations: bool = False
 
 

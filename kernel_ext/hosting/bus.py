@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from kernel_ext.hosting.events import BaseEvent, make_event, to_json
 from kernel_ext.hosting.stored import MAX_LOADED_LINE_BYTES, StoredEvents, read_log
@@ -41,7 +41,7 @@ class EventLog:
         self.events: list[BaseEvent] = []
         self._changed = asyncio.Event()  # binds to a loop only when first awaited
         self._listeners: list[Callable[[BaseEvent], Any]] = []
-        self._file = None
+        self._file: TextIO | None = None
         self.persist_error = ""  # set when events.jsonl could not be written
 
     # -- writing --------------------------------------------------------------------------

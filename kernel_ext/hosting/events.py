@@ -31,6 +31,7 @@ class _Event(BaseModel):
     seq: int = 0
     run_id: str
     ts: float = Field(default_factory=time.time)
+    type: str  # each event type fixes it to its own name (the discriminator)
 
     @model_validator(mode="before")
     @classmethod

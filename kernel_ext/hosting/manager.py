@@ -14,11 +14,11 @@ last few loaded; listings read only the first and last line of each log.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
 
 from kernel_ext.hosting.bodies import resolve_body
 from kernel_ext.hosting.bus import EventLog
@@ -61,7 +61,7 @@ class RunManager:
         body = resolve_body(request, self.operator)
         return self.start_body(body, options=request)
 
-    def start_body(self, body: RunBody, *, options: Any = None, run_id: str | None = None) -> Run:
+    def start_body(self, body: RunBody, *, options: HostedRequest | None = None, run_id: str | None = None) -> Run:
         """Host an already-built body (library callers, benchmarks); needs a running loop."""
         layout = RunLayout.create(self.runs_dir, run_id)
         (layout.internal_dir / HOST_FILE).write_text(host_id(), encoding="utf-8")
@@ -136,7 +136,7 @@ class RunManager:
         live = {run_id: summarize(run) for run_id, run in self._live.items()}
         return _sorted({**self._disk_summaries(set(live)), **live})
 
-    async def summaries(self) -> list[RunSummary]:
+    async def summaries(self) -> builtins.list[RunSummary]:  # ``list`` is the method above
         """``list`` for the server: the folders are read in a worker thread."""
         live = {run_id: summarize(run) for run_id, run in self._live.items()}
         return _sorted({**await off_loop(self._disk_summaries, set(live)), **live})
@@ -161,9 +161,9 @@ class RunManager:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def recover(self) -> list[str]:
+    def recover(self) -> builtins.list[str]:
         """Close the log of every run left without ``done``: status ``interrupted``. Returns their ids."""
-        recovered = []
+        recovered: builtins.list[str] = []
         if not self.runs_dir.is_dir():
             return recovered
         for entry in sorted(self.runs_dir.iterdir()):

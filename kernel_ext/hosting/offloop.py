@@ -18,26 +18,27 @@ import asyncio
 import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar, TypeVarTuple
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 _pools: dict[str, ThreadPoolExecutor] = {}
 _WORKERS = {"besser-logs": 1, "besser-requests": 2}
 
 
-async def _run(pool: str, function: Callable[..., T], *args: Any) -> T:
+async def _run(pool: str, function: Callable[[*Ts], T], *args: *Ts) -> T:
     executor = _pools.get(pool)
     if executor is None:
         executor = _pools[pool] = ThreadPoolExecutor(max_workers=_WORKERS[pool], thread_name_prefix=pool)
     return await asyncio.get_running_loop().run_in_executor(executor, functools.partial(function, *args))
 
 
-async def off_loop(function: Callable[..., T], *args: Any) -> T:
+async def off_loop(function: Callable[[*Ts], T], *args: *Ts) -> T:
     """``function(*args)`` on the log worker thread, awaited from the loop."""
     return await _run("besser-logs", function, *args)
 
 
-async def for_request(function: Callable[..., T], *args: Any) -> T:
+async def for_request(function: Callable[[*Ts], T], *args: *Ts) -> T:
     """``function(*args)`` on the request workers (bounded work only), awaited from the loop."""
     return await _run("besser-requests", function, *args)

@@ -11,17 +11,26 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kernel_ext.model.method_bodies import ENV as METHOD_BODIES_ENV, method_mode
+from kernel_ext.model.method_bodies import ENV as METHOD_BODIES_ENV
+from kernel_ext.model.method_bodies import method_mode
 from kernel_ext.sandbox.config import env_flag
 
 ApproveMode = Literal["none", "edits", "shell", "all"]
 
 # The request budgets an operator may cap (``OperatorSettings``): a request asking for more gets the cap.
 BUDGET_CAPS = ("max_turns", "max_cost_usd", "max_runtime_s")
+
+
+class BudgetArgs(TypedDict, total=False):
+    """A run's budgets as a library caller passes them (any left out keeps ``RunRequest``'s default)."""
+
+    max_turns: int
+    max_cost_usd: float
+    max_runtime_s: float
 
 
 class RunRequest(BaseModel):
@@ -42,13 +51,17 @@ class RunRequest(BaseModel):
     max_runtime_s: float = Field(default=1800, gt=0)
 
 
+ScenarioStep = Literal["edit", "test"]
+SCENARIO_STEPS: tuple[ScenarioStep, ...] = ("edit", "test")
+
+
 class ScenarioRequest(BaseModel):
     """A request to host an authored teaching scenario (chapter 5's calculator)."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     scenario: Literal["side-effects"] = "side-effects"
-    allow: list[Literal["edit", "test"]] = Field(default_factory=lambda: ["edit", "test"])
+    allow: list[ScenarioStep] = Field(default_factory=lambda: list(SCENARIO_STEPS))
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,15 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kernel_ext.boundary.approval import AsyncApprover, Verdict
 from kernel_ext.hosting.bus import EventLog, EventLogUnwritable
-from kernel_ext.hosting.events import BaseEvent
+from kernel_ext.hosting.events import ApprovalRequested, ApprovalResolved, DoneEvent
 from kernel_ext.hosting.layout import RunLayout
+
+if TYPE_CHECKING:
+    from kernel_ext.hosting.requests import HostedRequest
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +34,7 @@ class RunContext:
     layout: RunLayout
     events: EventLog
     approver: AsyncApprover
-    options: Any = None
+    options: HostedRequest | None = None  # the request the run was started with (None: a library body)
     started_at: float = field(default_factory=time.monotonic)
 
     @property
@@ -69,7 +72,7 @@ class Run:
     @property
     def status(self) -> str:
         last = self.events.events[-1] if self.events.events else None
-        if last is not None and last.type == "done":
+        if isinstance(last, DoneEvent):
             return last.status
         if self.task is None or self.task.done():
             return "interrupted"
@@ -84,10 +87,11 @@ class Run:
         verdict = self.context.approver.resolve(call_id, approved, by, digest)
         if verdict.code != "NO_SUCH_APPROVAL":
             return verdict
-        for event in reversed(self.events.of_type("approval_resolved", "approval_requested")):  # a reloaded run: its approver never saw the request
-            if event.type == "approval_resolved" and event.call_id == call_id:
+        # a reloaded run: its approver never saw the request
+        for event in reversed(self.events.of_type("approval_resolved", "approval_requested")):
+            if isinstance(event, ApprovalResolved) and event.call_id == call_id:
                 return Verdict(False, "ALREADY_DECIDED", f"{call_id!r} was already decided; a decision is final")
-            if event.type == "approval_requested" and event.call_id == call_id:
+            if isinstance(event, ApprovalRequested) and event.call_id == call_id:
                 return Verdict(False, "APPROVAL_CLOSED", f"{call_id!r} can no longer be decided: the run is {self.status}")
         return verdict
 
@@ -97,19 +101,19 @@ class Run:
         self.task.cancel()
         return True
 
-    async def wait(self) -> BaseEvent | None:
+    async def wait(self) -> DoneEvent | None:
         """Wait for the run to end; the ``done`` event (None if the run was interrupted)."""
         if self.task is not None:
             await asyncio.gather(self.task, return_exceptions=True)
         last = self.events.events[-1] if self.events.events else None
-        return last if last is not None and last.type == "done" else None
+        return last if isinstance(last, DoneEvent) else None
 
 
 def start_run(
     body: RunBody,
     layout: RunLayout,
     *,
-    options: Any = None,
+    options: HostedRequest | None = None,
     approval_timeout: float | None = None,
     known_secrets: tuple[str, ...] = (),
 ) -> Run:

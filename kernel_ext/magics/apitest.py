@@ -11,7 +11,10 @@ from __future__ import annotations
 import concurrent.futures
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from widgets.report import RequestReport
 
 
 def parse_cell(text: str) -> dict[str, Any]:
@@ -36,7 +39,7 @@ def parse_cell(text: str) -> dict[str, Any]:
     return data
 
 
-def run_cell(app_dir: Path, scenario: dict[str, Any]) -> Any:
+def run_cell(app_dir: Path, scenario: dict[str, Any]) -> RequestReport:
     """Run ``test_api`` once through the Executor (in a worker thread: the kernel loop keeps going).
 
     Running the cell is the person's decision, so the test category needs no further card.
@@ -60,5 +63,5 @@ def run_cell(app_dir: Path, scenario: dict[str, Any]) -> Any:
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         result = pool.submit(executor.execute_sync, call).result()
     if not result.ok:
-        raise ValueError(f"{result.error.code}: {result.observation}")
+        raise ValueError(f"{result.error_code}: {result.observation}")
     return RequestReport(result.data.get("report", result.data))

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kernel_ext.hosting.manager import RunManager
 from kernel_ext.hosting.options import OperatorSettings
@@ -28,6 +28,26 @@ from kernel_ext.magics.client import (
 from kernel_ext.magics.loop import LoopRunner
 from kernel_ext.secrets import secret_values
 from kernel_ext.server.report import describe_configuration
+
+if TYPE_CHECKING:  # ipywidgets loads with the first view
+    from widgets.runview import RunView
+
+
+class Backend(Protocol):
+    """Where a run is hosted, as the magic uses it: both backends below answer the same calls."""
+
+    mode: str
+
+    @property
+    def note(self) -> str: ...
+
+    def config(self) -> dict[str, Any]: ...
+
+    def runs(self) -> list[RunSummary]: ...
+
+    def start(self, request: HostedRequest) -> RunView: ...
+
+    def attach(self, run_id: str) -> RunView: ...
 
 
 class BackendError(Exception):
@@ -61,17 +81,21 @@ class ServerBackend:
     def runs(self) -> list[RunSummary]:
         return [RunSummary.model_validate(run) for run in self._call("GET", "runs")["runs"]]
 
-    def start(self, request: HostedRequest) -> Any:
+    def start(self, request: HostedRequest) -> RunView:
         """POST the request's JSON (``payload``): the server reads it back with the same model."""
         run = self._call("POST", "runs", payload(request))["run"]
         return self.attach(run["id"])
 
-    def attach(self, run_id: str) -> Any:
+    def attach(self, run_id: str) -> RunView:
         from widgets.runview import RunView
 
         self._call("GET", f"runs/{run_id}")  # a named refusal (RUN_NOT_FOUND) before any view exists
         client, runner = self.client, self.runner
-        view = RunView(run_id=run_id, decide=lambda call_id, approved, digest=None: runner.spawn(client.decide(run_id, call_id, approved, digest)), note=self.note)
+
+        def decide(call_id: str, approved: bool, digest: str | None = None) -> object:
+            return runner.spawn(client.decide(run_id, call_id, approved, digest))
+
+        view = RunView(run_id=run_id, decide=decide, note=self.note)
         view.cancel_run = lambda: self._call("POST", f"runs/{run_id}/cancel", {})
         view.follower = runner.spawn(client.follow(run_id, view.apply, after=0, note=view.set_note))
         return view
@@ -96,8 +120,8 @@ class LocalBackend:
     def runs(self) -> list[RunSummary]:
         return self.manager.list()
 
-    def start(self, request: HostedRequest) -> Any:
-        def begin() -> Any:
+    def start(self, request: HostedRequest) -> RunView:
+        def begin() -> RunView:
             try:
                 run = self.manager.start(request)
             except RequestRefused as exc:
@@ -106,18 +130,22 @@ class LocalBackend:
 
         return self.runner.call(begin)
 
-    def attach(self, run_id: str) -> Any:
+    def attach(self, run_id: str) -> RunView:
         run = self.manager.get(run_id)
         if run is None:
             raise BackendError("RUN_NOT_FOUND", f"no run {run_id!r} in {self.manager.runs_dir}")
         return self.runner.call(self._view, run)
 
-    def _view(self, run: Run) -> Any:
+    def _view(self, run: Run) -> RunView:
         """Replay what happened so far, then listen (both on the run's loop: nothing is missed)."""
         from widgets.runview import RunView
 
         runner = self.runner
-        view = RunView(run_id=run.id, decide=lambda call_id, approved, digest=None: runner.soon(partial(run.decide, digest=digest), call_id, approved), note=self.note)
+
+        def decide(call_id: str, approved: bool, digest: str | None = None) -> object:
+            return runner.soon(partial(run.decide, digest=digest), call_id, approved)
+
+        view = RunView(run_id=run.id, decide=decide, note=self.note)
         view.cancel_run = lambda: runner.soon(run.cancel)
         view.replay(run.events.events)
         if run.task is not None and not run.task.done():
@@ -126,7 +154,7 @@ class LocalBackend:
         return view
 
 
-def choose_backend(runner: LoopRunner, local: LocalBackend, environ: Mapping[str, str] | None = None) -> tuple[Any, str]:
+def choose_backend(runner: LoopRunner, local: LocalBackend, environ: Mapping[str, str] | None = None) -> tuple[Backend, str]:
     """The server when its exported URL answers, else in-process; plus a line saying which and why."""
     client = from_environment(os.environ if environ is None else environ)
     if client is None:

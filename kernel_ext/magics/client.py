@@ -80,10 +80,10 @@ class ServerClient:
     async def follow(
         self,
         run_id: str,
-        apply: Callable[[dict[str, Any]], Any],
+        apply: Callable[[dict[str, Any]], object],
         *,
         after: int = 0,
-        note: Callable[[str], Any] | None = None,
+        note: Callable[[str], object] | None = None,
         max_failures: int = 8,
     ) -> int:
         """Feed every event after ``after`` to ``apply`` until ``done``; the last seq seen."""
@@ -140,11 +140,12 @@ def _answer(response: httpx.Response) -> Any:
         body = {}
     if response.status_code >= 400:
         body = body if isinstance(body, dict) else {}
-        raise ServerError(response.status_code, str(body.get("code") or f"HTTP_{response.status_code}"), str(body.get("message") or response.reason_phrase))
+        raise ServerError(response.status_code, str(body.get("code") or f"HTTP_{response.status_code}"),
+                          str(body.get("message") or response.reason_phrase))
     return body
 
 
-def _say(note: Callable[[str], Any] | None, text: str) -> None:
+def _say(note: Callable[[str], object] | None, text: str) -> None:
     log.info(text)
     if note is not None:
         try:

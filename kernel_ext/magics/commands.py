@@ -10,11 +10,24 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+
+if TYPE_CHECKING:  # each loads with the first command that needs it
+    from besser.BUML.metamodel.structural import DomainModel
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from kernel_ext.hosting.requests import HostedRequest
+    from kernel_ext.magics.backends import Backend, LocalBackend
+    from kernel_ext.magics.display import ConfigView, RunsTable
+    from kernel_ext.magics.loop import LoopRunner
+    from kernel_ext.model.diagram import ClassDiagram
+    from widgets.report import RequestReport
+    from widgets.runview import RunView
 
 APPROVE_MODES = ("none", "edits", "shell", "all")
 
@@ -69,16 +82,17 @@ def _test_api_parser() -> _Parser:
 
 @magics_class
 class BesserMagics(Magics):
-    def __init__(self, shell: Any = None):
+    def __init__(self, shell: InteractiveShell | None = None):
         super().__init__(shell)
-        self._runner: Any = None
-        self._local: Any = None
-        self.views: dict[str, Any] = {}  # the latest view per run id, kept so followers stay referenced
+        self._runner: LoopRunner | None = None
+        self._local: LocalBackend | None = None
+        self.views: dict[str, RunView] = {}  # the latest view per run id, kept so followers stay referenced
 
     # -- entry points ---------------------------------------------------------------------
 
     @line_magic
-    def besser(self, line: str) -> Any:
+    def besser(self, line: str) -> object:
+        """What the command shows (a run's view, a table, a diagram), or None after help."""
         try:
             args = build_parser().parse_args(_split(line))
         except _HelpShown:
@@ -86,12 +100,13 @@ class BesserMagics(Magics):
         from kernel_ext.magics.backends import BackendError
 
         try:
-            return getattr(self, f"_{args.command}")(args)
+            command: Callable[[argparse.Namespace], object] = getattr(self, f"_{args.command}")
+            return command(args)
         except BackendError as exc:
             raise UsageError(f"{exc.code}: {exc}") from None
 
     @cell_magic
-    def test_api(self, line: str, cell: str) -> Any:
+    def test_api(self, line: str, cell: str) -> RequestReport | None:
         from kernel_ext.magics import apitest
 
         try:
@@ -106,7 +121,7 @@ class BesserMagics(Magics):
 
     # -- commands -------------------------------------------------------------------------
 
-    def _generate(self, args: argparse.Namespace) -> Any:
+    def _generate(self, args: argparse.Namespace) -> RunView:
         fields: dict[str, Any] = {"kind": "generate", "request": " ".join(args.request), **self._model_source(args.model)}
         options = {"target": args.target, "provider": args.provider, "llm_model": args.llm_model, "approve": args.approve,
                    "max_turns": args.max_turns, "max_cost_usd": args.max_cost, "max_runtime_s": args.max_runtime,
@@ -114,45 +129,54 @@ class BesserMagics(Magics):
         fields.update({k: v for k, v in options.items() if v is not None})
         return self._start(_request(fields))
 
-    def _scenario(self, args: argparse.Namespace) -> Any:
+    def _scenario(self, args: argparse.Namespace) -> RunView:
         allow = [part.strip() for part in args.allow.split(",") if part.strip()]
         return self._start(_request({"kind": "scenario", "scenario": args.name, "allow": allow}))
 
-    def _runs(self, args: argparse.Namespace) -> Any:
+    def _runs(self, args: argparse.Namespace) -> RunsTable:
         from kernel_ext.magics.display import RunsTable
 
         backend, note = self._backend()
         return RunsTable(backend.runs(), note or f"runs ({backend.mode})")
 
-    def _attach(self, args: argparse.Namespace) -> Any:
+    def _attach(self, args: argparse.Namespace) -> RunView:
         backend, note = self._backend()
         view = backend.attach(args.run_id)
         return self._keep(view, note)
 
-    def _config(self, args: argparse.Namespace) -> Any:
+    def _config(self, args: argparse.Namespace) -> ConfigView:
         from kernel_ext.magics.display import ConfigView
 
         backend, note = self._backend()
         return ConfigView(backend.config(), note or f"mode: {backend.mode}")
 
-    def _show(self, args: argparse.Namespace) -> Any:
+    def _show(self, args: argparse.Namespace) -> ClassDiagram:
         from kernel_ext.model.diagram import show
 
         return show(self._load_model(args.model))
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _backend(self) -> tuple[Any, str]:
-        from kernel_ext.magics.backends import LocalBackend, choose_backend
+    def _backend(self) -> tuple[Backend, str]:
+        from kernel_ext.magics.backends import choose_backend
+
+        return choose_backend(self._loop(), self._in_process())
+
+    def _loop(self) -> LoopRunner:
         from kernel_ext.magics.loop import LoopRunner
 
         if self._runner is None:
             self._runner = LoopRunner()
-        if self._local is None:
-            self._local = LocalBackend(self._runner)
-        return choose_backend(self._runner, self._local)
+        return self._runner
 
-    def _start(self, request: Any) -> Any:
+    def _in_process(self) -> LocalBackend:
+        from kernel_ext.magics.backends import LocalBackend
+
+        if self._local is None:
+            self._local = LocalBackend(self._loop())
+        return self._local
+
+    def _start(self, request: HostedRequest) -> RunView:
         import httpx
 
         backend, note = self._backend()
@@ -160,10 +184,10 @@ class BesserMagics(Magics):
             view = backend.start(request)
         except httpx.TransportError as exc:  # answered the probe, then went away
             note = f"the server extension stopped answering ({type(exc).__name__}); running in-process instead"
-            view = self._local.start(request)
+            view = self._in_process().start(request)
         return self._keep(view, note)
 
-    def _keep(self, view: Any, note: str) -> Any:
+    def _keep(self, view: RunView, note: str) -> RunView:
         if note:
             view.set_note(f"{note} · {view.note}")
         if view.state.run_id:
@@ -184,7 +208,7 @@ class BesserMagics(Magics):
             return {"model_path": str(path.resolve())}
         raise UsageError(_unknown_model(name))
 
-    def _load_model(self, name: str) -> Any:
+    def _load_model(self, name: str) -> DomainModel:
         from kernel_ext.errors import ToolFailure
         from kernel_ext.model.loading import load_model
 
@@ -212,7 +236,7 @@ class BesserMagics(Magics):
         return Path(chosen.run_dir) / "app"
 
 
-def _request(fields: dict[str, Any]) -> Any:
+def _request(fields: dict[str, Any]) -> HostedRequest:
     """The hosting request model the server validates (its JSON is what a POST sends)."""
     from kernel_ext.hosting.requests import RequestRefused, parse_request
 

@@ -35,7 +35,7 @@ class RunsTable:
         self.note = note
 
     def _rows(self) -> list[tuple[str, ...]]:
-        rows = []
+        rows: list[tuple[str, ...]] = []
         for run in self.runs:
             started = run.started_at
             when = dt.datetime.fromtimestamp(started).strftime("%Y-%m-%d %H:%M:%S") if started else ""
@@ -48,7 +48,8 @@ class RunsTable:
             text = "no runs yet"
             return {"text/plain": "\n".join(filter(None, (self.note, text))), "text/html": f"<div>{html.escape(text)}</div>"}
         widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(self.COLUMNS)]
-        line = lambda cells: "  ".join(c.ljust(widths[i]) for i, c in enumerate(cells)).rstrip()
+        def line(cells):
+            return "  ".join(c.ljust(widths[i]) for i, c in enumerate(cells)).rstrip()
         text = "\n".join([*(filter(None, [self.note])), line(self.COLUMNS), *(line(r) for r in rows)])
         head = "".join(f"<th>{c}</th>" for c in self.COLUMNS)
         body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)

@@ -12,9 +12,10 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TypeVar, TypeVarTuple
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 
 class LoopRunner:
@@ -37,14 +38,14 @@ class LoopRunner:
                 self._loop = loop
             return self._loop
 
-    def spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T] | concurrent.futures.Future[T]:
+    def spawn(self, coro: Coroutine[object, None, T]) -> asyncio.Task[T] | concurrent.futures.Future[T]:
         """Start ``coro`` in the background; keep the returned handle (tasks are weakly held)."""
         loop = self._running()
         if loop is not None:
             return loop.create_task(coro)
         return asyncio.run_coroutine_threadsafe(coro, self._thread_loop())
 
-    def call(self, fn: Callable[..., T], *args: Any) -> T:
+    def call(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
         """Run ``fn`` where a loop is running (here, or on the helper thread) and return its value."""
         if self._running() is not None:
             return fn(*args)
@@ -54,7 +55,7 @@ class LoopRunner:
 
         return asyncio.run_coroutine_threadsafe(wrapped(), self._thread_loop()).result(30)
 
-    def soon(self, fn: Callable[..., T], *args: Any) -> T | concurrent.futures.Future[T]:
+    def soon(self, fn: Callable[[*Ts], T], *args: *Ts) -> T | concurrent.futures.Future[T]:
         """``fn`` now when a loop runs here, else a Future of its result on the helper thread."""
         if self._running() is not None:
             return fn(*args)

@@ -8,15 +8,18 @@ go into one bounded report: errors first, then warnings.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext.errors import ToolFailure
 from kernel_ext.model.inheritance import bound_model
 
+if TYPE_CHECKING:  # BESSER loads with the first model
+    from besser.BUML.metamodel.structural import DomainModel
+
 MAX_ROWS = 40
 
 
-def validate_report(model: Any) -> tuple[str, dict[str, Any]]:
+def validate_report(model: DomainModel) -> tuple[str, dict[str, Any]]:
     from besser.BUML.metamodel.structural import DomainModel
 
     errors: list[str] = []
@@ -33,7 +36,7 @@ def validate_report(model: Any) -> tuple[str, dict[str, Any]]:
     except ToolFailure as exc:  # nothing else may walk this model's inheritance
         data = {"valid": False, "errors": [exc.message], "warnings": [], "ocl_checked": 0}
         return f"model {model.name!r} is INVALID: {exc.message}", data
-    except Exception as exc:  # the validator itself failed on this model
+    except Exception as exc:  # noqa: BLE001 - the validator itself failed on this model
         errors.append(f"BESSER's validator failed: {type(exc).__name__}: {exc}")
     ocl_checked = 0
     for constraint, where in _all_constraints(model):
@@ -57,7 +60,7 @@ def validate_report(model: Any) -> tuple[str, dict[str, Any]]:
     return "\n".join(lines), data
 
 
-def _all_constraints(model: Any):
+def _all_constraints(model: DomainModel):
     for constraint in sorted(model.constraints, key=lambda c: c.name):
         yield constraint, "invariant"
     for cls in sorted(model.get_classes(), key=lambda c: c.name):
@@ -67,12 +70,12 @@ def _all_constraints(model: Any):
                     yield constraint, f"{kind}condition of {cls.name}.{method.name}"
 
 
-def _ocl_problem(constraint: Any, model: Any) -> str | None:
+def _ocl_problem(constraint: Any, model: DomainModel) -> str | None:
     from besser.BUML.notations.ocl.api import parse_ocl
 
     context = constraint.context if constraint.context in model.get_classes() else None
     try:
         parse_ocl(constraint.expression, model, context)
-    except Exception as exc:  # BOCLSyntaxError, ValueError, or a visitor error: all are findings
+    except Exception as exc:  # noqa: BLE001 - BOCLSyntaxError, ValueError, or a visitor error: all are findings
         return str(exc)[:400] or type(exc).__name__
     return None

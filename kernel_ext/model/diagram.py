@@ -16,7 +16,8 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from kernel_ext.model.index import ModelIndex
-from kernel_ext.model.layout import ABSTRACT, ENUMERATION, LINE_H, PAD, GAP_Y, Box, Layout, border, layout, unit
+from kernel_ext.model.layout import ABSTRACT, ENUMERATION, GAP_Y, LINE_H, PAD, Box, Layout, border, layout, unit
+
 
 class ClassDiagram:
     """The picture of one model; renders as SVG in notebooks and as text elsewhere."""

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext.model.jsonform import multiplicity_text, type_name
+
+if TYPE_CHECKING:  # BESSER loads with the first model
+    from besser.BUML.metamodel.structural import DomainModel
 
 TYPE_ALIASES = {"integer": "int", "string": "str", "boolean": "bool", "double": "float", "number": "float"}
 
@@ -130,7 +133,7 @@ class ModelIndex:
         return self._cache[key]
 
 
-def build_index(model: Any) -> ModelIndex:
+def build_index(model: DomainModel) -> ModelIndex:
     """Walk the model once; see the module docstring."""
     from besser.BUML.metamodel.structural import Class, Enumeration
 
@@ -150,15 +153,15 @@ def build_index(model: Any) -> ModelIndex:
     own_ends = {c.name: _ends(c) for c in classes}
     own_constraints: dict[str, list[ConstraintView]] = defaultdict(list)
     for con in model.constraints:
-        own_constraints[type_name(con.context)].append(
-            ConstraintView(con.name, type_name(con.context), con.expression, con.language, "invariant")
+        own_constraints[_named(con.context)].append(
+            ConstraintView(con.name, _named(con.context), con.expression, con.language, "invariant")
         )
     for c in classes:
         for m in c.methods:
             for kind in ("pre", "post"):
                 for con in getattr(m, kind) or []:
                     own_constraints[c.name].append(
-                        ConstraintView(con.name, type_name(con.context), con.expression, con.language, kind, m.name)
+                        ConstraintView(con.name, _named(con.context), con.expression, con.language, kind, m.name)
                     )
 
     views: dict[str, ClassView] = {}
@@ -195,8 +198,8 @@ def build_index(model: Any) -> ModelIndex:
 
     descendants: dict[str, set[str]] = defaultdict(set)
     for name, anc in ancestors.items():
-        for a in anc:
-            descendants[a].add(name)
+        for ancestor in anc:
+            descendants[ancestor].add(name)
     return ModelIndex(
         model=model,
         name=model.name,
@@ -261,7 +264,7 @@ def _ends(cls: Any) -> list[EndView]:
                 EndView(
                     association=assoc.name,
                     role=far.name,
-                    target=type_name(far.type),
+                    target=_named(far.type),
                     multiplicity=multiplicity_text(far.multiplicity),
                     own_role=near.name,
                     own_multiplicity=multiplicity_text(near.multiplicity),
@@ -272,3 +275,8 @@ def _ends(cls: Any) -> list[EndView]:
                 )
             )
     return sorted(views, key=lambda e: (e.association, e.role))
+
+
+def _named(t: Any) -> str:
+    """The name of a type B-UML always sets (a constraint's context, an association end's class)."""
+    return type_name(t) or ""

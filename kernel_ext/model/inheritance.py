@@ -14,39 +14,45 @@ the model's total; past a bound: ``too_large`` naming the class; a cycle: ``inva
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+
+if TYPE_CHECKING:  # BESSER loads with the first model
+    from besser.BUML.metamodel.structural import DomainModel
 
 MAX_PATHS = 10_000         # ancestor paths of one class (one BESSER all_parents call)
 MAX_TOTAL_PATHS = 100_000  # summed over the model's classes (one validate() or generator sweep)
 MAX_DEPTH = 100            # longest inheritance chain (BESSER recurses once a level)
 
 
-def bound_both(parents: Mapping[Hashable, Sequence[Hashable]], names: Mapping[Hashable, str] | None = None, *,
+N = TypeVar("N", bound=Hashable)  # a node: a class name, or the id of a B-UML class
+
+
+def bound_both(parents: Mapping[N, Sequence[N]], names: Mapping[N, str] | None = None, *,
                origin: str = "the model") -> None:
     """Bound ``parents`` upwards (``all_parents``) and downwards (``all_specializations``, same walk)."""
     bound_graph(parents, names, origin=origin)
-    children: dict[Hashable, list[Hashable]] = {}
+    children: dict[N, list[N]] = {}
     for node, direct in parents.items():
         for parent in direct:
             children.setdefault(parent, []).append(node)
     bound_graph(children, names, origin=origin, toward="descendants")
 
 
-def bound_graph(parents: Mapping[Hashable, Sequence[Hashable]], names: Mapping[Hashable, str] | None = None, *,
+def bound_graph(parents: Mapping[N, Sequence[N]], names: Mapping[N, str] | None = None, *,
                 origin: str = "the model", toward: str = "ancestors") -> None:
     """Refuse a cycle or a graph past the bounds; ``parents`` maps a node to its direct parents.
 
     Nodes not in ``parents`` have none. ``toward`` names the direction in messages.
     """
-    def name(node: Hashable) -> str:
+    def name(node: N) -> str:
         return names.get(node, str(node)) if names is not None else str(node)
 
-    paths: dict[Hashable, int] = {}
-    depth: dict[Hashable, int] = {}
+    paths: dict[N, int] = {}
+    depth: dict[N, int] = {}
     total = 0
-    on_stack: set[Hashable] = set()
+    on_stack: set[N] = set()
     for start in list(parents):
         if start in paths:
             continue
@@ -72,14 +78,17 @@ def bound_graph(parents: Mapping[Hashable, Sequence[Hashable]], names: Mapping[H
                 count = 1 + sum(paths[p] for p in direct)
                 level = 1 + max((depth[p] for p in direct), default=0)
                 if count > MAX_PATHS:
-                    raise ToolFailure(ErrorCode.TOO_LARGE, f"{origin}: inheritance of {name(node)} has more than {MAX_PATHS} paths to its {toward}")
+                    raise ToolFailure(ErrorCode.TOO_LARGE,
+                                      f"{origin}: inheritance of {name(node)} has more than {MAX_PATHS} paths to its {toward}")
                 if level > MAX_DEPTH:
-                    raise ToolFailure(ErrorCode.TOO_LARGE, f"{origin}: inheritance of {name(node)} is more than {MAX_DEPTH} levels deep ({toward})")
+                    raise ToolFailure(ErrorCode.TOO_LARGE,
+                                      f"{origin}: inheritance of {name(node)} is more than {MAX_DEPTH} levels deep ({toward})")
                 total += count
                 if total > MAX_TOTAL_PATHS:
                     raise ToolFailure(
                         ErrorCode.TOO_LARGE,
-                        f"{origin}: inheritance has more than {MAX_TOTAL_PATHS} paths to {toward} over all classes (reached at {name(node)})",
+                        f"{origin}: inheritance has more than {MAX_TOTAL_PATHS} paths to {toward} over all classes "
+                        f"(reached at {name(node)})",
                     )
                 paths[node] = count
                 depth[node] = level
@@ -134,7 +143,7 @@ def _reach(starts: list[Any], end: str, extra: tuple[Any, Any] | None, names: di
     return step
 
 
-def bound_model(model: Any, *, origin: str = "the model") -> None:
+def bound_model(model: DomainModel, *, origin: str = "the model") -> None:
     """Check a ``DomainModel``'s classes (and the generalizations it lists) before BESSER walks them."""
     classes = list(model.get_classes())
     for generalization in list(getattr(model, "generalizations", None) or ()):

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext import safejson
 from kernel_ext.errors import ErrorCode, ToolFailure
+
+if TYPE_CHECKING:  # BESSER loads with the first model
+    from besser.BUML.metamodel.structural import DomainModel
 
 FORMAT = "besser-jupyter-agent/domain-model"
 VERSION = 1
@@ -107,7 +110,7 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def model_to_dict(model: Any) -> dict[str, Any]:
+def model_to_dict(model: DomainModel) -> dict[str, Any]:
     """The canonical JSON-ready dict of ``model`` (see the module docstring for what is kept)."""
     from besser.BUML.metamodel.structural import AssociationClass, Class, Enumeration
 
@@ -143,11 +146,11 @@ def model_to_dict(model: Any) -> dict[str, Any]:
     }
 
 
-def dumps(model: Any, *, indent: int | None = 2) -> str:
+def dumps(model: DomainModel, *, indent: int | None = 2) -> str:
     return json.dumps(model_to_dict(model), indent=indent, ensure_ascii=False)
 
 
-def model_digest(model: Any) -> str:
+def model_digest(model: DomainModel) -> str:
     """sha256 of the canonical form: same structure, same digest, whatever the notation."""
     text = json.dumps(model_to_dict(model), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -178,7 +181,7 @@ def parse_multiplicity(text: str, where: str) -> Any:
         raise ToolFailure(ErrorCode.INVALID_MODEL, f"{where}: multiplicity {text!r} is not 'min..max'") from None
 
 
-def model_from_dict(data: Any) -> Any:
+def model_from_dict(data: Any) -> DomainModel:
     """Rebuild a ``DomainModel``; a wrong format is ``not_a_model``, a dangling name ``invalid_model``."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ToolFailure(ErrorCode.NOT_A_MODEL, f"the JSON is not a {FORMAT} document (missing or wrong 'format')")
@@ -244,7 +247,7 @@ def _check_inheritance(data: dict[str, Any]) -> None:
 
     entries = data.get("generalizations", [])
     edges = [
-        (g.get("specific"), g.get("general"))
+        (g["specific"], g["general"])
         for g in (entries if isinstance(entries, list) else [])
         if isinstance(g, dict) and isinstance(g.get("specific"), str) and isinstance(g.get("general"), str)
     ]

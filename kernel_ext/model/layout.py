@@ -92,7 +92,7 @@ def _depths(index: ModelIndex) -> dict[str, int]:
     def level(name: str, trail: tuple[str, ...]) -> int:
         if name not in depth:
             parents = [p for p in index.classes[name].parents if p in index.classes and p not in trail]
-            depth[name] = 1 + max((level(p, trail + (name,)) for p in parents), default=-1)
+            depth[name] = 1 + max((level(p, (*trail, name)) for p in parents), default=-1)
         return depth[name]
 
     for name in index.classes:

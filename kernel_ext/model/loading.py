@@ -22,10 +22,13 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.model.inheritance import bound_model
+
+if TYPE_CHECKING:  # BESSER loads with the first model
+    from besser.BUML.metamodel.structural import DomainModel
 
 MAX_MODEL_FILE_BYTES = 1024 * 1024  # a 1,000-class model is a few hundred KB in any form
 PLANTUML_SUFFIXES = (".plantuml", ".puml", ".pu", ".iuml", ".wsd")
@@ -43,7 +46,7 @@ class LoadedModel:
     warnings: tuple[str, ...] = ()  # BESSER validate() warnings
 
 
-def load(source: Any, *, variable: str | None = None, check: bool = True, root: str | os.PathLike[str] | None = None) -> LoadedModel:
+def load(source: object, *, variable: str | None = None, check: bool = True, root: str | os.PathLike[str] | None = None) -> LoadedModel:
     """Load ``source``: a DomainModel, a path (under ``root`` when given), or ``example:<name>``; then check it."""
     loaded = _load_unchecked(source, variable, root)
     if not check:
@@ -52,12 +55,12 @@ def load(source: Any, *, variable: str | None = None, check: bool = True, root: 
     return LoadedModel(loaded.model, loaded.kind, loaded.origin, loaded.notes, tuple(warnings))
 
 
-def load_model(source: Any, *, variable: str | None = None, root: str | os.PathLike[str] | None = None) -> Any:
+def load_model(source: object, *, variable: str | None = None, root: str | os.PathLike[str] | None = None) -> DomainModel:
     """The checked ``DomainModel`` of ``source`` (see ``load``)."""
     return load(source, variable=variable, root=root).model
 
 
-def check_model(model: Any, *, origin: str = "the model") -> list[str]:
+def check_model(model: object, *, origin: str = "the model") -> list[str]:
     """Raise ``not_a_model`` / ``empty_model`` / ``invalid_model``; return BESSER's warnings."""
     from besser.BUML.metamodel.structural import DomainModel
 
@@ -69,7 +72,7 @@ def check_model(model: Any, *, origin: str = "the model") -> list[str]:
         raise ToolFailure(ErrorCode.EMPTY_MODEL, f"{origin} ({model.name!r}) has no classes{kinds}; add at least one Class")
     try:
         result = model.validate(raise_exception=False)
-    except Exception as exc:  # BESSER's validator itself tripped on the model
+    except Exception as exc:  # noqa: BLE001 - BESSER's validator itself tripped on the model
         raise ToolFailure(ErrorCode.INVALID_MODEL, f"{origin} could not be validated: {type(exc).__name__}: {exc}") from None
     if not result.get("success", False):
         errors = list(result.get("errors", []))
@@ -78,7 +81,7 @@ def check_model(model: Any, *, origin: str = "the model") -> list[str]:
     return list(result.get("warnings", []))
 
 
-def _load_unchecked(source: Any, variable: str | None, root: str | os.PathLike[str] | None = None) -> LoadedModel:
+def _load_unchecked(source: object, variable: str | None, root: str | os.PathLike[str] | None = None) -> LoadedModel:
     if isinstance(source, LoadedModel):
         return source
     if isinstance(source, str) and source.startswith(EXAMPLE_PREFIX):
@@ -188,7 +191,8 @@ def locate_model_path(path: str | os.PathLike[str], root: str | os.PathLike[str]
         if exc.code != ErrorCode.OUTSIDE_WORKSPACE:
             raise
         raise ToolFailure(
-            ErrorCode.OUTSIDE_WORKSPACE, f"model file {os.fspath(path)!r} is outside the server's root folder; put it under {str(ws.root)!r}"
+            ErrorCode.OUTSIDE_WORKSPACE,
+            f"model file {os.fspath(path)!r} is outside the server's root folder; put it under {str(ws.root)!r}",
         ) from None
 
 

@@ -17,7 +17,10 @@ from __future__ import annotations
 import copy
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # BESSER loads with the first model
+    from besser.BUML.metamodel.structural import DomainModel
 
 MODES = ("ask", "off")
 ENV = "BESSER_MODEL_METHOD_BODIES"
@@ -40,7 +43,7 @@ def method_mode(value: str | None) -> str:
     return "off" if text in ("off", "0", "false", "no", "never", "stub", "stubs") else "ask"
 
 
-def model_bodies(model: Any) -> list[MethodBody]:
+def model_bodies(model: DomainModel) -> list[MethodBody]:
     """Every method of ``model`` with a body, sorted (class, method)."""
     found = []
     for cls in model.get_classes():
@@ -51,13 +54,13 @@ def model_bodies(model: Any) -> list[MethodBody]:
     return sorted(found, key=lambda b: (b.owner, b.method, b.code))
 
 
-def foreign_bodies(model: Any) -> list[MethodBody]:
+def foreign_bodies(model: DomainModel) -> list[MethodBody]:
     """The bodies that are not this package's own example code: these need a person's yes."""
     own = _shipped_code()
     return [body for body in model_bodies(model) if body.code not in own]
 
 
-def without_bodies(model: Any, bodies: list[MethodBody]) -> Any:
+def without_bodies(model: DomainModel, bodies: list[MethodBody]) -> DomainModel:
     """A copy of ``model`` whose listed methods have no body (stubs); the original is untouched."""
     from besser.BUML.metamodel.structural import MethodImplementationType
 

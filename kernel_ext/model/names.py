@@ -22,9 +22,12 @@ import re
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+
+if TYPE_CHECKING:  # BESSER loads with the first model
+    from besser.BUML.metamodel.structural import DomainModel
 
 MAX_NAME_CHARS = 63
 MAX_REPORTED = 20
@@ -76,7 +79,7 @@ def identifier_problem(name: Any) -> str | None:
     return None
 
 
-def name_problems(model: Any) -> list[NameProblem]:
+def name_problems(model: DomainModel) -> list[NameProblem]:
     """Every name of ``model`` that is not an identifier (at most ``MAX_REPORTED``)."""
     problems: list[NameProblem] = []
     for element, name in _names(model):
@@ -88,7 +91,7 @@ def name_problems(model: Any) -> list[NameProblem]:
     return problems
 
 
-def check_names(model: Any, *, origin: str = "the model") -> None:
+def check_names(model: DomainModel, *, origin: str = "the model") -> None:
     """Refuse (``invalid_name``) a model with a name that is not an identifier; one line per problem."""
     problems = name_problems(model)
     if not problems:
@@ -109,7 +112,7 @@ def check_identifier(name: Any, element: str) -> None:
         raise ToolFailure(ErrorCode.INVALID_NAME, line, {"problems": [line]})
 
 
-def _names(model: Any) -> Iterator[tuple[str, Any]]:
+def _names(model: DomainModel) -> Iterator[tuple[str, Any]]:
     from besser.BUML.metamodel.structural import Class, Enumeration
 
     yield "the model name", getattr(model, "name", None)

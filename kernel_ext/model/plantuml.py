@@ -15,10 +15,13 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.model.names import check_identifier
+
+if TYPE_CHECKING:  # BESSER loads with the first model
+    from besser.BUML.metamodel.structural import DomainModel
 
 _START = re.compile(r"^\s*@startuml\b[ \t]*(?P<name>[^\s]*)\s*$")
 _OCL_LINE = re.compile(r"^\s*'\s*OCL\s*:\s*(?P<expr>.+?)\s*$", re.IGNORECASE)
@@ -62,9 +65,9 @@ def parse_plantuml(text: str, *, default_name: str = "DomainModel", source: str 
 
     from antlr4 import CommonTokenStream, InputStream, ParseTreeWalker
     from antlr4.error.ErrorListener import ErrorListener
+    from besser.BUML.notations.structuralPlantUML.plantUML_buml_listener import BUMLGenerationListener
     from besser.BUML.notations.structuralPlantUML.PlantUMLLexer import PlantUMLLexer
     from besser.BUML.notations.structuralPlantUML.PlantUMLParser import PlantUMLParser
-    from besser.BUML.notations.structuralPlantUML.plantUML_buml_listener import BUMLGenerationListener
 
     class _Collect(ErrorListener):
         def __init__(self) -> None:
@@ -133,7 +136,7 @@ def _check_inheritance(tree: Any, parser_class: Any, source: str) -> None:
     bound_names(edges, origin=source)
 
 
-def _add_ocl(model: Any, rules: list[tuple[int, str]], source: str) -> None:
+def _add_ocl(model: DomainModel, rules: list[tuple[int, str]], source: str) -> None:
     from besser.BUML.metamodel.structural import Constraint
 
     for index, (line, expression) in enumerate(rules, 1):

@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.model.pysource import iter_statements
@@ -100,7 +100,7 @@ def _allowlist() -> tuple[dict[str, Any], frozenset[int]]:
     dt = _Namespace("datetime", {
         "datetime": _Namespace("datetime.datetime", {"fromisoformat": _dt.datetime.fromisoformat}),
         "date": _Namespace("datetime.date", {"fromisoformat": _dt.date.fromisoformat}),
-        "timezone": _Namespace("datetime.timezone", {"utc": _dt.timezone.utc}),
+        "timezone": _Namespace("datetime.timezone", {"utc": _dt.UTC}),
     })
     allowed.update({"datetime": dt, "set": set, "list": list, "dict": dict, "tuple": tuple})
     constructors = {id(v) for k, v in allowed.items() if isinstance(v, type) and k != "MethodImplementationType"}
@@ -263,9 +263,10 @@ class _Evaluator:
             self._weigh(node, items)  # before a set hashes them
             return self._weighed(node, {ast.Set: set, ast.List: list, ast.Tuple: tuple}[type(node)](items), items)
         if isinstance(node, ast.Dict):
-            if any(k is None for k in node.keys):
+            keys = [k for k in node.keys if k is not None]
+            if len(keys) != len(node.keys):
                 self._refuse(node, "'**' in a dict literal")
-            pairs = [(self._eval(k, d), self._eval(v, d)) for k, v in zip(node.keys, node.values)]
+            pairs = [(self._eval(k, d), self._eval(v, d)) for k, v in zip(keys, node.values, strict=True)]
             flat = [x for pair in pairs for x in pair]
             self._weigh(node, flat)
             return self._weighed(node, dict(pairs), flat)
@@ -307,11 +308,12 @@ class _Evaluator:
                 self._refuse(node, f"calling {func.attr!r} on {type(owner).__name__}")
             target = getattr(owner, func.attr)
         else:
-            target = self._eval(func, depth) if isinstance(func, ast.Name) else self._attribute(func, depth) if isinstance(func, ast.Attribute) else None
+            target = (self._eval(func, depth) if isinstance(func, ast.Name)
+                      else self._attribute(func, depth) if isinstance(func, ast.Attribute) else None)
             if id(target) not in self.constructors:
                 self._refuse(node, f"calling {ast.unparse(func)!r}")
         args = [self._eval(a, depth) for a in node.args]
-        kwargs = {k.arg: self._eval(k.value, depth) for k in node.keywords}
+        kwargs = {k.arg: self._eval(k.value, depth) for k in node.keywords if k.arg is not None}  # '**' was refused
         self.calls += 1
         if self.calls > MAX_CALLS:
             self._too_large(node, f"more than {MAX_CALLS} calls")
@@ -324,7 +326,8 @@ class _Evaluator:
                                     kwargs.get("specific", args[1] if len(args) > 1 else None))
         result = target(*args, **kwargs)
         self._check_cpu(node)
-        return self._weighed(node, result, arguments) if isinstance(result, (list, tuple, set, frozenset, dict)) else self._charged(node, result)
+        collection = isinstance(result, (list, tuple, set, frozenset, dict))
+        return self._weighed(node, result, arguments) if collection else self._charged(node, result)
 
     # -- bounds -------------------------------------------------------------------------------
 
@@ -373,7 +376,7 @@ class _Evaluator:
         if time.thread_time() > self.cpu_deadline:
             self._too_large(node, f"more than {MAX_CPU_SECONDS:g} s of CPU time to evaluate")
 
-    def _too_large(self, node: ast.AST, what: str) -> None:
+    def _too_large(self, node: ast.AST, what: str) -> NoReturn:
         line = getattr(node, "lineno", self.line)
         raise ToolFailure(
             ErrorCode.TOO_LARGE,
@@ -381,7 +384,7 @@ class _Evaluator:
             "(split the model, or build it in a notebook cell and pass the DomainModel object)",
         )
 
-    def _refuse(self, node: ast.AST, what: str) -> None:
+    def _refuse(self, node: ast.AST, what: str) -> NoReturn:
         line = getattr(node, "lineno", self.line)
         raise ToolFailure(
             ErrorCode.UNSAFE_MODEL_SOURCE,

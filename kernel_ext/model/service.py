@@ -49,8 +49,5 @@ def model_index(service: Any, state: Any = None) -> Any:
 
 def present_models(services: dict[str, Any] | Iterable[str]) -> frozenset[str]:
     """Model kinds available: ``{"domain", "gui", ...}`` from service names or a services dict."""
-    if isinstance(services, dict):
-        names = [k for k, v in services.items() if v is not None]
-    else:
-        names = list(services)
+    names = [k for k, v in services.items() if v is not None] if isinstance(services, dict) else list(services)
     return frozenset(MODEL_SERVICES[n] for n in names if n in MODEL_SERVICES)

@@ -169,7 +169,8 @@ def describe_constraints(index: ModelIndex, name: str, budget: int = CLASS_BUDGE
     out = _Text(budget)
     out.section(f"constraints on {view.name}", [_constraint_row(c, view) for c in view.constraints], "constraints")
     data = [
-        {"name": c.name, "context": c.context, "kind": c.kind, "method": c.method, "language": c.language, "expression": c.expression[:2000]}
+        {"name": c.name, "context": c.context, "kind": c.kind, "method": c.method, "language": c.language,
+         "expression": c.expression[:2000]}
         for c in view.constraints[:DATA_LIMIT]
     ]
     return out.text(), {"class": view.name, "constraints": data}
@@ -220,7 +221,7 @@ def _overview(index: ModelIndex, budget: int) -> str:
             if n:
                 parts.append(f"{label}{n}")
         tokens.append(" ".join(parts))
-    line, written = [], 0
+    line: list[str] = []
     reserve = 200  # for the closing hint
     for i, token in enumerate(tokens):
         if out.size + sum(len(t) + 2 for t in line) + len(token) + reserve > budget:
@@ -229,7 +230,6 @@ def _overview(index: ModelIndex, budget: int) -> str:
             line = []
             break
         line.append(token)
-        written += 1
         if len(line) == 8:
             out.add("; ".join(line))
             line = []

@@ -10,16 +10,25 @@ identifier or a misconfigured provider ends the run with a named error before an
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Unpack
 
 from kernel_ext.hosting.layout import RunLayout
-from kernel_ext.hosting.options import OperatorSettings, RunRequest
+from kernel_ext.hosting.options import ApproveMode, BudgetArgs, OperatorSettings, RunRequest
 from kernel_ext.hosting.run import Run, RunBody, RunContext, start_run
 from kernel_ext.secrets import secret_values
 
+if TYPE_CHECKING:  # BESSER, the providers and the tools load when a run starts
+    from besser.BUML.metamodel.structural import DomainModel
 
-def generation_body(request: RunRequest, operator: OperatorSettings, *, model: Any = None, provider: Any = None) -> RunBody:
+    from kernel_ext.boundary.approval import ApprovalRequest, Approver
+    from kernel_ext.providers.base import Provider
+    from kernel_ext.tools.base import RunState
+
+
+def generation_body(request: RunRequest, operator: OperatorSettings, *, model: DomainModel | None = None,
+                    provider: Provider | None = None) -> RunBody:
     """A run body for ``request``; ``model``/``provider`` objects override what the request names."""
 
     async def body(ctx: RunContext) -> None:
@@ -44,7 +53,7 @@ def generation_body(request: RunRequest, operator: OperatorSettings, *, model: A
         finally:
             if chosen is not None:
                 await chosen.aclose()
-            shell = orchestrator.tool_context.services.get("shell")
+            shell = orchestrator.tool_context.shell
             if shell is not None:
                 shell.close()  # every process of the run's session dies with the run
             # Off the loop (stopping a host waits for its processes); shielded, so a second
@@ -55,18 +64,18 @@ def generation_body(request: RunRequest, operator: OperatorSettings, *, model: A
 
 
 def generate(
-    model: Any,
+    model: object,
     request: str,
     *,
     runs_dir: str | Path = "besser_runs",
     run_dir: str | Path | None = None,
-    provider: Any = None,
+    provider: Provider | str | None = None,
     target: str | None = None,
-    approve: str = "none",
-    approver: Any = None,
+    approve: ApproveMode = "none",
+    approver: Approver | None = None,
     allow_shell_tools: bool | None = None,
     enable_toolchain_validation: bool = False,
-    **budgets: Any,
+    **budgets: Unpack[BudgetArgs],
 ) -> Run:
     """Start a run on the running event loop and return it (follow, ``await run.wait()``, cancel).
 
@@ -77,7 +86,7 @@ def generate(
     operator = OperatorSettings.from_environment(
         shell_tools_enabled=allow_shell_tools, toolchain_validation=enable_toolchain_validation
     )
-    spec = provider if isinstance(provider, str) else None
+    spec, chosen = (provider, None) if isinstance(provider, str) else (None, provider)
     run_request = RunRequest(request=request, target=target, provider=spec, approve=approve, **budgets)
     loaded = _load_model_value(model)
     check_names(loaded)  # a refusal here leaves nothing on disk
@@ -85,15 +94,15 @@ def generate(
     if run_dir is not None:
         for folder in (layout.app_dir, layout.home_dir, layout.snapshots_dir):
             folder.mkdir(parents=True, exist_ok=True)
-    body = generation_body(run_request, operator, model=loaded, provider=None if spec else provider)
+    body = generation_body(run_request, operator, model=loaded, provider=chosen)
     run = start_run(body, layout, options=run_request, known_secrets=secret_values())
     if approver is not None:
         run.context.approver.on_request = _answer_with(approver, run)
     return run
 
 
-def _answer_with(approver: Any, run: Run):
-    async def answer(request: Any) -> None:
+def _answer_with(approver: Approver, run: Run) -> Callable[[ApprovalRequest], Awaitable[None]]:
+    async def answer(request: ApprovalRequest) -> None:
         from kernel_ext.tools.base import maybe_await
 
         decision = await maybe_await(approver(request))
@@ -102,13 +111,13 @@ def _answer_with(approver: Any, run: Run):
     return answer
 
 
-def check_names(model: Any) -> None:
+def check_names(model: DomainModel) -> None:
     from kernel_ext.model.names import check_names as check
 
     check(model)
 
 
-def _load_model(request: RunRequest, root: str | None = None) -> Any:
+def _load_model(request: RunRequest, root: str | None = None) -> DomainModel:
     from kernel_ext.errors import ErrorCode, ToolFailure
     from kernel_ext.model.jsonform import model_from_dict
 
@@ -119,13 +128,13 @@ def _load_model(request: RunRequest, root: str | None = None) -> Any:
     raise ToolFailure(ErrorCode.MISSING_ARGUMENT, "the request names no model (model_path or model_json)")
 
 
-def _load_model_value(source: Any, root: str | None = None) -> Any:
+def _load_model_value(source: object, root: str | None = None) -> DomainModel:
     from kernel_ext.model.loading import load_model
 
     return load_model(source, root=root)
 
 
-def _provider(request: RunRequest, operator: OperatorSettings) -> Any:
+def _provider(request: RunRequest, operator: OperatorSettings) -> Provider | None:
     """The provider the request's spec names, else the operator's; None means no provider."""
 
     spec = request.provider or operator.provider
@@ -134,7 +143,7 @@ def _provider(request: RunRequest, operator: OperatorSettings) -> Any:
     return provider_from_spec(spec, model=request.llm_model or operator.llm_model)
 
 
-def provider_from_spec(spec: str | None, *, model: str | None = None) -> Any:
+def provider_from_spec(spec: str | None, *, model: str | None = None) -> Provider | None:
     """``replay:CASSETTE``, ``scripted:FILE``, ``openai``, ``anthropic``; None: the environment."""
     import dataclasses
 
@@ -158,7 +167,7 @@ def shipped_cassette(name: str) -> Path | None:
     return candidate if name and "/" not in name and candidate.is_file() else None
 
 
-def _close_run_resources(ctx: RunContext, state: Any = None) -> None:
+def _close_run_resources(ctx: RunContext, state: RunState | None = None) -> None:
     try:
         from kernel_ext.tools.api_test import close_app_hosts
 

@@ -82,9 +82,8 @@ def condense_context(conversation: Conversation, budget_tokens: int, keep_recent
     if estimate_tokens(conversation) <= budget_tokens:
         return 0
     changed = 0
-    results = [i for i, m in enumerate(conversation.messages) if isinstance(m, ToolResultMessage)]
-    for index in results[:-keep_recent] if keep_recent else results:
-        message = conversation.messages[index]
+    results = [(i, m) for i, m in enumerate(conversation.messages) if isinstance(m, ToolResultMessage)]
+    for index, message in results[:-keep_recent] if keep_recent else results:
         if message.name == "task_list" or message.content.startswith("[condensed"):
             continue
         note = f"[condensed: earlier {message.name} result ({len(message.content)} characters); call it again if you need it]"

@@ -17,7 +17,8 @@ _HEADLESS = re.compile(
     re.IGNORECASE,
 )
 _INTERFACE = re.compile(
-    r"\b(web\s*app(lication)?s?|ui|user\s+interface|gui|websites?|web\s+sites?|dashboards?|portals?|front[- ]?ends?|web\s+pages?|screens?)\b",
+    r"\b(web\s*app(lication)?s?|ui|user\s+interface|gui|websites?|web\s+sites?|dashboards?|portals?"
+    r"|front[- ]?ends?|web\s+pages?|screens?)\b",
     re.IGNORECASE,
 )
 # "app" alone, but not when it is an API's or backend's app ("a FastAPI app", "backend app").

@@ -19,8 +19,9 @@ from kernel_ext.boundary import Executor, ToolResult
 from kernel_ext.hosting.bus import EventLog
 from kernel_ext.pipeline.guards import Budgets, EditChurn, condense_context, truncated_call, victory_refusal
 from kernel_ext.pipeline.reporting import report_call, report_result
-from kernel_ext.providers.base import Provider, ProviderError
+from kernel_ext.providers.base import Provider
 from kernel_ext.providers.divergence import ReplayDiverged
+from kernel_ext.providers.events import ProviderError
 from kernel_ext.providers.messages import Conversation, ToolUse, admit, summarise
 from kernel_ext.tools.task_list import TaskList
 

@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kernel_ext.model.method_bodies import ENV, MethodBody, foreign_bodies, listing, without_bodies
 from kernel_ext.findings import Finding
+from kernel_ext.model.method_bodies import ENV, MethodBody, foreign_bodies, listing, without_bodies
+
+if TYPE_CHECKING:  # BESSER loads with the first model
+    from besser.BUML.metamodel.structural import DomainModel
+
+    from kernel_ext.boundary.approval import Approver, Observer
 
 CARD_NAME = "model_method_bodies"
 CODE = "model_method_bodies_removed"
@@ -50,7 +55,8 @@ def request_for(bodies: list[MethodBody], run_id: str = "") -> Any:
     )
 
 
-async def settle_method_bodies(model: Any, mode: str, approver: Any, observe: Any, run_id: str = "") -> Settled:
+async def settle_method_bodies(model: DomainModel, mode: str, approver: Approver, observe: Observer,
+                               run_id: str = "") -> Settled:
     """Ask ``approver`` (host code) about the model's foreign bodies; strip them unless it says yes.
 
     ``observe`` is the run's boundary observer, so the card is an ``approval_requested`` /
@@ -77,7 +83,7 @@ async def settle_method_bodies(model: Any, mode: str, approver: Any, observe: An
     return _stripped(model, bodies, "the card showing them was not approved")
 
 
-def decide_without_card(model: Any, mode: str, approved: bool, *, hint: str = "pass --approve edits to keep them") -> Settled:
+def decide_without_card(model: DomainModel, mode: str, approved: bool, *, hint: str = "pass --approve edits to keep them") -> Settled:
     """Where nobody can be asked (the Phase-1-only command line, ``tool --model``): ``approved`` is
     the person's flag given up front; ``hint`` says which flag that is."""
     bodies = foreign_bodies(model)
@@ -88,7 +94,7 @@ def decide_without_card(model: Any, mode: str, approved: bool, *, hint: str = "p
     return _stripped(model, bodies, why)
 
 
-def _stripped(model: Any, bodies: list[MethodBody], why: str) -> Settled:
+def _stripped(model: DomainModel, bodies: list[MethodBody], why: str) -> Settled:
     message = (f"{len(bodies)} model method bodies were not generated ({why}): {_where(bodies)} "
                "are stubs; write their code in the generated app, or approve the card")
     return Settled(without_bodies(model, bodies), [Finding("warning", "model", message, code=CODE)])

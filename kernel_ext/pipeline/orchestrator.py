@@ -11,10 +11,12 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext.boundary import ExecutionPolicy, Executor
 from kernel_ext.errors import ToolFailure
+from kernel_ext.findings import Finding, ValidationReport
 from kernel_ext.hosting.options import OperatorSettings, RunRequest
 from kernel_ext.hosting.run import RunContext
 from kernel_ext.pipeline import phase3, planner, prompts
@@ -22,14 +24,23 @@ from kernel_ext.pipeline.approve_mode import ModeApprover
 from kernel_ext.pipeline.guards import Budgets, EditChurn
 from kernel_ext.pipeline.intent import frontend_intent
 from kernel_ext.pipeline.loop import LoopGuards, customize
-from kernel_ext.pipeline.modify import find_base_run
+from kernel_ext.pipeline.modify import BaseRun, ModelChange, find_base_run
 from kernel_ext.pipeline.recipe import frontend_files, write_recipe
 from kernel_ext.pipeline.reporting import boundary_observer
+from kernel_ext.pipeline.run_shell import active_tier, shell_for_run
+from kernel_ext.providers.base import Provider
 from kernel_ext.providers.messages import Conversation
 from kernel_ext.tools.base import Category, ToolContext
 from kernel_ext.tools.registry import default_catalog
-from kernel_ext.tools.task_list import SERVICE as TASKS, TaskList
-from kernel_ext.findings import Finding, ValidationReport
+from kernel_ext.tools.task_list import SERVICE as TASKS
+from kernel_ext.tools.task_list import TaskList
+from kernel_ext.workspace import Workspace
+
+if TYPE_CHECKING:
+    from besser.BUML.metamodel.structural import DomainModel
+
+    from kernel_ext.generation.manifest import GenerationLedger
+    from kernel_ext.generation.phase1 import Phase1Result
 
 REPAIR_TURNS_PER_ROUND = 6
 
@@ -44,27 +55,36 @@ class PhaseOutcome:
 
 
 class Orchestrator:
-    def __init__(self, ctx: RunContext, request: RunRequest, operator: OperatorSettings, model: Any, provider: Any = None):
+    def __init__(self, ctx: RunContext, request: RunRequest, operator: OperatorSettings, model: DomainModel,
+                 provider: Provider | None = None):
         self.ctx, self.request, self.operator = ctx, request, operator
         self.model, self.provider = model, provider
         if provider is not None:  # its key joins the run's secrets: redacted in events, refused in calls
-            ctx.add_secrets(getattr(provider, "secrets", tuple)())
+            ctx.add_secrets(provider.secrets())
         self.events = ctx.events
         self.tasks = TaskList()
         self.timer: dict[str, float] = {}
         self.budgets = Budgets(request.max_turns, max_cost_usd=request.max_cost_usd, max_runtime_s=request.max_runtime_s)
+        self.workspace = Workspace(ctx.layout.app_dir, internal=(".besser", ".besser_command_output"))
         self.tool_context = self._tool_context()
         self.executor: Executor | None = None
         self.mode_approver: ModeApprover | None = None
-        self.phase1: Any = None
+        self.phase1: Phase1Result | None = None
         self.intent = frontend_intent(request.request, modify=bool(request.base_run_id))
-        self.base: Any = None  # the run a modify run continues (pipeline/modify.py)
-        self.model_change: Any = None
+        self.base: BaseRun | None = None  # the run a modify run continues (pipeline/modify.py)
+        self.model_change: ModelChange | None = None
         self.choice: planner.Choice | None = None  # set by select
         self.generated_paths: list[str] = []  # set by generate
         self.phase3: phase3.Phase3Result | None = None  # set by validate
         self.no_model = "no LLM provider is configured"  # why the model is not called, when it is not
         self._environment_line = ""  # the app environment last shown on the timeline
+
+    @property
+    def generator(self) -> str:
+        """The generator select chose (read by the phases after it)."""
+        if self.choice is None:
+            raise RuntimeError("the generator was read before select chose it")
+        return self.choice.generator
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -93,7 +113,9 @@ class Orchestrator:
             return
         from kernel_ext.generation.manifest import tree_hashes
 
-        self._finish(await asyncio.to_thread(tree_hashes, self.ctx.layout.app_dir))  # reads every file: off the loop
+        current = await asyncio.to_thread(tree_hashes, self.ctx.layout.app_dir)  # reads every file: off the loop
+        assert self.phase3 is not None  # validate ran: every phase ends or raises
+        self._finish(self.phase3, current)
 
     def _hold_cost_cap(self) -> None:
         """A cost cap over a live model with no known price cannot be kept: said once, by name;
@@ -128,7 +150,8 @@ class Orchestrator:
             resolve_target(self.request.target, {"domain"})  # an explicit target is honoured as-is, or refused by name
         choice = self.choice = await planner.choose_generator(self.request.request, self.request.target, choices, self.provider,
                                                               budget=self.budgets.call_budget())
-        return PhaseOutcome("done", f"{choice.generator} ({choice.how}); frontend: {'yes' if self.intent.needed else 'no'} - {self.intent.reason}",
+        frontend = "yes" if self.intent.needed else "no"
+        return PhaseOutcome("done", f"{choice.generator} ({choice.how}); frontend: {frontend} - {self.intent.reason}",
                             {"generator": choice.generator, "how": choice.how, "frontend": self.intent.needed})
 
     async def _generate(self) -> PhaseOutcome:
@@ -149,12 +172,12 @@ class Orchestrator:
                                     {"base_run_id": self.base.run_id, "files": copied})
             self.model_change = model_change((self.base.recipe.get("model") or {}).get("form") or {}, model_to_dict(self.model))
         self.phase1 = await asyncio.to_thread(
-            run_phase1, self.model, self.tool_context.workspace, self.choice.generator, ledger=ledger,
+            run_phase1, self.model, self.workspace, self.generator, ledger=ledger,
             sandbox_policy=self.operator.sandbox_policy,
         )
         self.generated_paths = [f.path for f in self.phase1.files]
         self._prestart_app_host()
-        if self.operator.shell_tools_enabled and self.choice.generator == "fastapi_backend":
+        if self.operator.shell_tools_enabled and self.generator == "fastapi_backend":
             self._write_probe(ledger)
         for finding in self.phase1.findings:
             self.events.emit("finding", **finding.as_event())
@@ -163,7 +186,7 @@ class Orchestrator:
 
     async def _gap(self) -> PhaseOutcome:
         if self.base is not None:
-            self._carry_tasks()
+            self._carry_tasks(self.base)
         if self.intent.needed:
             self.tasks.add("Build the frontend: complete CRUD for every entity, wired to the backend", origin="request",
                            verifier=self._frontend_check)
@@ -194,7 +217,7 @@ class Orchestrator:
 
     async def _validate(self) -> PhaseOutcome:
         layout = self.ctx.layout
-        repair = self._repair if self.provider is not None else None
+        repair = partial(self._repair, self.provider) if self.provider is not None else None
         result = await phase3.run_phase3(
             layout.app_dir, layout.snapshots_dir, self._validation_sweep, repair,
             turns_left=self.budgets.turns_left(), should_continue=lambda: self.budgets.spent() is None,
@@ -204,7 +227,8 @@ class Orchestrator:
             if finding.severity != "blocker":  # blockers were reported by the sweep that found them
                 self.events.emit("finding", **finding.as_event())
         self.phase3 = result
-        return PhaseOutcome("done", f"{len(result.report.blockers)} blockers left after {result.rounds} repair rounds ({result.stop_reason})",
+        left = len(result.report.blockers)
+        return PhaseOutcome("done", f"{left} blockers left after {result.rounds} repair rounds ({result.stop_reason})",
                             {"rounds": result.rounds, "rolled_back": result.rolled_back, "blockers": len(result.report.blockers)})
 
     async def _settle_method_bodies(self) -> None:
@@ -220,12 +244,12 @@ class Orchestrator:
 
     def _prestart_app_host(self) -> None:
         """Start the run's sandboxed app host now, so Phase 2's first test_api and Phase 3 find it warm."""
-        if self.choice.generator in ("fastapi_backend", "web_app"):
+        if self.generator in ("fastapi_backend", "web_app"):
             from kernel_ext.validation.hosting import prestart_app_host
 
             prestart_app_host(self.tool_context.state, policy=self.operator.sandbox_policy)
 
-    def _write_probe(self, ledger: Any) -> None:
+    def _write_probe(self, ledger: GenerationLedger) -> None:
         """The runtime probe the runbook names (host-written, so it counts as scaffold, not LLM work)."""
         from pathlib import Path
 
@@ -233,12 +257,12 @@ class Orchestrator:
         from kernel_ext.workspace import publish
 
         data = (Path(__file__).parent / "data" / "probe.py").read_bytes()
-        publish(self.tool_context.workspace, "probe.py", data)
+        publish(self.workspace, "probe.py", data)
         ledger.files["probe.py"] = sha256_bytes(data)
 
-    def _carry_tasks(self) -> None:
+    def _carry_tasks(self, base: BaseRun) -> None:
         """A modify run keeps the base run's tasks (closed ones stay closed) and names the model change."""
-        for old in self.base.tasks:
+        for old in base.tasks:
             if old.get("status") == "dropped" or (self.model_change is not None and old.get("status") != "open"):
                 continue  # after a model change the fresh scaffold holds none of the old work but the open tasks
             task = self.tasks.add(str(old.get("text", "")), origin=old.get("origin", "request"))
@@ -246,14 +270,14 @@ class Orchestrator:
         if self.model_change is not None:
             for text in self.model_change.tasks():
                 self.tasks.add(text, origin="request")
-            self.tasks.add(f"Re-apply the customisations of run {self.base.run_id} that the request still needs", origin="request")
+            self.tasks.add(f"Re-apply the customisations of run {base.run_id} that the request still needs", origin="request")
 
     # -- validation and repair -------------------------------------------------------------
 
     async def _validation_sweep(self) -> ValidationReport:
         from kernel_ext.tools.api_test import validate_run
 
-        shell = self.tool_context.services.get("shell")
+        shell = self.tool_context.shell
         if shell is not None:  # a dev server or watcher must not write while the tree is checked
             await asyncio.to_thread(shell.stop_processes)
 
@@ -267,12 +291,13 @@ class Orchestrator:
 
             report = report.merged(ValidationReport(tuple(await asyncio.to_thread(toolchain_findings, self.ctx.layout.app_dir))))
         if self.intent.needed and not await asyncio.to_thread(frontend_files, self.ctx.layout.app_dir):
-            report = report.merged(ValidationReport((Finding("blocker", "frontend", "a frontend was needed and there are no frontend files"),)))
+            missing = Finding("blocker", "frontend", "a frontend was needed and there are no frontend files")
+            report = report.merged(ValidationReport((missing,)))
         for finding in report.blockers:
             self.events.emit("finding", **finding.as_event())
         return report
 
-    async def _repair(self, report: ValidationReport, round_no: int) -> phase3.RoundOutcome:
+    async def _repair(self, provider: Provider, report: ValidationReport, round_no: int) -> phase3.RoundOutcome:
         conversation = self._conversation()
         listing = "\n".join(f"- [{f.source}] {f.message}" + (f" ({f.path}:{f.line})" if f.path else "") for f in report.blockers)
         conversation.user(f"[host] Phase 3, repair round {round_no}. Fix these blockers, then answer without a tool call:\n{listing}")
@@ -280,24 +305,22 @@ class Orchestrator:
         budgets = Budgets(min(REPAIR_TURNS_PER_ROUND, max(self.budgets.turns_left(), 1)), max_cost_usd=self.request.max_cost_usd,
                           max_runtime_s=max(self.request.max_runtime_s - self.budgets.elapsed(), 1))
         budgets.cost_usd = self.budgets.cost_usd
-        result = await customize(self.provider, conversation, self._executor(), self.events, TaskList(),
+        result = await customize(provider, conversation, self._executor(), self.events, TaskList(),
                                  LoopGuards(budgets, EditChurn(), max_victory_refusals=0))
         self.budgets.turns += budgets.turns
-        self.budgets.cost_usd = self.provider.meter.cost_usd
+        self.budgets.cost_usd = provider.meter.cost_usd
         return phase3.RoundOutcome(obligations_changed=self.tasks.revision != before, note=result.stop)
 
     # -- pieces ----------------------------------------------------------------------------
 
     def _tool_context(self) -> ToolContext:
-        from kernel_ext.workspace import Workspace
-
         services: dict[str, Any] = {
-            "workspace": Workspace(self.ctx.layout.app_dir, internal=(".besser", ".besser_command_output")),
+            "workspace": self.workspace,
             "domain_model": self.model,
             TASKS: self.tasks,
         }
         if self.operator.shell_tools_enabled:
-            services["shell"] = _shell_service(self.ctx, self.operator)
+            services["shell"] = shell_for_run(self.ctx, self.operator)
         context = ToolContext(services=services)
         context.state.run_id = self.ctx.run_id
         return context
@@ -309,7 +332,7 @@ class Orchestrator:
             allowed = [Category.PLAN, Category.EDIT, Category.GENERATE, Category.TEST]
             if self.operator.shell_tools_enabled:
                 allowed.append(Category.SHELL)
-            policy = ExecutionPolicy.allowing(allowed, deny=redundant_tools(self.choice.generator))
+            policy = ExecutionPolicy.allowing(allowed, deny=redundant_tools(self.generator))
             approver = self._approver()
             self.executor = Executor(default_catalog(), self.tool_context, policy=policy, approver=approver,
                                      observer=boundary_observer(self.events, approver), run_id=self.ctx.run_id,
@@ -329,7 +352,7 @@ class Orchestrator:
         return overview(model_index(self.model, self.tool_context.state))
 
     def _conversation(self) -> Conversation:
-        backend = self.choice.generator in ("fastapi_backend", "web_app")
+        backend = self.generator in ("fastapi_backend", "web_app")
         system = prompts.system_prompt(frontend=self.intent.needed, shell=self.operator.shell_tools_enabled,
                                        fastapi_backend=backend, model_overview=self._overview(), tasks=self.tasks.render())
         conversation = Conversation(system=system)
@@ -345,10 +368,10 @@ class Orchestrator:
         found = await asyncio.to_thread(frontend_files, self.ctx.layout.app_dir)
         return (bool(found), f"{len(found)} frontend files" if found else "no frontend files yet")
 
-    def _finish(self, current: dict[str, str]) -> None:
+    def _finish(self, result: phase3.Phase3Result, current: dict[str, str]) -> None:
         from kernel_ext.generation.manifest import ledger_of
 
-        report = self.phase3.report
+        report = result.report
         split = ledger_of(self.tool_context.state).split(current)
         blockers = [f"[{f.source}] {f.message}" for f in report.blockers]
         open_tasks = [f"{t.id} {t.text}" for t in self.tasks.open_tasks()]
@@ -362,7 +385,7 @@ class Orchestrator:
             "open_tasks": open_tasks,
         }
         incomplete = bool(blockers or open_tasks or failing or report.runtime_failure())
-        write_recipe(self.ctx.layout, self.request, self.choice.generator, self.model, self.tasks.outcomes(), current,
+        write_recipe(self.ctx.layout, self.request, self.generator, self.model, self.tasks.outcomes(), current,
                      phase_durations=self.timer, provider=self.provider, phase3=self.phase3,
                      generated=ledger_of(self.tool_context.state).files, base_run_id=self.request.base_run_id,
                      known_secrets=self.events.known_secrets)
@@ -371,17 +394,3 @@ class Orchestrator:
                    f"{len(blockers)} blockers, {len(open_tasks)} open tasks")
         self.events.emit("done", status="blocked" if incomplete else "completed", authorship=split, blockers=blockers + open_tasks,
                          verification=verification, phase_durations=self.timer, summary=summary)
-
-
-def active_tier(policy: str) -> str:
-    """The sandbox tier in force for ``policy`` (self-tested once per process), for every run's metadata."""
-    from kernel_ext.sandbox.tiers import choose_tier
-
-    choice = choose_tier(policy)
-    return str(choice.tier) if choice.available else f"unavailable ({policy})"
-
-
-def _shell_service(ctx: RunContext, operator: OperatorSettings) -> Any:
-    from kernel_ext.sandbox.session.service import shell_service_for_run
-
-    return shell_service_for_run(ctx.layout.app_dir, run_id=ctx.run_id, enable=operator.shell_tools_enabled)

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.pipeline import snapshots
 from kernel_ext.findings import Finding, ValidationReport
+from kernel_ext.pipeline import snapshots
 
 __all__ = ["Finding", "Phase3Result", "RoundOutcome", "ValidationReport", "run_phase3"]
 
@@ -113,7 +113,8 @@ async def run_phase3(
 
     if best is not None and report.rank() > kept_report.rank():
         await asyncio.to_thread(snapshots.restore, best, app_dir)
-        emit("snapshot", snapshot_id=best.snapshot_id, reason="the repair ended worse; back to the best tree", rank=list(kept_report.rank()), action="restored")
+        emit("snapshot", snapshot_id=best.snapshot_id, reason="the repair ended worse; back to the best tree",
+             rank=list(kept_report.rank()), action="restored")
         report = kept_report
         result.rolled_back = True
     elif best is None and report.rank() > best_report.rank():

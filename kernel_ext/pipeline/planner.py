@@ -12,11 +12,11 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from kernel_ext.providers.base import Provider
+from kernel_ext.providers.bounds import CallBudget
 from kernel_ext.providers.messages import Conversation
 from kernel_ext.tools.task_list import task_text
 
@@ -38,7 +38,8 @@ class _ChooseArgs(BaseModel):
 
 
 class _TasksArgs(BaseModel):
-    tasks: list[str] = Field(default_factory=list, max_length=MAX_TASKS, description="what must still be done; empty when the scaffold already suffices")
+    tasks: list[str] = Field(default_factory=list, max_length=MAX_TASKS,
+                             description="what must still be done; empty when the scaffold already suffices")
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def choose_by_rules(request: str, choices: list[str]) -> str | None:
 
 
 async def choose_generator(
-    request: str, explicit: str | None, choices: list[str], provider: Provider | None, budget: Any = None
+    request: str, explicit: str | None, choices: list[str], provider: Provider | None, budget: CallBudget | None = None
 ) -> Choice:
     if explicit:
         return Choice(explicit.removeprefix("generate_"), "explicit")
@@ -79,7 +80,7 @@ async def choose_generator(
 
 
 async def plan_gap(
-    provider: Provider, request: str, scaffold_summary: str, model_overview: str, budget: Any = None
+    provider: Provider, request: str, scaffold_summary: str, model_overview: str, budget: CallBudget | None = None
 ) -> list[str]:
     """One planning call: the tasks between the scaffold and the request (at most 16, each
     at most ``MAX_TASK_CHARS``; a longer one keeps its head and a note of what was cut)."""

@@ -11,11 +11,18 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext.hosting.layout import RunLayout
 from kernel_ext.secrets import redact
 from kernel_ext.workspace import treewalk
+
+if TYPE_CHECKING:  # BESSER loads with the first model
+    from besser.BUML.metamodel.structural import DomainModel
+
+    from kernel_ext.hosting.options import RunRequest
+    from kernel_ext.pipeline.phase3 import Phase3Result
+    from kernel_ext.providers.base import Provider
 
 FRONTEND_SUFFIXES = (".tsx", ".jsx", ".ts", ".js", ".vue", ".svelte", ".html")
 FRONTEND_DIRS = ("frontend", "web", "client", "ui")
@@ -46,15 +53,15 @@ def frontend_files(app_dir: Path) -> list[str]:
 
 def write_recipe(
     layout: RunLayout,
-    request: Any,
+    request: RunRequest,
     generator: str,
-    model: Any,
+    model: DomainModel,
     tasks: list[dict[str, Any]],
     manifest: dict[str, str],
     *,
     phase_durations: dict[str, float],
-    provider: Any = None,
-    phase3: Any = None,
+    provider: Provider | None = None,
+    phase3: Phase3Result | None = None,
     generated: dict[str, str] | None = None,
     base_run_id: str | None = None,
     known_secrets: tuple[str, ...] = (),

@@ -60,14 +60,15 @@ def card_payload(request: ApprovalRequest) -> dict[str, Any]:
 
 
 def report_call(events: EventLog, call: ToolCall) -> None:
-    arguments = call.arguments
-    if isinstance(arguments, str):
+    raw = call.arguments
+    arguments: object = raw
+    if isinstance(raw, str):
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
+            arguments = json.loads(raw) if raw.strip() else {}
         except RecursionError:  # nested past what a parser follows
             arguments = {"_omitted": f"arguments nested more than {MAX_JSON_DEPTH} levels deep"}
         except ValueError:  # not JSON
-            arguments = {"_raw": arguments[:SUMMARY_CHARS]}
+            arguments = {"_raw": raw[:SUMMARY_CHARS]}
     if not isinstance(arguments, dict):
         arguments = {"_raw": str(arguments)[:SUMMARY_CHARS]}
     elif deeper_than(arguments, MAX_JSON_DEPTH):  # the boundary refuses these; the event shows a summary

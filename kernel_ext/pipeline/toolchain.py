@@ -33,7 +33,8 @@ def toolchain_findings(app_dir: Path) -> list[Finding]:
     if package.is_file() and not package.is_symlink():
         npm = shutil.which("npm")
         if npm is None:
-            findings.append(Finding("warning", "toolchain", "frontend/package.json exists but npm is not installed here; the build was not checked",
+            findings.append(Finding("warning", "toolchain",
+                                    "frontend/package.json exists but npm is not installed here; the build was not checked",
                                     "frontend/package.json", code="toolchain_missing"))
         else:
             for argv in ([npm, "install", "--no-audit", "--no-fund"], [npm, "run", "build"]):

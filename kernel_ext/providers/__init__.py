@@ -6,11 +6,11 @@ live provider sends its first request or a cost is first computed.
 
 from __future__ import annotations
 
-from kernel_ext.providers.base import (
+from kernel_ext.providers.base import Provider, Reply
+from kernel_ext.providers.config import ProviderConfig, Secret
+from kernel_ext.providers.events import (
     Event,
-    Provider,
     ProviderError,
-    Reply,
     Retrying,
     Stop,
     TextDelta,
@@ -18,7 +18,6 @@ from kernel_ext.providers.base import (
     Usage,
     UsageUpdate,
 )
-from kernel_ext.providers.config import ProviderConfig, Secret
 from kernel_ext.providers.factory import build_provider
 from kernel_ext.providers.messages import Conversation, ToolUse
 from kernel_ext.providers.meter import CostMeter

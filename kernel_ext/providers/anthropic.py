@@ -13,13 +13,14 @@ import io
 import json
 from typing import Any, ClassVar
 
-from kernel_ext.providers.base import ErrorCode, Event, ProviderError, Stop, TextDelta, ToolCallDone, Usage, UsageUpdate
-from kernel_ext.providers.bounds import NoWatch
-from kernel_ext.providers.live import LiveProvider
+from kernel_ext.errors import ErrorCode
+from kernel_ext.providers.bounds import NoWatch, ReplyWatch
+from kernel_ext.providers.events import Event, ProviderError, Stop, TextDelta, ToolCallDone, Usage, UsageUpdate
+from kernel_ext.providers.live import LiveProvider, StreamSource
 from kernel_ext.providers.messages import AssistantMessage, Request, ToolResultMessage, ToolUse, UserMessage
 from kernel_ext.providers.sse import SSEEvent
 
-__all__ = ["AnthropicProvider", "wire_messages", "wire_tools", "API_VERSION", "DEFAULT_MAX_TOKENS"]
+__all__ = ["API_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicProvider", "wire_messages", "wire_tools"]
 
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
@@ -55,7 +56,7 @@ class AnthropicProvider(LiveProvider):
             body["tools"] = wire_tools(request.tools)
         return body
 
-    def _assembler(self, transport: Any, watch: Any = None) -> MessageStream:
+    def _assembler(self, transport: StreamSource, watch: ReplyWatch | None = None) -> MessageStream:
         return MessageStream(transport, watch)
 
 
@@ -99,9 +100,9 @@ def _input_object(call: ToolUse) -> dict[str, Any]:
 class MessageStream:
     """Reassembles one streamed Messages reply into provider events."""
 
-    def __init__(self, transport: Any, watch: Any = None):
+    def __init__(self, transport: StreamSource, watch: ReplyWatch | None = None):
         self.transport = transport
-        self.watch = watch if watch is not None else NoWatch()
+        self.watch: ReplyWatch | NoWatch = watch if watch is not None else NoWatch()
         self.done = False
         self.model = ""
         self.stop_reason: str | None = None
@@ -110,6 +111,7 @@ class MessageStream:
         self._blocks: dict[int, dict[str, Any]] = {}
 
     def feed(self, sse: SSEEvent) -> list[Event]:
+        entry: dict[str, Any] | None
         try:
             payload = json.loads(sse.data)
         except ValueError:

@@ -13,168 +13,30 @@ from __future__ import annotations
 import io
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.providers.messages import AssistantMessage, Conversation, Request, ToolUse
+from kernel_ext.errors import ErrorCode
+from kernel_ext.providers.bounds import CallBudget
+from kernel_ext.providers.events import Event, ProviderError, Retrying, Stop, TextDelta, ToolCallDone, Usage, UsageUpdate
+from kernel_ext.providers.messages import AssistantMessage, Conversation, Request, ToolOffer, ToolUse
+from kernel_ext.providers.meter import CostMeter, checked_usage
 from kernel_ext.safetext import valid_unicode
 
 if TYPE_CHECKING:  # asyncio (and with it ssl) is not needed to import this module
     import asyncio
 
-__all__ = [
-    "ErrorCode",
-    "ProviderError",
-    "Usage",
-    "TextDelta",
-    "ToolCallDone",
-    "UsageUpdate",
-    "Retrying",
-    "Stop",
-    "Event",
-    "Reply",
-    "Provider",
-    "KINDS",
-    "event_to_dict",
-    "event_from_dict",
-]
+    from kernel_ext.providers.recording import CassetteWriter
+
+__all__ = ["KINDS", "Provider", "Reply"]
 
 log = logging.getLogger("kernel_ext.providers")
 log.addHandler(logging.NullHandler())  # a library: the host decides where records go
 
 KINDS = ("live", "replay", "scripted")
-
-
-class ProviderError(ToolFailure):
-    """A provider call failed. ``code`` is one of the stable provider codes in ``ErrorCode``."""
-
-    def __repr__(self) -> str:
-        return f"ProviderError({self.code!r}, {self.message!r})"
-
-    def __reduce__(self) -> Any:
-        return (type(self), (self.code, self.message, self.data))
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Tokens of one call. ``input_tokens`` excludes cache reads and writes, counted apart."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.cache_read_tokens + other.cache_read_tokens,
-            self.cache_write_tokens + other.cache_write_tokens,
-        )
-
-    @property
-    def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
-
-    def to_dict(self) -> dict[str, int]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-        }
-
-
-@dataclass(frozen=True)
-class TextDelta:
-    text: str
-    kind: ClassVar[str] = "text"
-
-
-@dataclass(frozen=True)
-class ToolCallDone:
-    """A tool call whose id, name and arguments are complete (arguments exactly as streamed)."""
-
-    call: ToolUse
-    kind: ClassVar[str] = "tool_call"
-
-
-@dataclass(frozen=True)
-class UsageUpdate:
-    """Usage of this call, its cost (None when the model has no known price) and the run's total.
-
-    ``model`` is the model it was priced at: the configured one (``Provider._price``). What the
-    endpoint named in its stream is ``reported_model``, kept only to be shown."""
-
-    usage: Usage
-    model: str = ""
-    cost_usd: float | None = None
-    total_cost_usd: float = 0.0
-    problems: tuple[str, ...] = ()  # figures the endpoint sent that were refused (the usage holds an estimate)
-    reported_model: str = ""
-    kind: ClassVar[str] = "usage"
-
-
-@dataclass(frozen=True)
-class Retrying:
-    """The request failed in a retryable way and will be sent again after ``delay`` seconds."""
-
-    attempt: int
-    delay: float
-    code: str
-    reason: str
-    kind: ClassVar[str] = "retry"
-
-
-@dataclass(frozen=True)
-class Stop:
-    """The reply is complete. ``reason``: end, tool_use, max_tokens, or the provider's own word."""
-
-    reason: str
-    raw: str = ""
-    kind: ClassVar[str] = "stop"
-
-
-Event = Union[TextDelta, ToolCallDone, UsageUpdate, Retrying, Stop]
-
-
-def event_to_dict(event: Event) -> dict[str, Any]:
-    if isinstance(event, TextDelta):
-        return {"kind": "text", "text": event.text}
-    if isinstance(event, ToolCallDone):
-        c = event.call
-        return {"kind": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments}
-    if isinstance(event, UsageUpdate):
-        reported = {"reported_model": event.reported_model} if event.reported_model else {}
-        return {"kind": "usage", "model": event.model, **reported, **event.usage.to_dict()}
-    if isinstance(event, Stop):
-        return {"kind": "stop", "reason": event.reason, "raw": event.raw}
-    if isinstance(event, Retrying):
-        return {"kind": "retry", "attempt": event.attempt, "delay": event.delay, "code": event.code, "reason": event.reason}
-    raise TypeError(f"not a provider event: {type(event).__name__}")
-
-
-def event_from_dict(data: dict[str, Any]) -> Event:
-    kind = data.get("kind")
-    if kind == "text":
-        return TextDelta(str(data["text"]))
-    if kind == "tool_call":
-        return ToolCallDone(ToolUse(str(data["id"]), str(data["name"]), str(data["arguments"])))
-    if kind == "usage":
-        from kernel_ext.providers.meter import checked_usage
-
-        usage, problems = checked_usage(data)
-        # as a stream would hand it over: the name the endpoint reported (a replay prices it anew)
-        return UsageUpdate(usage, str(data.get("reported_model") or data.get("model", "")), problems=problems)
-    if kind == "stop":
-        return Stop(str(data["reason"]), str(data.get("raw", "")))
-    if kind == "retry":
-        return Retrying(int(data["attempt"]), float(data["delay"]), str(data["code"]), str(data["reason"]))
-    raise ValueError(f"unknown event kind {kind!r}")
 
 
 @dataclass
@@ -202,20 +64,18 @@ class Provider(ABC):
 
     kind: ClassVar[str] = "live"
 
-    def __init__(self, *, model: str, label: str, meter: Any = None, max_tokens: int | None = None):
-        from kernel_ext.providers.meter import CostMeter
-
+    def __init__(self, *, model: str, label: str, meter: CostMeter | None = None, max_tokens: int | None = None):
         self.model = model
         self.label = label
         self.meter = meter if meter is not None else CostMeter()
         self.max_tokens = max_tokens
         self.retries = 0
-        self.recorder: Any = None
+        self.recorder: CassetteWriter | None = None
 
     # -- what subclasses provide -------------------------------------------------------------
 
     @abstractmethod
-    def _events(self, request: Request, cancel: asyncio.Event | None, budget: Any = None) -> AsyncIterator[Event]:
+    def _events(self, request: Request, cancel: asyncio.Event | None, budget: CallBudget | None = None) -> AsyncGenerator[Event, None]:
         """The raw events of one call; usage comes unpriced (``cost_usd`` None). ``budget`` is
         the run's ``CallBudget`` (providers/bounds.py), which a live stream checks per chunk."""
 
@@ -227,26 +87,26 @@ class Provider(ABC):
         """Strings that must never be written anywhere (keys); live providers override."""
         return ()
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - a no-op default: only clients holding connections override it
         """Release connections; the provider stays usable (it reconnects on demand)."""
 
     # -- the shared template -----------------------------------------------------------------
 
     def record(self, path: str | Path) -> None:
         """Write every complete exchange of this provider to the cassette at ``path``."""
-        from kernel_ext.providers.recording import CassetteWriter
+        from kernel_ext.providers.recording import CassetteWriter  # only a recording run writes cassettes
 
         self.recorder = CassetteWriter(path, self.describe(), secrets=self.secrets())
 
     async def stream(
         self,
         conversation: Conversation,
-        tools: Iterable[Any] = (),
+        tools: Iterable[ToolOffer] = (),
         *,
         max_tokens: int | None = None,
         cancel: asyncio.Event | None = None,
-        budget: Any = None,
-    ) -> AsyncIterator[Event]:
+        budget: CallBudget | None = None,
+    ) -> AsyncGenerator[Event, None]:
         """Send the conversation; yield events until ``Stop``. Raises ``ProviderError``.
 
         ``budget``: what the run has left (a ``CallBudget``), enforced while the reply arrives."""
@@ -284,8 +144,6 @@ class Provider(ABC):
         """Price the call at the configured model (the endpoint's named model is only noted).
         Where the endpoint's figures were refused, its sizes stand in (about four characters a
         token), so a lying endpoint still spends its budget."""
-        from kernel_ext.providers.meter import checked_usage
-
         model = self.model or event.model  # the operator's choice; a provider without one keeps the stream's
         reported = event.model[:256]
         self.meter.note_reported_model(reported, model)
@@ -303,11 +161,11 @@ class Provider(ABC):
     async def complete(
         self,
         conversation: Conversation,
-        tools: Iterable[Any] = (),
+        tools: Iterable[ToolOffer] = (),
         *,
         max_tokens: int | None = None,
         cancel: asyncio.Event | None = None,
-        budget: Any = None,
+        budget: CallBudget | None = None,
     ) -> Reply:
         """The whole reply at once (the stream, collected)."""
         reply = Reply()

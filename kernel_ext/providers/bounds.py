@@ -17,10 +17,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from kernel_ext.providers.base import ErrorCode, ProviderError
+from kernel_ext.errors import ErrorCode
+from kernel_ext.providers.events import ProviderError
 from kernel_ext.safetext import MAX_CALL_ID_CHARS, MAX_TOOL_NAME_CHARS
 
-__all__ = ["ReplyLimits", "CallBudget", "ReplyWatch", "NoWatch", "LIMIT_ENV", "CHARS_PER_TOKEN"]
+__all__ = ["CHARS_PER_TOKEN", "LIMIT_ENV", "CallBudget", "NoWatch", "ReplyLimits", "ReplyWatch"]
 
 CHARS_PER_TOKEN = 4  # the cheap estimate used before an endpoint reports usage
 

@@ -13,7 +13,8 @@ from collections.abc import Awaitable
 from contextlib import suppress
 from typing import TypeVar
 
-from kernel_ext.providers.base import ErrorCode, ProviderError
+from kernel_ext.errors import ErrorCode
+from kernel_ext.providers.events import ProviderError
 
 __all__ = ["CancelGuard", "cancelled"]
 

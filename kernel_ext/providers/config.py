@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernel_ext.providers.base import ErrorCode, ProviderError
+from kernel_ext.errors import ErrorCode
+from kernel_ext.providers.events import ProviderError
 
-__all__ = ["Secret", "ProviderConfig", "PROVIDERS", "LIVE_PROVIDERS", "DEFAULT_MODELS", "DEFAULT_BASE_URLS", "ENV"]
+__all__ = ["DEFAULT_BASE_URLS", "DEFAULT_MODELS", "ENV", "LIVE_PROVIDERS", "PROVIDERS", "ProviderConfig", "Secret"]
 
 LIVE_PROVIDERS = ("openai", "anthropic")
 PROVIDERS = (*LIVE_PROVIDERS, "replay", "scripted")

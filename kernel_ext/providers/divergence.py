@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kernel_ext.providers.base import ErrorCode, ProviderError
+from kernel_ext.errors import ErrorCode
+from kernel_ext.providers.events import ProviderError
 
 __all__ = ["Divergence", "ReplayDiverged", "beyond", "explain"]
 
@@ -54,10 +55,12 @@ def explain(expected: dict[str, Any], actual: dict[str, Any], where: str) -> Div
         return _tools(expected.get("tools") or [], actual.get("tools") or [])
     if where.startswith("request.system"):
         return Divergence("system", "the instructions sent to the model differ from the recording's (another version of "
-                                    "this package, or other settings such as shell tools)" + _lines_apart(expected.get("system"), actual.get("system")))
+                                    "this package, or other settings such as shell tools)"
+                                    + _lines_apart(expected.get("system"), actual.get("system")))
     if where.startswith("request.messages (length)"):
         return Divergence("path", f"this run took another path than the recording: its conversation has "
-                                  f"{len(actual.get('messages') or [])} messages where the recording's had {len(expected.get('messages') or [])}")
+                                  f"{len(actual.get('messages') or [])} messages where the recording's had "
+                                  f"{len(expected.get('messages') or [])}")
     found = _MESSAGE.match(where)
     if found is None:
         return Divergence("request", "this run's request differs from the recording's")

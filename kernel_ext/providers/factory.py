@@ -8,12 +8,19 @@ Nothing here opens a connection or imports httpx.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from kernel_ext.providers.base import ErrorCode, Provider, ProviderError
+from kernel_ext.errors import ErrorCode
+from kernel_ext.providers.base import Provider
 from kernel_ext.providers.config import DEFAULT_BASE_URLS, SOURCE_ENV, URL_ENV, ProviderConfig
+from kernel_ext.providers.events import ProviderError
+from kernel_ext.providers.meter import CostMeter
 
-__all__ = ["build_provider", "NO_PROVIDER_HINT"]
+if TYPE_CHECKING:  # the live clients load only when one is built
+    from kernel_ext.providers.live import LiveProvider
+    from kernel_ext.providers.retry import RetryPolicy
+
+__all__ = ["NO_PROVIDER_HINT", "build_provider"]
 
 NO_PROVIDER_HINT = (
     "no LLM provider is configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY, OPENAI_BASE_URL for a "
@@ -25,13 +32,11 @@ def build_provider(
     config: ProviderConfig | None = None,
     *,
     record: str | Path | None = None,
-    meter: Any = None,
-    retry: Any = None,
+    meter: CostMeter | None = None,
+    retry: RetryPolicy | None = None,
     strict_replay: bool = True,
 ) -> Provider:
     """The provider for ``config`` (default: from the environment). Raises ``NOT_CONFIGURED``."""
-    from kernel_ext.providers.meter import CostMeter
-
     config = config if config is not None else ProviderConfig.from_env()
     if config.provider is None:
         raise ProviderError(ErrorCode.NOT_CONFIGURED, NO_PROVIDER_HINT)
@@ -43,10 +48,15 @@ def build_provider(
                 ErrorCode.NOT_CONFIGURED,
                 f"{config.provider} needs {config.key_env} (a custom {URL_ENV[config.provider]} may work without one)",
             )
+        live: type[LiveProvider]
         if config.provider == "openai":
-            from kernel_ext.providers.openai_compat import OpenAICompatProvider as live
+            from kernel_ext.providers.openai_compat import OpenAICompatProvider
+
+            live = OpenAICompatProvider
         else:
-            from kernel_ext.providers.anthropic import AnthropicProvider as live
+            from kernel_ext.providers.anthropic import AnthropicProvider
+
+            live = AnthropicProvider
         provider = live(
             model=config.model,
             base_url=config.base_url,

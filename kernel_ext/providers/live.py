@@ -11,19 +11,36 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from typing import Any, ClassVar, Protocol
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from kernel_ext.providers.base import ErrorCode, Event, Provider, ProviderError, Retrying
+from kernel_ext.errors import ErrorCode
+from kernel_ext.providers.base import Provider
 from kernel_ext.providers.bounds import CHARS_PER_TOKEN, CallBudget, ReplyLimits, ReplyWatch
 from kernel_ext.providers.cancel import CancelGuard
+from kernel_ext.providers.config import Secret
+from kernel_ext.providers.events import Event, ProviderError, Retrying, Usage
 from kernel_ext.providers.messages import Request
+from kernel_ext.providers.meter import CostMeter
 from kernel_ext.providers.retry import RetryPolicy
 from kernel_ext.providers.sse import SSEEvent, parse_sse, split_lines
 
-__all__ = ["LiveProvider", "Assembler"]
+if TYPE_CHECKING:  # httpx loads with the first request
+    import httpx
+
+    from kernel_ext.providers.transport import HttpTransport
+
+__all__ = ["Assembler", "LiveProvider", "StreamSource"]
 
 OFF_LOOP_CHARS = 256 * 1024
+
+
+class StreamSource(Protocol):
+    """What an assembler asks of the transport it reads: where it is, and how it words an error."""
+
+    endpoint: str
+
+    def error_in_stream(self, payload: dict[str, Any]) -> ProviderError: ...
 
 
 class Assembler(Protocol):
@@ -47,17 +64,15 @@ class LiveProvider(Provider):
         *,
         model: str,
         base_url: str,
-        api_key: Any = None,
+        api_key: Secret | str | None = None,
         timeout: float = 120.0,
         connect_timeout: float = 10.0,
         retry: RetryPolicy | None = None,
-        meter: Any = None,
+        meter: CostMeter | None = None,
         max_tokens: int | None = None,
         limits: ReplyLimits | None = None,
     ):
         super().__init__(model=model, label=f"{self.protocol}:{model}", meter=meter, max_tokens=max_tokens)
-        from kernel_ext.providers.config import Secret
-
         self._key = api_key if isinstance(api_key, Secret) or api_key is None else Secret(str(api_key))
         if self._key is not None and not self._key:
             self._key = None
@@ -80,7 +95,7 @@ class LiveProvider(Provider):
     def _body(self, request: Request) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _assembler(self, transport: Any, watch: ReplyWatch) -> Assembler:
+    def _assembler(self, transport: StreamSource, watch: ReplyWatch) -> Assembler:
         raise NotImplementedError
 
     def _path(self) -> str:
@@ -101,7 +116,7 @@ class LiveProvider(Provider):
             "key": f"set ({self.key_env})" if self._key is not None else f"not set ({self.key_env})",
         }
 
-    def transport(self) -> Any:
+    def transport(self) -> HttpTransport:
         if self._transport is None:
             from kernel_ext.providers.transport import HttpTransport
 
@@ -121,7 +136,7 @@ class LiveProvider(Provider):
 
     async def _events(
         self, request: Request, cancel: asyncio.Event | None, budget: CallBudget | None = None
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         transport = self.transport()
         key = self._key.reveal() if self._key is not None else None
         # ASCII-only: text the endpoint sent (a lone surrogate in its reply) is echoed as the
@@ -129,13 +144,15 @@ class LiveProvider(Provider):
         content = json.dumps(self._body(request), ensure_ascii=True).encode("ascii")
         watch = self._watch(budget, len(content), transport.endpoint)
         async with CancelGuard(cancel) as guard:
-            response = None
+            response: httpx.Response | None = None
             sent = transport.post_stream(self._path(), self._headers(key), content, guard, watch)
             async for item in sent:
                 if isinstance(item, Retrying):
                     yield item
                 else:
                     response = item
+            if response is None:  # the transport yields a response or raises; never neither
+                raise ProviderError(ErrorCode.UPSTREAM_LLM, f"{transport.endpoint} gave no response")
             watch.progress()  # the endpoint answered: the idle clock starts now
             text = transport.text(response, guard, watch)
             lines = split_lines(text)
@@ -161,8 +178,6 @@ class LiveProvider(Provider):
                 await response.aclose()
 
     def _watch(self, budget: CallBudget | None, request_bytes: int, endpoint: str) -> ReplyWatch:
-        from kernel_ext.providers.base import Usage
-
         def price(input_tokens: int, output_tokens: int) -> float | None:
             return self.meter.pricing.cost(self.model, Usage(input_tokens, output_tokens))
 

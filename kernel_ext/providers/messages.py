@@ -15,26 +15,28 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Union
+from typing import Any, Protocol
 
 from kernel_ext.safetext import MAX_CALL_ID_CHARS, MAX_TOOL_NAME_CHARS, clip
 
 __all__ = [
-    "ToolUse",
-    "admit",
-    "UserMessage",
-    "AssistantMessage",
-    "ToolResultMessage",
-    "Message",
-    "Conversation",
-    "Request",
-    "tool_schemas",
-    "message_to_dict",
-    "message_from_dict",
-    "summarise",
-    "ECHO_TEXT_CHARS",
     "ECHO_ARGUMENT_CHARS",
     "ECHO_RESULT_CHARS",
+    "ECHO_TEXT_CHARS",
+    "AssistantMessage",
+    "Conversation",
+    "Message",
+    "Request",
+    "SchemaSource",
+    "ToolOffer",
+    "ToolResultMessage",
+    "ToolUse",
+    "UserMessage",
+    "admit",
+    "message_from_dict",
+    "message_to_dict",
+    "summarise",
+    "tool_schemas",
 ]
 
 ECHO_TEXT_CHARS = 16_000  # a model's own text, as it is sent back
@@ -148,7 +150,7 @@ class ToolResultMessage:
     role: str = field(default="tool", init=False)
 
 
-Message = Union[UserMessage, AssistantMessage, ToolResultMessage]
+Message = UserMessage | AssistantMessage | ToolResultMessage
 
 
 def message_to_dict(message: Message) -> dict[str, Any]:
@@ -242,11 +244,20 @@ class Request:
     max_tokens: int | None = None
 
     @classmethod
-    def of(cls, conversation: Conversation, tools: Iterable[Any] = (), max_tokens: int | None = None) -> Request:
+    def of(cls, conversation: Conversation, tools: Iterable[ToolOffer] = (), max_tokens: int | None = None) -> Request:
         return cls(conversation.system, tuple(conversation.messages), tool_schemas(tools), max_tokens)
 
 
-def tool_schemas(tools: Iterable[Any]) -> tuple[dict[str, Any], ...]:
+class SchemaSource(Protocol):
+    """What offers itself as a tool (a ``ToolSpec``): its schema in provider-neutral form."""
+
+    def provider_schema(self) -> dict[str, Any]: ...
+
+
+ToolOffer = SchemaSource | Mapping[str, Any]
+
+
+def tool_schemas(tools: Iterable[ToolOffer]) -> tuple[dict[str, Any], ...]:
     """Normalise tools to ``{name, description, parameters}``.
 
     Accepts ``ToolSpec`` objects (anything with ``provider_schema()``), a ``ToolCatalog``, or

@@ -26,7 +26,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from kernel_ext.providers.base import ErrorCode, ProviderError, Usage
+from kernel_ext.errors import ErrorCode
+from kernel_ext.providers.events import ProviderError, Usage
+from kernel_ext.providers.pricing import Pricing, default_pricing
 
 __all__ = ["MAX_TOKENS_PER_CALL", "CostMeter", "checked_usage", "read_count", "same_model", "unpriced_cap", "unpriced_verdict"]
 
@@ -75,13 +77,11 @@ def same_model(reported: str, configured: str) -> bool:
     return a == b or (a.startswith(b) and _SNAPSHOT.fullmatch(a[len(b):]) is not None)
 
 
-def unpriced_cap(model: str, cap_usd: float | None, pricing: Any = None) -> str | None:
+def unpriced_cap(model: str, cap_usd: float | None, pricing: Pricing | None = None) -> str | None:
     """Why a cost cap of ``cap_usd`` cannot be kept for ``model`` (no known price), or None."""
     if cap_usd is None or cap_usd <= 0:
         return None
     if pricing is None:
-        from kernel_ext.providers.pricing import default_pricing
-
         pricing = default_pricing()
     if pricing.price(model) is not None:
         return None
@@ -110,7 +110,7 @@ def unpriced_verdict(model: str, meter: CostMeter, run_cap: float, run_cap_expli
 
 
 class CostMeter:
-    def __init__(self, cap_usd: float | None = None, pricing: Any = None):
+    def __init__(self, cap_usd: float | None = None, pricing: Pricing | None = None):
         if cap_usd is not None and cap_usd < 0:
             raise ValueError("a cost cap cannot be negative")
         self.cap_usd = cap_usd
@@ -126,10 +126,8 @@ class CostMeter:
         self._lock = threading.Lock()
 
     @property
-    def pricing(self) -> Any:
+    def pricing(self) -> Pricing:
         if self._pricing is None:
-            from kernel_ext.providers.pricing import default_pricing
-
             self._pricing = default_pricing()
         return self._pricing
 

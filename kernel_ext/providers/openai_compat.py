@@ -13,9 +13,10 @@ import json
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from kernel_ext.providers.base import ErrorCode, Event, ProviderError, Stop, TextDelta, ToolCallDone, Usage, UsageUpdate
-from kernel_ext.providers.bounds import NoWatch
-from kernel_ext.providers.live import LiveProvider
+from kernel_ext.errors import ErrorCode
+from kernel_ext.providers.bounds import NoWatch, ReplyWatch
+from kernel_ext.providers.events import Event, ProviderError, Stop, TextDelta, ToolCallDone, Usage, UsageUpdate
+from kernel_ext.providers.live import LiveProvider, StreamSource
 from kernel_ext.providers.messages import AssistantMessage, Request, ToolResultMessage, ToolUse, UserMessage
 from kernel_ext.providers.sse import SSEEvent
 
@@ -51,7 +52,7 @@ class OpenAICompatProvider(LiveProvider):
             body["max_completion_tokens" if official else "max_tokens"] = request.max_tokens
         return body
 
-    def _assembler(self, transport: Any, watch: Any = None) -> ChatStream:
+    def _assembler(self, transport: StreamSource, watch: ReplyWatch | None = None) -> ChatStream:
         return ChatStream(transport, watch)
 
 
@@ -87,9 +88,9 @@ def wire_messages(request: Request) -> list[dict[str, Any]]:
 class ChatStream:
     """Reassembles one streamed chat completion (choice 0) into provider events."""
 
-    def __init__(self, transport: Any, watch: Any = None):
+    def __init__(self, transport: StreamSource, watch: ReplyWatch | None = None):
         self.transport = transport
-        self.watch = watch if watch is not None else NoWatch()
+        self.watch: ReplyWatch | NoWatch = watch if watch is not None else NoWatch()
         self.done = False
         self.finish_reason: str | None = None
         self.model = ""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernel_ext.providers.base import Usage
+from kernel_ext.providers.events import Usage
 
 __all__ = ["Price", "Pricing", "default_pricing"]
 

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kernel_ext.providers.base import Event, ProviderError, TextDelta, event_to_dict
+from kernel_ext.providers.events import Event, ProviderError, TextDelta, event_to_dict
 from kernel_ext.providers.messages import Request, message_to_dict
 from kernel_ext.providers.redact import redact
 
-__all__ = ["CassetteWriter", "CASSETTE_VERSION", "request_record", "tool_digest"]
+__all__ = ["CASSETTE_VERSION", "CassetteWriter", "request_record", "tool_digest"]
 
 CASSETTE_VERSION = 1
 
@@ -51,7 +51,7 @@ class CassetteWriter:
         header = {
             "cassette": CASSETTE_VERSION,
             "recorded_from": recorded_from,
-            "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(self._line(header), encoding="utf-8")
@@ -61,7 +61,7 @@ class CassetteWriter:
         previous = self._previous
         keep = 0
         if previous is not None:
-            for old, new in zip(previous["messages"], current["messages"]):
+            for old, new in zip(previous["messages"], current["messages"], strict=False):
                 if old != new:
                     break
                 keep += 1

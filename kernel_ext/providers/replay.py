@@ -14,18 +14,22 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from kernel_ext.providers.base import ErrorCode, Event, Provider, ProviderError, event_from_dict
+from kernel_ext.errors import ErrorCode
+from kernel_ext.providers.base import Provider
+from kernel_ext.providers.bounds import CallBudget
 from kernel_ext.providers.cancel import cancelled
 from kernel_ext.providers.divergence import HINT, ReplayDiverged, beyond, explain
-from kernel_ext.providers.messages import Request
+from kernel_ext.providers.events import Event, ProviderError, Retrying, Stop, TextDelta, ToolCallDone, UsageUpdate
+from kernel_ext.providers.messages import Request, ToolUse
+from kernel_ext.providers.meter import CostMeter, checked_usage
 from kernel_ext.providers.recording import CASSETTE_VERSION, request_record
 from kernel_ext.providers.redact import MASK, redact
 
-__all__ = ["ReplayProvider", "Cassette", "read_cassette", "first_difference"]
+__all__ = ["Cassette", "ReplayProvider", "event_from_dict", "first_difference", "read_cassette"]
 
 _MISSING = object()
 
@@ -66,7 +70,9 @@ def read_cassette(path: str | Path) -> Cassette:
         records.append(record)
     if not records or records[0].get("cassette") != CASSETTE_VERSION:
         raise ProviderError(ErrorCode.NOT_CONFIGURED, f"{path.name} is not a version {CASSETTE_VERSION} cassette")
-    exchanges, system, messages = [], "", []
+    exchanges: list[dict[str, Any]] = []
+    messages: list[Any] = []
+    system = ""
     for record in records[1:]:
         system = record.get("system", system)
         messages = messages[: int(record.get("keep", 0))] + list(record.get("append", ()))
@@ -83,7 +89,7 @@ def read_cassette(path: str | Path) -> Cassette:
 class ReplayProvider(Provider):
     kind: ClassVar[str] = "replay"
 
-    def __init__(self, cassette: str | Path | Cassette, *, strict: bool = True, meter: Any = None):
+    def __init__(self, cassette: str | Path | Cassette, *, strict: bool = True, meter: CostMeter | None = None):
         self.cassette = cassette if isinstance(cassette, Cassette) else read_cassette(cassette)
         recorded = self.cassette.recorded_from
         super().__init__(model=str(recorded.get("model", "")), label=f"replay:{self.cassette.path.name}", meter=meter)
@@ -98,7 +104,9 @@ class ReplayProvider(Provider):
             "notice": "replayed from a recording, not a live model",
         }
 
-    async def _events(self, request: Request, cancel: asyncio.Event | None, budget: Any = None) -> AsyncIterator[Event]:
+    async def _events(
+        self, request: Request, cancel: asyncio.Event | None, budget: CallBudget | None = None
+    ) -> AsyncGenerator[Event, None]:
         exchanges = self.cassette.exchanges
         number = self.position + 1
         if self.position >= len(exchanges):
@@ -148,7 +156,7 @@ def first_difference(expected: Any, actual: Any, where: str = "request") -> tupl
                 return found
         return None
     if isinstance(expected, list) and isinstance(actual, list):
-        for index, (old, new) in enumerate(zip(expected, actual)):
+        for index, (old, new) in enumerate(zip(expected, actual, strict=False)):
             found = first_difference(old, new, f"{where}[{index}]")
             if found is not None:
                 return found
@@ -179,7 +187,7 @@ def _show(value: Any) -> str:
 
 def _excerpts(old: str, new: str, width: int = 30) -> tuple[str, str]:
     """Both strings around their first differing character."""
-    at = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+    at = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new)))
     start = max(0, at - width)
 
     def cut(text: str) -> str:
@@ -187,3 +195,21 @@ def _excerpts(old: str, new: str, width: int = 30) -> tuple[str, str]:
         return ("..." if start else "") + json.dumps(piece, ensure_ascii=False) + ("..." if at + width < len(text) else "")
 
     return cut(old), cut(new) + f" (first difference at character {at})"
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    """One recorded event, read back as a stream would hand it over (its usage checked again)."""
+    kind = data.get("kind")
+    if kind == "text":
+        return TextDelta(str(data["text"]))
+    if kind == "tool_call":
+        return ToolCallDone(ToolUse(str(data["id"]), str(data["name"]), str(data["arguments"])))
+    if kind == "usage":
+        usage, problems = checked_usage(data)
+        # as a stream would hand it over: the name the endpoint reported (a replay prices it anew)
+        return UsageUpdate(usage, str(data.get("reported_model") or data.get("model", "")), problems=problems)
+    if kind == "stop":
+        return Stop(str(data["reason"]), str(data.get("raw", "")))
+    if kind == "retry":
+        return Retrying(int(data["attempt"]), float(data["delay"]), str(data["code"]), str(data["reason"]))
+    raise ValueError(f"unknown event kind {kind!r}")

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Generic, TypeVar
 
-from kernel_ext.providers.base import ProviderError, Retrying
 from kernel_ext.providers.cancel import CancelGuard
+from kernel_ext.providers.events import ProviderError, Retrying
 
-__all__ = ["RetryPolicy", "RetryableError", "Attempted", "retrying", "retry_after_seconds", "RETRY_STATUSES"]
+__all__ = ["RETRY_STATUSES", "Attempted", "RetryPolicy", "RetryableError", "retry_after_seconds", "retrying"]
 
 T = TypeVar("T")
 
@@ -62,7 +62,7 @@ class Attempted(Generic[T]):
 
 async def retrying(
     attempt: Callable[[], Awaitable[T]], policy: RetryPolicy, guard: CancelGuard, watch: Any = None
-) -> AsyncIterator[Retrying | Attempted[T]]:
+) -> AsyncGenerator[Retrying | Attempted[T], None]:
     """Run ``attempt`` until it succeeds; yield a ``Retrying`` notice before each backoff.
 
     With a ``watch`` (providers/bounds.py), a wait that would pass the call's total or the
@@ -127,5 +127,5 @@ def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None)
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())

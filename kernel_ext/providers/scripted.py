@@ -11,16 +11,20 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
-from kernel_ext.providers.base import ErrorCode, Event, Provider, ProviderError, Stop, TextDelta, ToolCallDone, Usage, UsageUpdate
+from kernel_ext.errors import ErrorCode
+from kernel_ext.providers.base import Provider
+from kernel_ext.providers.bounds import CallBudget
 from kernel_ext.providers.cancel import cancelled
+from kernel_ext.providers.events import Event, ProviderError, Stop, TextDelta, ToolCallDone, Usage, UsageUpdate
 from kernel_ext.providers.messages import Request, ToolUse
+from kernel_ext.providers.meter import CostMeter
 
-__all__ = ["Turn", "Script", "ScriptedProvider", "call"]
+__all__ = ["Script", "ScriptedProvider", "Turn", "call"]
 
 
 def call(name: str, arguments: Mapping[str, Any] | str | None = None, id: str = "") -> ToolUse:
@@ -42,7 +46,7 @@ class Turn:
         return cls(str(data.get("text", "")), calls, usage)
 
 
-TurnSource = Union[Turn, Callable[[Request], Turn]]
+TurnSource = Turn | Callable[[Request], Turn]
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,7 @@ class Script:
 class ScriptedProvider(Provider):
     kind: ClassVar[str] = "scripted"
 
-    def __init__(self, script: Script, *, meter: Any = None):
+    def __init__(self, script: Script, *, meter: CostMeter | None = None):
         super().__init__(model=script.model, label=f"scripted:{script.name}", meter=meter)
         self.script = script
         self.position = 0
@@ -81,7 +85,9 @@ class ScriptedProvider(Provider):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "turns": len(self.script.turns), "notice": "an authored script, not a live model"}
 
-    async def _events(self, request: Request, cancel: asyncio.Event | None, budget: Any = None) -> AsyncIterator[Event]:
+    async def _events(
+        self, request: Request, cancel: asyncio.Event | None, budget: CallBudget | None = None
+    ) -> AsyncGenerator[Event, None]:
         number = self.position + 1
         if self.position >= len(self.script.turns):
             raise ProviderError(

@@ -12,7 +12,7 @@ inside a JSON string and servers that do not escape non-ASCII send them raw.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable
 from dataclasses import dataclass
 
 __all__ = ["SSEEvent", "parse_sse", "split_lines"]
@@ -24,7 +24,7 @@ class SSEEvent:
     data: str
 
 
-async def split_lines(chunks: AsyncIterable[str]) -> AsyncIterator[str]:
+async def split_lines(chunks: AsyncIterable[str]) -> AsyncGenerator[str, None]:
     """Decoded text pieces in, SSE lines out (terminators removed); a CR LF split across two
     pieces is one line end. A last line without a terminator is delivered at the end.
 
@@ -54,8 +54,9 @@ async def split_lines(chunks: AsyncIterable[str]) -> AsyncIterator[str]:
         yield "".join(pending)
 
 
-async def parse_sse(lines: AsyncIterable[str]) -> AsyncIterator[SSEEvent]:
-    event, data = "", []
+async def parse_sse(lines: AsyncIterable[str]) -> AsyncGenerator[SSEEvent, None]:
+    event = ""
+    data: list[str] = []
     async for line in lines:
         if not line:
             if data:

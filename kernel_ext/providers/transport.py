@@ -12,15 +12,16 @@ from __future__ import annotations
 import asyncio
 import codecs
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from kernel_ext.providers.base import ErrorCode, ProviderError, Retrying
+from kernel_ext.errors import ErrorCode
 from kernel_ext.providers.bounds import ReplyWatch
 from kernel_ext.providers.cancel import CancelGuard
+from kernel_ext.providers.events import ProviderError, Retrying
 from kernel_ext.providers.redact import redact, safe_url
 from kernel_ext.providers.retry import (
     RETRY_STATUSES,
@@ -83,7 +84,7 @@ class HttpTransport:
 
     async def post_stream(
         self, path: str, headers: Mapping[str, str], content: bytes, guard: CancelGuard, watch: ReplyWatch
-    ) -> AsyncIterator[Retrying | httpx.Response]:
+    ) -> AsyncGenerator[Retrying | httpx.Response, None]:
         """Retry notices, then the open 2xx response (the caller closes it)."""
         url = self.base_url + path
 
@@ -183,7 +184,7 @@ class HttpTransport:
         text = redact(" ".join(text.split()), self.secrets)
         return text if len(text) <= limit else text[: limit - 3] + "..."
 
-    async def text(self, response: httpx.Response, guard: CancelGuard, watch: ReplyWatch) -> AsyncIterator[str]:
+    async def text(self, response: httpx.Response, guard: CancelGuard, watch: ReplyWatch) -> AsyncGenerator[str, None]:
         """The response body as strictly decoded UTF-8 pieces, read under ``watch``: each read
         waits at most until its first deadline, every byte counts, failures are named errors."""
         failure: ProviderError | None = None

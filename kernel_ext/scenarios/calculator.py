@@ -74,12 +74,12 @@ def _only_calculator(path: str) -> None:
 
 def _read(args: ReadArgs, ctx: ToolContext) -> ToolOutcome:
     _only_calculator(args.path)
-    return ToolOutcome(ctx.workspace.read_text(args.path), {"path": args.path})
+    return ToolOutcome(ctx.required_workspace().read_text(args.path), {"path": args.path})
 
 
 def _prepare_edit(args: EditArgs, ctx: ToolContext) -> Preparation:
     _only_calculator(args.path)
-    text = ctx.workspace.read_text(args.path)
+    text = ctx.required_workspace().read_text(args.path)
     if not args.old or text.count(args.old) != 1:
         raise ToolFailure("no_unique_match", "old text must match exactly once")
     after = text.replace(args.old, args.new, 1)
@@ -88,11 +88,11 @@ def _prepare_edit(args: EditArgs, ctx: ToolContext) -> Preparation:
 
 
 def _edit(args: EditArgs, ctx: ToolContext) -> ToolOutcome:
-    before = snapshot(ctx.workspace, args.path)
-    text = ctx.workspace.read_text(args.path)
+    before = snapshot(ctx.required_workspace(), args.path)
+    text = ctx.required_workspace().read_text(args.path)
     if text.count(args.old) != 1:
         raise ToolFailure(ErrorCode.STALE_INPUT, "old text no longer matches exactly once")
-    publish(ctx.workspace, args.path, text.replace(args.old, args.new, 1).encode(), expected=before.identity)
+    publish(ctx.required_workspace(), args.path, text.replace(args.old, args.new, 1).encode(), expected=before.identity)
     return ToolOutcome(f"edited {args.path}", {"path": args.path})
 
 
@@ -105,7 +105,7 @@ def _test(args: TestArgs, ctx: ToolContext) -> ToolOutcome:
     # driver imports calculator.py, which the model edits, so it runs confined like any check.
     from kernel_ext.sandbox.oneoff import run_confined
 
-    record = run_confined([sys.executable, "-B", DRIVER], ctx.workspace.root, 30, network=False,
+    record = run_confined([sys.executable, "-B", DRIVER], ctx.required_workspace().root, 30, network=False,
                           env={"PYTHONDONTWRITEBYTECODE": "1"}, spill_output=False, label=f"python {DRIVER}")
     if record.timed_out:
         raise ToolFailure(ErrorCode.TIMEOUT, f"{DRIVER} did not finish within 30 s")
@@ -116,9 +116,31 @@ def _test(args: TestArgs, ctx: ToolContext) -> ToolOutcome:
 
 
 TOOLS: tuple[ToolSpec, ...] = (
-    ToolSpec("read", Category.READ, ReadArgs, "Read calculator.py.", _read, requires=frozenset({"workspace"})),
-    ToolSpec("edit", Category.EDIT, EditArgs, "Replace text in calculator.py.", _edit, _prepare_edit, frozenset({"workspace"})),
     ToolSpec(
-        "test", Category.TEST, TestArgs, "Run the calculator test driver.", _test, _prepare_test, frozenset({"workspace"}), blocking=True
+        name="read",
+        category=Category.READ,
+        args_model=ReadArgs,
+        description="Read calculator.py.",
+        run=_read,
+        requires=frozenset({"workspace"}),
+    ),
+    ToolSpec(
+        name="edit",
+        category=Category.EDIT,
+        args_model=EditArgs,
+        description="Replace text in calculator.py.",
+        run=_edit,
+        prepare=_prepare_edit,
+        requires=frozenset({"workspace"}),
+    ),
+    ToolSpec(
+        name="test",
+        category=Category.TEST,
+        args_model=TestArgs,
+        description="Run the calculator test driver.",
+        run=_test,
+        prepare=_prepare_test,
+        requires=frozenset({"workspace"}),
+        blocking=True,
     ),
 )

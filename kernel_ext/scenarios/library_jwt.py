@@ -172,7 +172,8 @@ def script() -> Script:
             "action": "done", "ids": ["T1", "T2", "T3"],
             "evidence": [
                 {"id": "T1", "path": "backend/auth.py", "quote": "token = encode_token({\"sub\": credentials.username}, SECRET_KEY)"},
-                {"id": "T2", "path": "backend/Dockerfile", "quote": "CMD [\"uvicorn\", \"main_api:app\", \"--host\", \"0.0.0.0\", \"--port\", \"8000\"]"},
+                {"id": "T2", "path": "backend/Dockerfile",
+                 "quote": "CMD [\"uvicorn\", \"main_api:app\", \"--host\", \"0.0.0.0\", \"--port\", \"8000\"]"},
                 {"id": "T3", "path": "backend/requirements.txt", "quote": "fastapi>=0.103.0"},
             ],
         }),)),

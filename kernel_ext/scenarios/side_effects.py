@@ -95,7 +95,8 @@ def _default(root: Path, out) -> Outcome:
     checks = [
         ("every call succeeded", all(r.ok for r in results)),
         ("the read ran without asking; edit and test were asked separately", [r.name for r in asked] == ["edit", "test"]),
-        ("the test request snapshots both files", [f.path for f in asked[1].files] == [CALCULATOR, "test_calculator.py"] if len(asked) > 1 else False),
+        ("the test request snapshots both files",
+         [f.path for f in asked[1].files] == [CALCULATOR, "test_calculator.py"] if len(asked) > 1 else False),
         ("the fix is on disk", FIX in text and BUG not in text),
     ]
     return _finish("default", results, checks, out)

@@ -19,7 +19,7 @@ from kernel_ext.tools.base import ToolContext
 from kernel_ext.tools.registry import ToolCatalog
 from kernel_ext.workspace import Workspace
 
-PLAN = (
+PLAN: tuple[tuple[str, dict[str, str]], ...] = (
     ("read", {"path": CALCULATOR}),
     ("edit", {"path": CALCULATOR, "old": BUG, "new": FIX}),
     ("test", {}),
@@ -60,12 +60,12 @@ def side_effects_body(allowed: Iterable[str] = ("edit", "test"), request: str = 
         events.emit("phase", phase="customize", status="done")
         fixed = FIX in (ctx.layout.app_dir / CALCULATOR).read_text()
         passed = results[-1].ok
-        blockers = [] if passed else [f"{results[-1].error.code}: the calculator test did not pass"]
+        blockers = [] if passed else [f"{results[-1].error_code}: the calculator test did not pass"]
         events.emit(
             "done",
             status="completed" if fixed and passed else "blocked",
             blockers=blockers,
-            summary="; ".join(f"{r.name}: {'ok' if r.ok else r.error.code}" for r in results),
+            summary="; ".join(f"{r.name}: {'ok' if r.ok else r.error_code}" for r in results),
         )
 
     return body

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Float, Int, Unicode
@@ -22,6 +23,9 @@ from kernel_ext.server.auth import Capability, KernelExport, api_url, direct_url
 from kernel_ext.server.handlers import routes
 from kernel_ext.server.handlers.base import MAX_BODY_BYTES, STATE_KEY, ServerState
 
+if TYPE_CHECKING:
+    from jupyter_server.serverapp import ServerApp
+
 
 class BesserAgentApp(ExtensionApp):
     name = "besser_agent"
@@ -29,7 +33,8 @@ class BesserAgentApp(ExtensionApp):
 
     runs_dir = Unicode("besser_runs", config=True, help="Where runs live; relative paths are under the server's root_dir.")
     shell_tools_enabled = Bool(None, allow_none=True, config=True, help="Offer shell tools (default: BESSER_LLM_ENABLE_SHELL_TOOLS).")
-    toolchain_validation = Bool(None, allow_none=True, config=True, help="Toolchain validation in Phase 3 (default: BESSER_LLM_ENABLE_TOOLCHAIN_VALIDATION).")
+    toolchain_validation = Bool(None, allow_none=True, config=True,
+                                help="Toolchain validation in Phase 3 (default: BESSER_LLM_ENABLE_TOOLCHAIN_VALIDATION).")
     sandbox_policy = Unicode(None, allow_none=True, config=True, help="auto | bwrap | landlock | off (default: BESSER_SANDBOX or auto).")
     provider = Unicode(None, allow_none=True, config=True, help="LLM provider (default: BESSER_LLM_PROVIDER, else inferred from keys).")
     llm_model = Unicode(None, allow_none=True, config=True, help="LLM model name (default: BESSER_LLM_MODEL).")
@@ -46,6 +51,13 @@ class BesserAgentApp(ExtensionApp):
              "proxy). Turn off only where kernels are not local processes of this server (a kernel gateway).",
     )
 
+    @property
+    def _server(self) -> ServerApp:
+        """The server this extension is loaded into (there before any setting or handler)."""
+        if self.serverapp is None:
+            raise RuntimeError("besser-agent: the extension is not loaded into a Jupyter server")
+        return self.serverapp
+
     def initialize_settings(self) -> None:
         operator = OperatorSettings.from_environment(
             shell_tools_enabled=self.shell_tools_enabled,
@@ -54,7 +66,7 @@ class BesserAgentApp(ExtensionApp):
             provider=self.provider,
             llm_model=self.llm_model,
             approval_timeout_s=self.approval_timeout,
-            model_root=str(self.serverapp.root_dir),  # REST model_path: only files under the server's root
+            model_root=str(self._server.root_dir),  # REST model_path: only files under the server's root
             max_turns=self.max_turns,
             max_cost_usd=self.max_cost_usd,
             max_runtime_s=self.max_runtime_s,
@@ -63,7 +75,7 @@ class BesserAgentApp(ExtensionApp):
         manager = RunManager(
             self._runs_path(),
             operator,
-            known_secrets=secret_values(extra=(capability.token, getattr(self.serverapp.identity_provider, "token", "") or "")),
+            known_secrets=secret_values(extra=(capability.token, getattr(self._server.identity_provider, "token", "") or "")),
         )
         recovered = manager.recover()
         if recovered:
@@ -110,4 +122,4 @@ class BesserAgentApp(ExtensionApp):
 
     def _runs_path(self) -> Path:
         path = Path(self.runs_dir).expanduser()
-        return path if path.is_absolute() else Path(self.serverapp.root_dir) / path
+        return path if path.is_absolute() else Path(self._server.root_dir) / path

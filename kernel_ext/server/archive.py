@@ -38,7 +38,8 @@ from kernel_ext.workspace import treewalk
 from kernel_ext.workspace.publish import is_temp_name
 from kernel_ext.workspace.treebudget import TreeBudget, TreeLimits
 
-EXCLUDED_NAMES = frozenset({".besser", ".besser_command_output", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules", ".venv"})
+EXCLUDED_NAMES = frozenset({".besser", ".besser_command_output", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+                            "node_modules", ".venv"})
 NOTES_NAME = "ARCHIVE-NOTES.txt"
 _RESERVED = frozenset(
     {"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"}

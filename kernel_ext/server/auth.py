@@ -37,7 +37,9 @@ class Capability:
         return cls(secrets.token_urlsafe(32))
 
     def accepts(self, presented: str | None) -> bool:
-        return bool(presented) and hmac.compare_digest(presented.encode(), self.token.encode())
+        if not presented:
+            return False
+        return hmac.compare_digest(presented.encode(), self.token.encode())
 
 
 def presented_token(headers: Any) -> str | None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from kernel_ext.version import __version__
 from kernel_ext.hosting.manager import RunManager
 from kernel_ext.hosting.options import OperatorSettings
 from kernel_ext.hosting.requests import KINDS
+from kernel_ext.version import __version__
 
 SCENARIOS = ("side-effects",)
 

@@ -120,7 +120,7 @@ def _indent(line: str) -> str:
 def _indent_shift(model: list[str], actual: list[str]) -> tuple[str, str] | None:
     """(remove, add): the one prefix change turning every model line's indent into the file's."""
     shift: tuple[str, str] | None = None
-    for m, a in zip(model, actual):
+    for m, a in zip(model, actual, strict=False):
         if not m.strip():
             continue
         mi, ai = _indent(m), _indent(a)

@@ -62,8 +62,8 @@ def _host(ctx: ToolContext) -> Any:
         from kernel_ext.validation.hosting import app_host
 
         host = app_host(ctx.state)
-    shell = ctx.services.get("shell")
-    host.shell_tools = shell is not None and bool(getattr(shell, "enabled", False))
+    shell = ctx.shell
+    host.shell_tools = shell is not None and bool(shell.enabled)
     return host
 
 

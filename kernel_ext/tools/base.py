@@ -11,24 +11,31 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 
+if TYPE_CHECKING:
+    from kernel_ext.tools.services import ShellAccess
+    from kernel_ext.workspace import Workspace
+
 __all__ = [
     "Category",
-    "ToolArgs",
-    "ToolSpec",
-    "ToolContext",
-    "ToolOutcome",
     "Preparation",
     "RunState",
+    "ToolArgs",
+    "ToolContext",
     "ToolFailure",
+    "ToolOutcome",
+    "ToolSpec",
     "maybe_await",
     "shell_service",
 ]
+
+
+T = TypeVar("T")
 
 
 class Category(StrEnum):
@@ -77,11 +84,12 @@ class RunState:
     run_id: str = "local"
     stores: dict[str, Any] = field(default_factory=dict)
 
-    def store(self, key: str, factory: Callable[[], Any]) -> Any:
-        """The store named ``key``, created by ``factory`` on first use."""
+    def store(self, key: str, factory: Callable[[], T]) -> T:
+        """The store named ``key``, created by ``factory`` on first use (one key, one type)."""
         if key not in self.stores:
             self.stores[key] = factory()
-        return self.stores[key]
+        found: T = self.stores[key]
+        return found
 
 
 @dataclass
@@ -98,8 +106,18 @@ class ToolContext:
     state: RunState = field(default_factory=RunState)
 
     @property
-    def workspace(self) -> Any:
+    def workspace(self) -> Workspace | None:
         return self.services.get("workspace")
+
+    def required_workspace(self) -> Workspace:
+        """The run's workspace, or ``tool_not_offered`` by name (a tool's precondition)."""
+        workspace: Workspace = self.service("workspace")
+        return workspace
+
+    @property
+    def shell(self) -> ShellAccess | None:
+        """The run's shell service, when the operator installed one (enabled or not)."""
+        return self.services.get("shell")
 
     def service(self, name: str) -> Any:
         if name not in self.services:
@@ -110,10 +128,10 @@ class ToolContext:
         return frozenset(name for name, value in self.services.items() if value is not None)
 
 
-def shell_service(ctx: ToolContext) -> Any:
+def shell_service(ctx: ToolContext) -> ShellAccess:
     """The run's ``shell`` service, for every shell tool; refused (``SHELL_DISABLED``) unless the
     operator enabled it: the gate is checked again at call time, not only when tools are offered."""
-    service = ctx.service("shell")
+    service: ShellAccess = ctx.service("shell")
     if not getattr(service, "enabled", False):
         from kernel_ext.sandbox.session.service import DISABLED_MESSAGE
 
@@ -121,12 +139,13 @@ def shell_service(ctx: ToolContext) -> Any:
     return service
 
 
-RunFn = Callable[[Any, ToolContext], "ToolOutcome | Awaitable[ToolOutcome]"]
-PrepareFn = Callable[[Any, ToolContext], "Preparation | Awaitable[Preparation]"]
+ArgsT = TypeVar("ArgsT", bound=ToolArgs)
+RunFn = Callable[[ArgsT, ToolContext], "ToolOutcome | Awaitable[ToolOutcome]"]
+PrepareFn = Callable[[ArgsT, ToolContext], "Preparation | Awaitable[Preparation]"]
 
 
 @dataclass(frozen=True)
-class ToolSpec:
+class ToolSpec(Generic[ArgsT]):
     """One declared tool. ``requires`` names the services that must be present to offer it.
 
     ``blocking`` marks a synchronous ``run`` that waits on something slow (a subprocess): the
@@ -136,10 +155,10 @@ class ToolSpec:
 
     name: str
     category: Category
-    args_model: type[ToolArgs]
+    args_model: type[ArgsT]
     description: str
-    run: RunFn
-    prepare: PrepareFn | None = None
+    run: RunFn[ArgsT]
+    prepare: PrepareFn[ArgsT] | None = None
     requires: frozenset[str] = frozenset()
     blocking: bool = False
 
@@ -167,7 +186,7 @@ def _strip_titles(schema: Any) -> Any:
     return schema
 
 
-async def maybe_await(value: Any) -> Any:
+async def maybe_await(value: T | Awaitable[T]) -> T:
     """Await ``value`` if it is awaitable: tools and callbacks may be sync or async."""
     if inspect.isawaitable(value):
         return await value

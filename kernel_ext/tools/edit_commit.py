@@ -55,6 +55,11 @@ class EditPlan:
     fingerprint: str = ""
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def old_lines(self) -> list[str]:
+        """The file's lines before the edit (none when it is created)."""
+        return self.before.lines if self.before is not None else []
+
     @cached_property
     def new_lines(self) -> list[str]:
         return split_lines(self.new_text)

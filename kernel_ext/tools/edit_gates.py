@@ -48,7 +48,7 @@ def strip_gutter(text: str, field: str = "new_text") -> str:
     if numbered == len(lines) and len(lines) >= 2:
         numbers = [int(hit.group(1)) for hit in hits if hit]
         if all(b == a + 1 for a, b in pairwise(numbers)):
-            stripped = [line[hit.end():] for line, hit in zip(lines, hits) if hit]
+            stripped = [line[hit.end():] for line, hit in zip(lines, hits, strict=False) if hit]
             return "\n".join(stripped) + ("\n" if text.endswith("\n") else "")
     where = next(i for i, hit in enumerate(hits) if hit) + 1
     raise ToolFailure(

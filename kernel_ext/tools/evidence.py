@@ -54,7 +54,8 @@ class WriteRecord:
 class EvidenceLog:
     records: list[WriteRecord] = field(default_factory=list)
 
-    def record(self, tool: str, path: str, sha256: str, before: str, changed: tuple[tuple[int, int], ...], *, fingerprint: str = "", deleted: bool = False) -> WriteRecord:
+    def record(self, tool: str, path: str, sha256: str, before: str, changed: tuple[tuple[int, int], ...], *,
+               fingerprint: str = "", deleted: bool = False) -> WriteRecord:
         entry = WriteRecord(len(self.records) + 1, tool, path, sha256, before, tuple(changed), fingerprint, deleted)
         self.records.append(entry)
         return entry

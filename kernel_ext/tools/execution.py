@@ -10,12 +10,11 @@ word is checked against an operator's program list, the sandbox confines the res
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox.record import CommandRecord
 from kernel_ext.sandbox.shtools.options import MAX_COMMAND_CHARS
 from kernel_ext.tools.base import (
     Category,
@@ -27,6 +26,10 @@ from kernel_ext.tools.base import (
     shell_service,
 )
 from kernel_ext.tools.dependency_pins import apply_pins
+from kernel_ext.tools.services import CommandOutcome, ShellAccess
+
+if TYPE_CHECKING:
+    from kernel_ext.workspace import Workspace
 
 PIP_INSTALL = 'python -m pip install --ignore-installed --prefix "$HOME/.local"'
 
@@ -51,7 +54,7 @@ class InstallDependenciesArgs(ToolArgs):
     )
 
 
-def _outcome(record: CommandRecord, extra: dict[str, Any] | None = None) -> ToolOutcome:
+def _outcome(record: CommandOutcome, extra: dict[str, Any] | None = None) -> ToolOutcome:
     data = record.as_data()
     data.update(extra or {})
     text = record.observation()
@@ -87,10 +90,10 @@ def run_command(args: RunCommandArgs, ctx: ToolContext) -> ToolOutcome:
 # -- install_dependencies ------------------------------------------------------------------------
 
 
-def _workspace(ctx: ToolContext, service: Any) -> Any:
+def _workspace(ctx: ToolContext, service: ShellAccess) -> Workspace:
     from kernel_ext.workspace import Workspace
 
-    return ctx.services.get("workspace") or Workspace(service.workspace)
+    return ctx.workspace or Workspace(service.workspace)
 
 
 def _rel(working_dir: str | None, name: str) -> str:
@@ -98,7 +101,7 @@ def _rel(working_dir: str | None, name: str) -> str:
     return f"{base}/{name}" if base and base != "." else name
 
 
-def _default_command(ws: Any, working_dir: str | None) -> str:
+def _default_command(ws: Workspace, working_dir: str | None) -> str:
     if ws.lstat(_rel(working_dir, "requirements.txt")) is not None:
         return f"{PIP_INSTALL} -r requirements.txt"
     if ws.lstat(_rel(working_dir, "pyproject.toml")) is not None or ws.lstat(_rel(working_dir, "setup.py")) is not None:
@@ -111,7 +114,7 @@ def _default_command(ws: Any, working_dir: str | None) -> str:
     )
 
 
-def _pin(ws: Any, working_dir: str | None) -> list[dict[str, Any]]:
+def _pin(ws: Workspace, working_dir: str | None) -> list[dict[str, Any]]:
     from kernel_ext.workspace import Identity, publish
 
     path = _rel(working_dir, "requirements.txt")

@@ -107,7 +107,7 @@ def _prepare_replace(args: ReplaceLinesArgs, ctx: ToolContext) -> Preparation:
     loc = locate(ctx, args.path)
     plan = _plan_replace(args, ctx, loc)
     first, last = args.start_line, args.end_line
-    diff = window_diff(loc.display, plan.before.lines, plan.new_lines, first, last, plan.changed[0][1])
+    diff = window_diff(loc.display, plan.old_lines, plan.new_lines, first, last, plan.changed[0][1])
     return Preparation(files=(loc.display,), proposal=diff, data={"changed": [list(r) for r in plan.changed]})
 
 
@@ -238,9 +238,9 @@ def _prepare_modify(args: ModifyArgs, ctx: ToolContext) -> Preparation:
         return Preparation(files=(loc.display,), proposal="already applied: nothing will be written")
     first = plan.changed[0][0]
     last_old = plan.hint[1] if plan.hint else first
-    diff = window_diff(loc.display, plan.before.lines, plan.new_lines, first, last_old, plan.changed[-1][1])
+    diff = window_diff(loc.display, plan.old_lines, plan.new_lines, first, last_old, plan.changed[-1][1])
     if len(plan.changed) > 1:
-        diff = full_diff(loc.display, plan.before.lines, plan.new_lines)
+        diff = full_diff(loc.display, plan.old_lines, plan.new_lines)
     return Preparation(files=(loc.display,), proposal=diff)
 
 
@@ -286,7 +286,7 @@ def _echo(lines: list[str], first: int, last: int) -> str:
 
 def _ranges(numbers: list[int]) -> str:
     spans, start, prev = [], numbers[0], numbers[0]
-    for n in numbers[1:] + [None]:
+    for n in [*numbers[1:], None]:
         if n is not None and n == prev + 1:
             prev = n
             continue
@@ -296,11 +296,10 @@ def _ranges(numbers: list[int]) -> str:
     return ", ".join(spans[:5]) + (" ..." if len(spans) > 5 else "")
 
 
-_EDIT = {"category": Category.EDIT, "requires": FILE_SERVICES}
-
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
-        "replace_file_lines",
+        name="replace_file_lines",
+        category=Category.EDIT,
         args_model=ReplaceLinesArgs,
         description=(
             "Replace lines start_line..end_line (1-based, inclusive) of a file you read with read_file, using its "
@@ -309,10 +308,11 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         run=counted(_run_replace),
         prepare=counted(_prepare_replace),
-        **_EDIT,
+        requires=FILE_SERVICES,
     ),
     ToolSpec(
-        "modify_file",
+        name="modify_file",
+        category=Category.EDIT,
         args_model=ModifyArgs,
         description=(
             "Replace old_text (which must occur exactly once, copied from the file) with new_text. To insert, "
@@ -320,6 +320,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         run=counted(_run_modify),
         prepare=counted(_prepare_modify),
-        **_EDIT,
+        requires=FILE_SERVICES,
     ),
 )

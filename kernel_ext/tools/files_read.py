@@ -80,7 +80,7 @@ def _list_files(args: ListFilesArgs, ctx: ToolContext) -> ToolOutcome:
         "skipped": dict(walker.skipped),
         "complete": walker.complete,
     }
-    return ToolOutcome("\n".join(shown_lines + ["", *footer]).strip(), data)
+    return ToolOutcome("\n".join([*shown_lines, "", *footer]).strip(), data)
 
 
 def _read_file(args: ReadFileArgs, ctx: ToolContext) -> ToolOutcome:
@@ -159,32 +159,33 @@ def _search_in_files(args: SearchArgs, ctx: ToolContext) -> ToolOutcome:
     return ToolOutcome("\n".join(rows + ([""] if rows else []) + footer), data)
 
 
-_READ = {"category": Category.READ, "requires": FILE_SERVICES}
-
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
-        "list_files",
+        name="list_files",
+        category=Category.READ,
         args_model=ListFilesArgs,
         description="List files and folders under a workspace folder (links are shown, never followed).",
         run=_list_files,
-        **_READ,
+        requires=FILE_SERVICES,
     ),
     ToolSpec(
-        "read_file",
+        name="read_file",
+        category=Category.READ,
         args_model=ReadFileArgs,
         description=(
             "Read a text file with 'NNN| ' line numbers (windowed for long files). Returns a read_id for "
             "replace_file_lines; the numbers are not part of the file."
         ),
         run=_read_file,
-        **_READ,
+        requires=FILE_SERVICES,
     ),
     ToolSpec(
-        "search_in_files",
+        name="search_in_files",
+        category=Category.READ,
         args_model=SearchArgs,
         description="Search file contents line by line with a regular expression; returns path:line: text.",
         run=_search_in_files,
+        requires=FILE_SERVICES,
         blocking=True,  # a walk, reads and a regex over the whole tree: in a worker thread, off the server's loop
-        **_READ,
     ),
 )

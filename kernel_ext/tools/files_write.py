@@ -146,11 +146,10 @@ def _run_delete(args: DeleteArgs, ctx: ToolContext) -> ToolOutcome:
     )
 
 
-_EDIT = {"category": Category.EDIT, "requires": FILE_SERVICES}
-
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
-        "write_file",
+        name="write_file",
+        category=Category.EDIT,
         args_model=WriteArgs,
         description=(
             "Create a file with the given content. Replacing an existing file requires having read all of it "
@@ -158,14 +157,15 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         run=counted(_run_write),
         prepare=counted(_prepare_write),
-        **_EDIT,
+        requires=FILE_SERVICES,
     ),
     ToolSpec(
-        "delete_file",
+        name="delete_file",
+        category=Category.EDIT,
         args_model=DeleteArgs,
         description="Delete one file from the workspace (not a folder).",
         run=_run_delete,
         prepare=_prepare_delete,
-        **_EDIT,
+        requires=FILE_SERVICES,
     ),
 )

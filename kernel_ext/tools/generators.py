@@ -17,12 +17,15 @@ generation (up to a second or two) never blocks the event loop of the server hos
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.generation.registry import ALL_TARGETS
 from kernel_ext.generation.targets import GeneratorSpec
 from kernel_ext.tools.base import Category, Preparation, ToolArgs, ToolContext, ToolOutcome, ToolSpec
+
+if TYPE_CHECKING:
+    from kernel_ext.generation.runner import GeneratedOutput
 
 SERVICE_FOR_KIND = {"domain": "domain_model", "gui": "gui_model"}
 _PENDING = "generation.pending"
@@ -41,8 +44,17 @@ def _models(spec: GeneratorSpec, ctx: ToolContext) -> dict[str, Any]:
     return models
 
 
-def _key(spec: GeneratorSpec, args: ToolArgs, models: dict[str, Any]) -> tuple:
+PendingKey = tuple[str, str, tuple[int, ...]]
+
+
+def _key(spec: GeneratorSpec, args: ToolArgs, models: dict[str, Any]) -> PendingKey:
     return (spec.name, args.model_dump_json(), tuple(id(m) for m in models.values()))
+
+
+def _pending(ctx: ToolContext) -> dict[PendingKey, tuple[GeneratedOutput, frozenset[str]]]:
+    """Outputs a card was prepared from, kept until the approved call writes them."""
+    pending: dict[PendingKey, tuple[GeneratedOutput, frozenset[str]]] = ctx.state.store(_PENDING, dict)
+    return pending
 
 
 def _make(spec: GeneratorSpec) -> ToolSpec:
@@ -56,7 +68,7 @@ def _make(spec: GeneratorSpec) -> ToolSpec:
         # outside its own removed scratch folder and "approval_denied ... nothing ran" holds.
         output = generate(spec, models, args)
         existing = existing_targets(ctx.service("workspace"), output)
-        pending = ctx.state.store(_PENDING, dict)
+        pending = _pending(ctx)
         pending[_key(spec, args, models)] = (output, frozenset(output.files) - set(existing))
         while len(pending) > _MAX_PENDING:
             pending.pop(next(iter(pending)))
@@ -75,7 +87,7 @@ def _make(spec: GeneratorSpec) -> ToolSpec:
 
         models = _models(spec, ctx)
         workspace = ctx.service("workspace")
-        cached = ctx.state.store(_PENDING, dict).pop(_key(spec, args, models), None)
+        cached = _pending(ctx).pop(_key(spec, args, models), None)
         if cached is None:
             output = generate(spec, models, args)
             new = frozenset(output.files) - set(existing_targets(workspace, output))
@@ -107,8 +119,15 @@ def _make(spec: GeneratorSpec) -> ToolSpec:
         {"__module__": __name__, "__doc__": f"Options of BESSER's {spec.label} generator."},
     )
     requires = frozenset({"workspace"} | {SERVICE_FOR_KIND[k] for k in spec.needs})
-    return ToolSpec(spec.tool_name, Category.GENERATE, args_model,
-                    f"Run BESSER's {spec.label} generator: {spec.description}", run, prepare=prepare, requires=requires)
+    return ToolSpec(
+        name=spec.tool_name,
+        category=Category.GENERATE,
+        args_model=args_model,
+        description=f"Run BESSER's {spec.label} generator: {spec.description}",
+        run=run,
+        prepare=prepare,
+        requires=requires,
+    )
 
 
 def _observation(spec: GeneratorSpec, output: Any, report: Any, checks: Any) -> str:

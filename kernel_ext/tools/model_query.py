@@ -77,25 +77,41 @@ def validate_model(args: NoArgs, ctx: ToolContext) -> ToolOutcome:
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
-        "query_class", Category.READ, QueryClassArgs,
-        "Describe one class of the domain model: attributes (types, multiplicities, inherited ones marked), "
-        "methods with inherited ones flattened, association ends seen from both sides, and OCL constraints.",
-        query_class, requires=_REQUIRES,
+        name="query_class",
+        category=Category.READ,
+        args_model=QueryClassArgs,
+        description=(
+            "Describe one class of the domain model: attributes (types, multiplicities, inherited ones marked), "
+            "methods with inherited ones flattened, association ends seen from both sides, and OCL constraints."
+        ),
+        run=query_class,
+        requires=_REQUIRES,
     ),
     ToolSpec(
-        "list_classes_with", Category.READ, ListClassesWithArgs,
-        "List the classes matching a predicate, e.g. 'has_attribute:title', 'type:int', 'has_methods', "
-        "'has_constraints', 'associated_with:Book', 'extends:Person and not is_abstract'.",
-        list_classes_with, requires=_REQUIRES,
+        name="list_classes_with",
+        category=Category.READ,
+        args_model=ListClassesWithArgs,
+        description=(
+            "List the classes matching a predicate, e.g. 'has_attribute:title', 'type:int', 'has_methods', "
+            "'has_constraints', 'associated_with:Book', 'extends:Person and not is_abstract'."
+        ),
+        run=list_classes_with,
+        requires=_REQUIRES,
     ),
     ToolSpec(
-        "get_constraints_for", Category.READ, ConstraintsArgs,
-        "The OCL constraints that apply to a class (its own invariants, inherited ones, and method pre/postconditions).",
-        get_constraints_for, requires=_REQUIRES,
+        name="get_constraints_for",
+        category=Category.READ,
+        args_model=ConstraintsArgs,
+        description="The OCL constraints that apply to a class (its own invariants, inherited ones, and method pre/postconditions).",
+        run=get_constraints_for,
+        requires=_REQUIRES,
     ),
     ToolSpec(
-        "validate_model", Category.READ, NoArgs,
-        "Validate the domain model with BESSER's validator and parse every OCL constraint against it.",
-        validate_model, requires=_REQUIRES,
+        name="validate_model",
+        category=Category.READ,
+        args_model=NoArgs,
+        description="Validate the domain model with BESSER's validator and parse every OCL constraint against it.",
+        run=validate_model,
+        requires=_REQUIRES,
     ),
 )

@@ -1,8 +1,8 @@
 """Searching file contents inside the fence, with ripgrep as an optional accelerator.
 
 The contract is a regular expression on RE2 (``kernel_ext.safe_regex``: linear time, so no
-pattern can stall the process; Python's ``re`` holds the GIL while it backtracks) applied line by line to the UTF-8 text files the fence walk
-yields (links never followed, internal folders and temporaries skipped, binary files counted
+pattern can stall the process; Python's ``re`` holds the GIL while it backtracks) applied line by
+line to the UTF-8 text files the fence walk yields (links never followed, internal folders and temporaries skipped, binary files counted
 and skipped). Every reported line comes from a file read through the fence, so no content is
 ever read through a link, even if one is swapped in mid-search.
 

@@ -8,6 +8,7 @@ The edit tools' own gates live in ``edit_gates`` (gutter, elisions) and ``pysynt
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -42,15 +43,16 @@ def check_text(text: str, path: str) -> tuple[str, str]:
             safejson.loads(text, max_depth=None)  # only checked, never walked: the parser's own limit
         except safejson.JsonTooDeep as exc:
             raise ToolFailure(ErrorCode.TOO_LARGE, f"{path}: {exc}; it was not checked", {"path": path, "reason": exc.code}) from None
-        except ValueError as exc:
-            if not hasattr(exc, "lineno"):
-                return "json", str(exc)[:200]
+        except json.JSONDecodeError as exc:
             return "json", f"{exc.msg} (line {exc.lineno}, column {exc.colno})"
+        except ValueError as exc:
+            return "json", str(exc)[:200]
         return "json", ""
     if suffix in _JS:
         node = shutil.which("node")
         if node is None:
-            raise ToolFailure(ErrorCode.CHECKER_UNAVAILABLE, f"no JavaScript checker: Node.js is not installed, so {path!r} was not checked")
+            raise ToolFailure(ErrorCode.CHECKER_UNAVAILABLE,
+                              f"no JavaScript checker: Node.js is not installed, so {path!r} was not checked")
         errors = [_node_check(node, text, kind) for kind in _JS[suffix]]
         return "node --check", "" if "" in errors else errors[0]
     raise ToolFailure(
@@ -92,11 +94,11 @@ def _check_syntax(args: CheckSyntaxArgs, ctx: ToolContext) -> ToolOutcome:
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
-        "check_syntax",
-        Category.READ,
-        CheckSyntaxArgs,
-        "Check that a file parses (Python; JSON; JavaScript when Node.js is available).",
-        _check_syntax,
+        name="check_syntax",
+        category=Category.READ,
+        args_model=CheckSyntaxArgs,
+        description="Check that a file parses (Python; JSON; JavaScript when Node.js is available).",
+        run=_check_syntax,
         requires=FILE_SERVICES,
     ),
 )

@@ -160,7 +160,7 @@ async def _task_list(args: TaskListArgs, ctx: ToolContext) -> ToolOutcome:
         notes += [_drop(tasks, item.id, item.reason) for item in args.drop]
         notes += [_block(tasks, item.id, item.reason) for item in args.blocked]
     tasks.revision += 1 if args.action != "list" else 0
-    body = "\n".join(notes + ["", tasks.render()]) if notes else tasks.render()
+    body = "\n".join([*notes, "", tasks.render()]) if notes else tasks.render()
     return ToolOutcome(body, {"tasks": tasks.outcomes()})
 
 
@@ -236,11 +236,14 @@ def _normal(text: str) -> str:
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
-        "task_list",
-        Category.PLAN,
-        TaskListArgs,
-        "The run's checklist: list, add, done (with a check or evidence), blocked (with reason), drop (only work outside the request), or mixed.",
-        _task_list,
+        name="task_list",
+        category=Category.PLAN,
+        args_model=TaskListArgs,
+        description=(
+            "The run's checklist: list, add, done (with a check or evidence), blocked (with reason), "
+            "drop (only work outside the request), or mixed."
+        ),
+        run=_task_list,
         requires=frozenset({SERVICE, "workspace"}),
     ),
 )

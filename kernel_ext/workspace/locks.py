@@ -23,7 +23,7 @@ from kernel_ext.workspace.fence import Location
 DEFAULT_WAIT_SECONDS = 30.0
 
 _registry_guard = threading.Lock()
-_locks: weakref.WeakValueDictionary[str, threading.RLock] = weakref.WeakValueDictionary()  # type: ignore[type-arg]
+_locks: weakref.WeakValueDictionary[str, threading.RLock] = weakref.WeakValueDictionary()
 
 
 def lock_key(loc: Location) -> str:
@@ -31,7 +31,7 @@ def lock_key(loc: Location) -> str:
     return str(loc.root.joinpath(*loc.parts))
 
 
-def _lock_for(key: str) -> threading.RLock:  # type: ignore[valid-type]
+def _lock_for(key: str) -> threading.RLock:
     with _registry_guard:
         lock = _locks.get(key)
         if lock is None:

@@ -59,7 +59,7 @@ def sweep_temporaries(root: str | os.PathLike[str]) -> list[str]:
 
     Only safe when no publish is in flight there: the server calls it for runs it recovers.
     """
-    removed = []
+    removed: list[str] = []
     try:
         fd = treewalk.open_dir(root)
     except OSError:
@@ -79,7 +79,7 @@ def publish(
     path: str | Location,
     data: bytes,
     *,
-    expected: Identity | None | _Missing = ANY_VERSION,
+    expected: Identity | _Missing | None = ANY_VERSION,
 ) -> Published:
     """Atomically replace (or create) ``path`` with ``data``.
 
@@ -197,7 +197,7 @@ def _current(parent: int, loc: Location, *, allow_hard_links: bool = False) -> o
     return st
 
 
-def _check_expected(loc: Location, current: os.stat_result | None, expected: Identity | None | _Missing) -> None:
+def _check_expected(loc: Location, current: os.stat_result | None, expected: Identity | _Missing | None) -> None:
     if isinstance(expected, _Missing):
         return
     if expected is None:

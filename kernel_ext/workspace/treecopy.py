@@ -8,8 +8,8 @@ copied as links (their text; never followed); FIFOs, sockets and devices are cou
 opened. Files are cloned copy-on-write where the filesystem offers it (``FICLONE``) and copied
 with ``copy_file_range`` otherwise, holes kept as holes and never past the size they were
 charged at. A copy into host state runs under a ``treebudget.TreeBudget`` (apparent bytes and
-entries; ``TREE_TOO_LARGE`` past it), and copies a hard-linked file once, linking its other names. ``sync_tree`` can also only count what it would do
-(``apply=False``), which is what a restore's approval card shows.
+entries; ``TREE_TOO_LARGE`` past it), and copies a hard-linked file once, linking its other names.
+``sync_tree`` can also only count what it would do (``apply=False``), which is what a restore's approval card shows.
 """
 
 from __future__ import annotations
@@ -218,17 +218,19 @@ def sync_tree(src: int, dst: int | None, skip: frozenset[str], stats: CopyStats,
         return
     want = dict(treewalk.entries(src, skip))
     have = dict(treewalk.entries(dst, skip)) if dst is not None else {}
+    out = dst if apply else None  # the folder changes are made in; None: only count
     if apply:
-        assert dst is not None
-        os.fchmod(dst, stat.S_IMODE(os.fstat(dst).st_mode) | stat.S_IRWXU)
+        assert out is not None
+    if out is not None:
+        os.fchmod(out, stat.S_IMODE(os.fstat(out).st_mode) | stat.S_IRWXU)
     for name, st in list(have.items()):
         if name not in want or stat.S_IFMT(st.st_mode) != stat.S_IFMT(want[name].st_mode):
-            if apply:
-                remove_entry(dst, name, st)
+            if out is not None:
+                remove_entry(out, name, st)
             del have[name]
             stats.removed += 1
-    if apply:
-        have = dict(treewalk.entries(dst, skip))
+    if out is not None:
+        have = dict(treewalk.entries(out, skip))
     for name, st in want.items():
         current = have.get(name)
         if stat.S_ISDIR(st.st_mode):
@@ -236,24 +238,24 @@ def sync_tree(src: int, dst: int | None, skip: frozenset[str], stats: CopyStats,
         elif stat.S_ISREG(st.st_mode):
             if current is not None and current.st_size == st.st_size and _same_bytes(src, dst, name):
                 stats.unchanged += 1
-                if apply and stat.S_IMODE(current.st_mode) != stat.S_IMODE(st.st_mode):
-                    _fix_mode(dst, name, st)
+                if out is not None and stat.S_IMODE(current.st_mode) != stat.S_IMODE(st.st_mode):
+                    _fix_mode(out, name, st)
                 continue
             stats.written += 1
-            if apply:
+            if out is not None:
                 temp = f".besser-restore-{secrets.token_hex(6)}"
-                if _copy_file(src, name, dst, temp, CopyStats()):
-                    os.replace(temp, name, src_dir_fd=dst, dst_dir_fd=dst)
+                if _copy_file(src, name, out, temp, CopyStats()):
+                    os.replace(temp, name, src_dir_fd=out, dst_dir_fd=out)
         elif stat.S_ISLNK(st.st_mode):
             target = os.readlink(name, dir_fd=src)
             if current is not None and os.readlink(name, dir_fd=dst) == target:
                 stats.unchanged += 1
                 continue
             stats.written += 1
-            if apply:
+            if out is not None:
                 temp = f".besser-restore-{secrets.token_hex(6)}"
-                os.symlink(target, temp, dir_fd=dst)
-                os.replace(temp, name, src_dir_fd=dst, dst_dir_fd=dst)
+                os.symlink(target, temp, dir_fd=out)
+                os.replace(temp, name, src_dir_fd=out, dst_dir_fd=out)
 
 
 def _sync_dir(src: int, dst: int | None, name: str, st: os.stat_result, current: os.stat_result | None,

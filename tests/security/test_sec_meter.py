@@ -24,10 +24,10 @@ from jupyter_fixtures import (  # noqa: F401
 )
 from provider_server import loopback_only, server  # noqa: F401
 
-from kernel_ext.pipeline.guards import Budgets
 from kernel_ext.hosting.layout import RunLayout
 from kernel_ext.hosting.run import start_run
-from kernel_ext.providers.base import Usage
+from kernel_ext.pipeline.guards import Budgets
+from kernel_ext.providers.events import Usage
 from kernel_ext.providers.meter import CostMeter
 from kernel_ext.server.handlers.base import STATE_KEY
 

@@ -30,14 +30,14 @@ from provider_server import loopback_only, server  # noqa: F401
 
 from kernel_ext.boundary import ExecutionPolicy, Executor
 from kernel_ext.boundary.calls import ToolCall
-from kernel_ext.safejson import MAX_JSON_DEPTH, deeper_than
 from kernel_ext.hosting.bus import EventLog
 from kernel_ext.hosting.events import make_event
 from kernel_ext.pipeline.reporting import report_call
-from kernel_ext.providers.base import ProviderError
+from kernel_ext.providers.events import ProviderError
 from kernel_ext.providers.messages import Conversation, ToolUse, admit
 from kernel_ext.providers.meter import CostMeter
 from kernel_ext.providers.openai_compat import OpenAICompatProvider
+from kernel_ext.safejson import MAX_JSON_DEPTH, deeper_than
 from kernel_ext.safetext import (
     DEEP,
     MAX_CALL_ID_CHARS,

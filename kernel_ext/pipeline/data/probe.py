@@ -47,7 +47,7 @@ def up(args):
         "import sys, uvicorn; sys.argv = sys.argv[:1]; sys.path.insert(0, '.'); "
         f"uvicorn.run('main_api:app', host='127.0.0.1', port={args.port}, log_level='info')"
     )
-    log = open(_state("server.log"), "ab")
+    log = open(_state("server.log"), "ab")  # noqa: SIM115 - handed to the detached server, which outlives this script
     proc = subprocess.Popen([sys.executable, "-c", code, MARKER], cwd=BACKEND, stdout=log, stderr=log, start_new_session=True)
     with open(_state("pid"), "w") as handle:
         handle.write(str(proc.pid))

@@ -19,11 +19,13 @@ stable code. In ``prepare``, in this order:
 from __future__ import annotations
 
 import json
+import weakref
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from jupyter_server.base.handlers import APIHandler
+from tornado.httputil import HTTPConnection
 from tornado.web import HTTPError, stream_request_body
 
 from kernel_ext import safejson
@@ -41,6 +43,10 @@ from kernel_ext.server.auth import (
 
 STATE_KEY = "besser_agent_state"
 MAX_BODY_BYTES = 4 * 1024 * 1024  # the default of ``BesserAgentApp.max_body_bytes``
+
+# Connections whose peer was found to be one of this server's own kernels (a kept-alive
+# connection is checked once); weak, so a closed connection is forgotten with it.
+_OWN_PROCESS_CONNECTIONS: weakref.WeakSet[HTTPConnection] = weakref.WeakSet()
 
 
 @dataclass
@@ -119,12 +125,12 @@ class BesserHandler(APIHandler):
         return self.settings[STATE_KEY]
 
     @property
-    def identity_provider(self) -> Any:  # type: ignore[override]
+    def identity_provider(self) -> Any:
         provider = super().identity_provider
         return provider if self._capability_user is None else _CapabilityIdentity(provider, self._capability_user)
 
     @property
-    def authorizer(self) -> Any:  # type: ignore[override]
+    def authorizer(self) -> Any:
         return super().authorizer if self._capability_user is None else _CapabilityAuthorizer()
 
     async def prepare(self) -> None:  # type: ignore[override]
@@ -190,11 +196,11 @@ class BesserHandler(APIHandler):
 
         why = peer.through_proxy(self.request.headers)
         connection = self.request.connection
-        if why is None and not getattr(connection, "_besser_own_process", False):
+        if why is None and not (connection is not None and connection in _OWN_PROCESS_CONNECTIONS):
             stream = getattr(connection, "stream", None)
             why = await for_request(peer.not_our_process, getattr(stream, "socket", None))
-            if why is None:  # the same client holds a kept-alive connection: checked once
-                connection._besser_own_process = True
+            if why is None and connection is not None:  # the same client holds a kept-alive connection: checked once
+                _OWN_PROCESS_CONNECTIONS.add(connection)
         if why is not None:
             self.log.warning("besser-agent: refused the kernels' token from %s: %s", self.request.remote_ip, why)
             raise Refusal(403, "CAPABILITY_REFUSED", f"the kernels' token is accepted only from this server's own kernels: {why}")
@@ -237,4 +243,4 @@ class UnknownRouteHandler(BesserHandler):
     def _missing(self, *args: Any) -> None:
         raise Refusal(404, "NOT_FOUND", "no such besser-agent endpoint")
 
-    get = post = put = patch = delete = _missing  # type: ignore[assignment]
+    get = post = put = patch = delete = _missing

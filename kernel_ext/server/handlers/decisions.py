@@ -35,7 +35,8 @@ class ApprovalHandler(BesserHandler):
         try:
             decision = Decision.model_validate(await self.json_body())
         except ValidationError:
-            raise Refusal(400, "INVALID_REQUEST", 'the body must be {"approved": true} or {"approved": false} (and an optional "digest")') from None
+            raise Refusal(400, "INVALID_REQUEST",
+                          'the body must be {"approved": true} or {"approved": false} (and an optional "digest")') from None
         run = await self.find_run(run_id)
         verdict = run.decide(call_id, decision.approved, digest=decision.digest)
         if not verdict:

@@ -74,6 +74,7 @@ class EventsHandler(BesserHandler):
         """A finished run's events, serialised in a worker thread a batch at a time and flushed
         per batch: a log of tens of MB neither stalls the loop nor piles up in the write buffer."""
         position = 0
+        text: str | bytes
         while position < len(events):
             if isinstance(events, StoredEvents):  # a reloaded log holds its frames: a join, on the loop
                 text, position = events.frames(position, REPLAY_BATCH_CHARS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
+from kernel_ext.hosting.events import ApprovalRequested
 from kernel_ext.hosting.requests import RequestRefused, kind_of, parse_request
 from kernel_ext.hosting.summaries import summarize
 from kernel_ext.server.handlers.base import BesserHandler, Refusal
@@ -43,6 +44,6 @@ class RunHandler(BesserHandler):
         pending = set(run.pending_approvals())
         summary["approvals"] = [
             {"call_id": e.call_id, "name": e.name, "category": e.category, "pending": e.call_id in pending, "digest": e.digest}
-            for e in run.events.of_type("approval_requested")
+            for e in run.events.of_type("approval_requested") if isinstance(e, ApprovalRequested)
         ]
         self.reply({"run": summary})
