@@ -25,23 +25,18 @@ from __future__ import annotations
 
 import ast
 import sys
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.model.eval_budget import EvalBudget
 from kernel_ext.model.pysource import iter_statements
 
-# Bounds on the work and memory one model file may cost (each exceeded: ``too_large``, named).
+# Bounds on the work and memory one model file may cost (each exceeded: ``too_large``, named;
+# the counted ones are in eval_budget).
 MAX_SOURCE_BYTES = 1024 * 1024
 MAX_DEPTH = 100            # expression nesting
-MAX_STEPS = 400_000        # expressions evaluated
-MAX_CALLS = 20_000         # B-UML constructor and method calls
-MAX_STRING_CHARS = 256 * 1024  # a string the evaluator builds with '+'
-MAX_VALUE_WEIGHT = 100_000     # elements in a collection, counting nested collections in full
-MAX_CPU_SECONDS = 5.0          # this thread's CPU time: B-UML's own add_* calls grow quadratically
-MAX_BUILT_BYTES = 64 * 1024 * 1024  # bytes of all values built (strings, collections, call results), summed
 _ALLOWED_MODULES = ("besser.BUML.metamodel.structural", "besser.BUML.metamodel")
 
 # B-UML methods a model file may call, and attributes it may assign.
@@ -132,17 +127,13 @@ class _Evaluator:
         self.impl_enum = MethodImplementationType
         self.result = SafeResult(namespace=dict(self.allowed))
         self.line = 0
-        self.steps = 0
-        self.calls = 0
-        self.cpu_deadline = time.thread_time() + MAX_CPU_SECONDS
-        self.weights: dict[int, tuple[Any, int]] = {}  # id -> (the collection, kept alive; its weight)
-        self.built = 0  # bytes of every value built so far (never decreases: an upper bound on what is held)
+        self.budget = EvalBudget(source)
 
     # -- statements ---------------------------------------------------------------------------
 
     def run(self, statements: Iterable[ast.stmt]) -> SafeResult:
         for stmt in statements:
-            self.line = stmt.lineno
+            self.line = self.budget.line = stmt.lineno
             try:
                 self._statement(stmt)
             except _Skip as why:
@@ -234,11 +225,7 @@ class _Evaluator:
     def _eval(self, node: ast.expr, depth: int) -> Any:
         if depth > MAX_DEPTH:
             self._refuse(node, "an expression nested this deeply")
-        self.steps += 1
-        if self.steps > MAX_STEPS:
-            self._too_large(node, f"more than {MAX_STEPS} expressions to evaluate")
-        if self.steps % 64 == 0:
-            self._check_cpu(node)
+        self.budget.step(node)
         d = depth + 1
         if isinstance(node, ast.Constant):
             return node.value
@@ -260,16 +247,16 @@ class _Evaluator:
             if any(isinstance(e, ast.Starred) for e in node.elts):
                 self._refuse(node, "star-unpacking")
             items = [self._eval(e, d) for e in node.elts]
-            self._weigh(node, items)  # before a set hashes them
-            return self._weighed(node, {ast.Set: set, ast.List: list, ast.Tuple: tuple}[type(node)](items), items)
+            self.budget.weigh(node, items)  # before a set hashes them
+            return self.budget.weighed(node, {ast.Set: set, ast.List: list, ast.Tuple: tuple}[type(node)](items), items)
         if isinstance(node, ast.Dict):
             keys = [k for k in node.keys if k is not None]
             if len(keys) != len(node.keys):
                 self._refuse(node, "'**' in a dict literal")
             pairs = [(self._eval(k, d), self._eval(v, d)) for k, v in zip(keys, node.values, strict=True)]
             flat = [x for pair in pairs for x in pair]
-            self._weigh(node, flat)
-            return self._weighed(node, dict(pairs), flat)
+            self.budget.weigh(node, flat)
+            return self.budget.weighed(node, dict(pairs), flat)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             operand = self._eval(node.operand, d)
             if isinstance(operand, (int, float)) and not isinstance(operand, bool):
@@ -277,11 +264,9 @@ class _Evaluator:
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = self._eval(node.left, d), self._eval(node.right, d)
             if isinstance(left, str) and isinstance(right, str):
-                if len(left) + len(right) > MAX_STRING_CHARS:
-                    self._too_large(node, f"a string longer than {MAX_STRING_CHARS} characters")
-                return self._charged(node, left + right)  # one string is at most 1 MiB; the sum is what grows
+                return self.budget.joined(node, left, right)
             if isinstance(left, (int, float)) and isinstance(right, (int, float)):
-                return self._charged(node, left + right)
+                return self.budget.charged(node, left + right)
         self._refuse(node, f"a {type(node).__name__} expression")
 
     def _attribute(self, node: ast.Attribute, depth: int) -> Any:
@@ -314,20 +299,18 @@ class _Evaluator:
                 self._refuse(node, f"calling {ast.unparse(func)!r}")
         args = [self._eval(a, depth) for a in node.args]
         kwargs = {k.arg: self._eval(k.value, depth) for k in node.keywords if k.arg is not None}  # '**' was refused
-        self.calls += 1
-        if self.calls > MAX_CALLS:
-            self._too_large(node, f"more than {MAX_CALLS} calls")
+        self.budget.call(node)
         arguments = [*args, *kwargs.values()]
-        self._weigh(node, arguments)  # set(...), tuple(...) or a constructor would hash or copy them
+        self.budget.weigh(node, arguments)  # set(...), tuple(...) or a constructor would hash or copy them
         # A constructor may copy the collections it is given: they count again.
-        self._charge(node, sum(sys.getsizeof(a) for a in arguments if isinstance(a, (list, tuple, set, frozenset, dict))))
+        self.budget.charge(node, sum(sys.getsizeof(a) for a in arguments if isinstance(a, (list, tuple, set, frozenset, dict))))
         if target is self.generalization:
             self._bound_inheritance(node, kwargs.get("general", args[0] if args else None),
                                     kwargs.get("specific", args[1] if len(args) > 1 else None))
         result = target(*args, **kwargs)
-        self._check_cpu(node)
+        self.budget.step(node)
         collection = isinstance(result, (list, tuple, set, frozenset, dict))
-        return self._weighed(node, result, arguments) if collection else self._charged(node, result)
+        return self.budget.weighed(node, result, arguments) if collection else self.budget.charged(node, result)
 
     # -- bounds -------------------------------------------------------------------------------
 
@@ -341,48 +324,6 @@ class _Evaluator:
         edge = (specific, general) if hasattr(specific, "generalizations") else None
         bound_classes([general, *(edge[:1] if edge else ())], extra=edge, down_from=edge[:1] if edge else (),
                       origin=f"{self.source} line {getattr(node, 'lineno', self.line)}")
-
-    def _weight(self, value: Any) -> int:
-        if isinstance(value, str):
-            return 1 + len(value) // 64
-        known = self.weights.get(id(value))
-        if known is not None and known[0] is value:
-            return known[1]
-        if isinstance(value, (list, tuple, set, frozenset, dict)):
-            return 1 + len(value)  # a B-UML object's own collection: its members weigh one each
-        return 1
-
-    def _weigh(self, node: ast.AST, items: list[Any]) -> int:
-        weight = 1 + sum(self._weight(item) for item in items)
-        if weight > MAX_VALUE_WEIGHT:
-            self._too_large(node, f"a collection of more than {MAX_VALUE_WEIGHT} elements (nested ones counted in full)")
-        return weight
-
-    def _weighed(self, node: ast.AST, value: Any, items: list[Any]) -> Any:
-        self.weights[id(value)] = (value, self._weigh(node, items))
-        return self._charged(node, value)
-
-    def _charge(self, node: ast.AST, nbytes: int) -> None:
-        """Add ``nbytes`` to what the file has built; past ``MAX_BUILT_BYTES`` the load is refused."""
-        self.built += nbytes
-        if self.built > MAX_BUILT_BYTES:
-            self._too_large(node, f"values of more than {MAX_BUILT_BYTES // (1024 * 1024)} MiB in all")
-
-    def _charged(self, node: ast.AST, value: Any) -> Any:
-        self._charge(node, sys.getsizeof(value))
-        return value
-
-    def _check_cpu(self, node: ast.AST) -> None:
-        if time.thread_time() > self.cpu_deadline:
-            self._too_large(node, f"more than {MAX_CPU_SECONDS:g} s of CPU time to evaluate")
-
-    def _too_large(self, node: ast.AST, what: str) -> NoReturn:
-        line = getattr(node, "lineno", self.line)
-        raise ToolFailure(
-            ErrorCode.TOO_LARGE,
-            f"{self.source} line {line}: {what}; a model file may not cost more than that to load "
-            "(split the model, or build it in a notebook cell and pass the DomainModel object)",
-        )
 
     def _refuse(self, node: ast.AST, what: str) -> NoReturn:
         line = getattr(node, "lineno", self.line)
