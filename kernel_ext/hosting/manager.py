@@ -85,31 +85,33 @@ class RunManager:
 
         Synchronous, for callers off the server's loop (the magics); the server uses ``find``.
         """
-        if run_id in self._live:
-            return self._live[run_id]
-        run_dir = self._run_dir(run_id)
-        if run_dir is None:
-            return None
-        stamp = _stamp(run_dir)
-        return self._cached(run_id, stamp) or self._remember(run_id, stamp, load_finished(run_dir))
+        known, run_dir, stamp = self._known(run_id)
+        if known is not None or run_dir is None or stamp is None:
+            return known
+        return self._remember(run_id, stamp, load_finished(run_dir))
 
     async def find(self, run_id: str) -> Run | None:
         """``get`` without blocking the loop: a log is loaded in a worker thread, once per
         version of its file; concurrent requests for the same run await the same load."""
-        if run_id in self._live:
-            return self._live[run_id]
-        run_dir = self._run_dir(run_id)
-        if run_dir is None:
-            return None
-        stamp = _stamp(run_dir)
-        cached = self._cached(run_id, stamp)
-        if cached is not None:
-            return cached
+        known, run_dir, stamp = self._known(run_id)
+        if known is not None or run_dir is None or stamp is None:
+            return known
         loading = self._loading.get(run_id)
         if loading is None:
             loading = asyncio.ensure_future(self._load(run_id, run_dir, stamp))
             self._loading[run_id] = loading
         return await asyncio.shield(loading)  # a client that goes away does not cancel the others' load
+
+    def _known(self, run_id: str) -> tuple[Run | None, Path | None, tuple[int, int] | None]:
+        """(the run, when live or loaded at its log's current version; else its folder and the
+        log's stamp to load it by; all None when no such run exists)."""
+        if run_id in self._live:
+            return self._live[run_id], None, None
+        run_dir = self._run_dir(run_id)
+        if run_dir is None:
+            return None, None, None
+        stamp = _stamp(run_dir)
+        return self._cached(run_id, stamp), run_dir, stamp
 
     async def _load(self, run_id: str, run_dir: Path, stamp: tuple[int, int]) -> Run:
         try:
