@@ -78,6 +78,20 @@ _launchers: dict[Path, tuple[Launcher, threading.Timer]] = {}  # ready groups wi
 _park: Callable[[Path], Launcher] | None = None  # set by ``want_launchers``
 
 
+def _forget_in_child() -> None:
+    """A forked child shares none of this: the groups, the ready pool and the parked launchers are
+    its parent's (handing one out twice would put two sandboxes in one cap), and its threads are gone."""
+    global _lock, _refilling
+    _lock = threading.Lock()
+    _created.clear()
+    _ready.clear()
+    _launchers.clear()
+    _refilling = False
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 @functools.cache
 def operator_max_tasks() -> int:
     """The cap every sandbox of this process gets, read from the environment at first use."""

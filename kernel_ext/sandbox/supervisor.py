@@ -38,6 +38,15 @@ _spawner_lock = threading.Lock()
 T = TypeVar("T")
 
 
+def _forget_spawner() -> None:
+    """In a forked child the spawner thread does not exist: its pool would take work and never run it."""
+    global _spawner, _spawner_lock
+    _spawner, _spawner_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_spawner)
+
+
 def _spawner_pool() -> ThreadPoolExecutor:
     global _spawner
     with _spawner_lock:
