@@ -53,7 +53,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_command_policy.py", "tests/test_shell_words.py", "tests/test_sandbox_units.py", "tests/test_sandbox_tools.py")),
     "tiers": ("kernel_ext/sandbox/tiers.py", (
         "tests/test_sandbox_landlock_rules.py", "tests/test_sandbox_units.py", "tests/test_sandbox_confinement.py",
-        "tests/test_sandbox_caps.py", "tests/test_audit_survivors.py",
+        "tests/test_sandbox_caps.py", "tests/test_audit_survivors.py", "tests/test_sandbox_parked.py", "tests/test_sandbox_fork.py",
         # builds a fresh venv without mutmut, which the mutated package imports
         "--deselect=tests/test_sandbox_confinement.py::test_server_interpreter_in_tmp_stays_usable")),
     "versions": ("kernel_ext/workspace/versions.py", (
