@@ -112,3 +112,6 @@ def test_written_lines_carry_through_later_edits_and_outside_changes_are_named(s
     assert cite("return {'ok': 1}", "main.py").ok
     (root / "auth.py").write_text("def login(user):\n    return user\n\n\ndef who():\n    return 3\n")  # not through the tools
     assert cite("return 3").error.code == "evidence_untouched"
+    assert call("delete_file", path="auth.py").ok
+    assert call("write_file", path="auth.py", content="def login(user):\n    return user\n").ok
+    assert cite("return user").ok  # a file created again is all written by this run

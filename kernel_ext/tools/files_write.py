@@ -35,6 +35,7 @@ from kernel_ext.tools.files_common import (
     workspace_of,
 )
 from kernel_ext.tools.read_ids import read_store
+from kernel_ext.tools.written_lines import written_lines
 from kernel_ext.workspace import Location, file_lock, remove, snapshot
 from kernel_ext.workspace.locks import lock_key
 
