@@ -150,6 +150,8 @@ class Orchestrator:
             resolve_target(self.request.target, {"domain"})  # an explicit target is honoured as-is, or refused by name
         choice = self.choice = await planner.choose_generator(self.request.request, self.request.target, choices, self.provider,
                                                               budget=self.budgets.call_budget())
+        if choice.note:  # never silent: a stack no generator covers is said on the timeline
+            self.events.emit("finding", severity="warning", source="stack-metadata", message=choice.note)
         frontend = "yes" if self.intent.needed else "no"
         return PhaseOutcome("done", f"{choice.generator} ({choice.how}); frontend: {frontend} - {self.intent.reason}",
                             {"generator": choice.generator, "how": choice.how, "frontend": self.intent.needed})
@@ -181,12 +183,15 @@ class Orchestrator:
             self._write_probe(ledger)
         for finding in self.phase1.findings:
             self.events.emit("finding", **finding.as_event())
-        return PhaseOutcome("done", f"{len(self.phase1.files)} files from BESSER {self.phase1.besser_version}",
+        source = f"BESSER {self.phase1.besser_version}" if self.phase1.kind == "besser" else "the stack's build metadata"
+        return PhaseOutcome("done", f"{len(self.phase1.files)} files from {source}",
                             {"files": len(self.phase1.files), "ok": self.phase1.ok})
 
     async def _gap(self) -> PhaseOutcome:
         if self.base is not None:
-            self._carry_tasks(self.base)
+            from kernel_ext.pipeline.modify import carry_tasks
+
+            carry_tasks(self.tasks, self.base, self.model_change)
         if self.intent.needed:
             self.tasks.add("Build the frontend: complete CRUD for every entity, wired to the backend", origin="request",
                            verifier=self._frontend_check)
@@ -259,18 +264,6 @@ class Orchestrator:
         data = (Path(__file__).parent / "data" / "probe.py").read_bytes()
         publish(self.workspace, "probe.py", data)
         ledger.files["probe.py"] = sha256_bytes(data)
-
-    def _carry_tasks(self, base: BaseRun) -> None:
-        """A modify run keeps the base run's tasks (closed ones stay closed) and names the model change."""
-        for old in base.tasks:
-            if old.get("status") == "dropped" or (self.model_change is not None and old.get("status") != "open"):
-                continue  # after a model change the fresh scaffold holds none of the old work but the open tasks
-            task = self.tasks.add(str(old.get("text", "")), origin=old.get("origin", "request"))
-            task.status, task.reason, task.evidence = old.get("status", "open"), old.get("reason", ""), old.get("evidence", [])
-        if self.model_change is not None:
-            for text in self.model_change.tasks():
-                self.tasks.add(text, origin="request")
-            self.tasks.add(f"Re-apply the customisations of run {base.run_id} that the request still needs", origin="request")
 
     # -- validation and repair -------------------------------------------------------------
 
