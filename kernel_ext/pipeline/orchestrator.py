@@ -197,8 +197,9 @@ class Orchestrator:
                            verifier=self._frontend_check)
         if self.provider is None:
             return PhaseOutcome("skipped", f"{self.no_model}; Phase 2 is skipped (Phase 1 and Phase 3 run for real)")
+        scaffold = prompts.first_message(planner.scaffold_summary(self.generated_paths), self._phase1_findings())
         planned = await planner.plan_gap(
-            self.provider, self.request.request, planner.scaffold_summary(self.generated_paths), self._overview(),
+            self.provider, self.request.request, scaffold, self._overview(),
             budget=self.budgets.call_budget(),
         )
         for text in planned:
@@ -349,8 +350,12 @@ class Orchestrator:
         system = prompts.system_prompt(frontend=self.intent.needed, shell=self.operator.shell_tools_enabled,
                                        fastapi_backend=backend, model_overview=self._overview(), tasks=self.tasks.render())
         conversation = Conversation(system=system)
-        conversation.user(self.request.request)
+        conversation.user(prompts.first_message(self.request.request, self._phase1_findings()))
         return conversation
+
+    def _phase1_findings(self) -> list[Finding] | None:
+        """What Phase 1's output checks found (None when Phase 1 did not run): Phase 2's first context."""
+        return self.phase1.findings if self.phase1 is not None else None
 
     def _failing_scenarios(self) -> list[str]:
         from kernel_ext.validation.retained import scenario_store
