@@ -106,11 +106,12 @@ def _beside(loc: Location, name: str) -> str:
 
 def with_findings(result: ToolResult, findings: Sequence[Finding], files: int) -> ToolResult:
     """``result`` with the batch check's verdict appended to what the model reads."""
+    what = "the file this turn wrote twice or more" if files == 1 else f"the {files} files this turn wrote, together"
     if not findings:
-        note = f"[host] checked the {files} files this turn wrote, together: no syntax or import problems"
+        note = f"[host] checked {what}: no syntax or import problems"
     else:
         lines = [f"- [{f.severity}] {f.message}" + (f" (line {f.line})" if f.line else "") for f in findings[:SHOWN]]
         more = f"\n... and {len(findings) - SHOWN} more" if len(findings) > SHOWN else ""
-        note = (f"[host] checked the {files} files this turn wrote, together: {len(findings)} findings\n"
+        note = (f"[host] checked {what}: {len(findings)} findings\n"
                 + "\n".join(lines) + more)
     return result.model_copy(update={"observation": bound(f"{result.observation}\n\n{note}")})
