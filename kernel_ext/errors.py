@@ -110,6 +110,7 @@ class ErrorCode(StrEnum):
     EVIDENCE_NOT_WRITTEN = "evidence_not_written"
     EVIDENCE_NOT_FOUND = "evidence_not_found"
     EVIDENCE_NOT_CODE = "evidence_not_code"
+    EVIDENCE_UNTOUCHED = "evidence_untouched"  # the quote is in the file, but on lines this run did not write
 
 
 class ToolFailure(Exception):

@@ -10,14 +10,14 @@ from kernel_ext.providers.scripted import Script, ScriptedProvider, Turn, call
 __all__ = ["Script", "Turn", "call", "run_pipeline", "events_of"]
 
 
-def run_pipeline(tmp_path, request, turns=None, *, provider=None, approve="all", timeout=240, **options):
-    """Run the whole pipeline on the Library example; returns (run, done event)."""
+def run_pipeline(tmp_path, request, turns=None, *, provider=None, approve="all", timeout=240, model="example:library", **options):
+    """Run the whole pipeline on ``model`` (the Library example by default); returns (run, done event)."""
 
     async def go():
         chosen = provider
         if chosen is None and turns is not None:
             chosen = ScriptedProvider(Script.of("test", turns))
-        run = generate("example:library", request, run_dir=tmp_path / "run", provider=chosen if chosen is not None else "none",
+        run = generate(model, request, run_dir=tmp_path / "run", provider=chosen if chosen is not None else "none",
                        approve=approve, **options)
         done = await asyncio.wait_for(run.wait(), timeout)
         return run, done

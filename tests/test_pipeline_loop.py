@@ -76,12 +76,11 @@ def test_a_call_cut_off_by_the_output_limit_is_not_applied(tmp_path):
     ctx = ToolContext(services={"workspace": Workspace(tmp_path), "task_list": tasks})
     executor = Executor(default_catalog(), ctx, policy=ExecutionPolicy.allowing([Category.EDIT]), approver=always_approve)
     events = EventLog("r1")
-    conversation = Conversation()
     cut = ToolUse("c1", "write_file", '{"path": "big.py", "content": "def f():\\n    return 1\\n', host_id="c1")
-    result = asyncio.run(_take_call(cut, "max_tokens", executor, events, conversation, tasks, EditChurn()))
+    result = asyncio.run(_take_call(cut, "max_tokens", executor, events, tasks, EditChurn()))
     assert result.error.code == "truncated_call" and "cut off" in result.observation
     assert not (tmp_path / "big.py").exists()
-    assert conversation.messages[-1].is_error
+    assert events_of_type(events, "tool_result")[-1].error_code == "truncated_call"
 
 
 def events_of_type(events: EventLog, type_: str):

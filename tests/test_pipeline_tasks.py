@@ -96,3 +96,22 @@ def test_mixed_and_unknown_ids(setup):
     result = call("task_list", action="mixed", add_texts=["a", "b"], blocked=[{"id": "T1", "reason": "waiting"}])
     assert result.ok and tasks.get("T1").status == "blocked" and tasks.get("T2").status == "open"
     assert call("task_list", action="done", id="T9").error.code == "unknown_task"
+
+
+def test_written_lines_carry_through_later_edits_and_outside_changes_are_named(setup):
+    root, tasks, call = setup
+    tasks.add("auth", origin="request")
+    cite = lambda quote, path="auth.py": call("task_list", action="done", id="T1",  # noqa: E731
+                                              evidence=[{"id": "T1", "path": path, "quote": quote}])
+    assert call("write_file", path="auth.py", content="def login(user):\n    return user\n\n\ndef who():\n    return 1\n").ok
+    assert call("modify_file", path="auth.py", old_text="return 1", new_text="return 2").ok
+    assert cite("def login(user):").ok  # written by the first write, carried through the second
+    assert call("modify_file", path="main.py", old_text="return {'ok': True}", new_text="return {'ok': 1}").ok
+    refused = cite("def health():", "main.py")
+    assert refused.error.code == "evidence_untouched"
+    assert cite("return {'ok': 1}", "main.py").ok
+    (root / "auth.py").write_text("def login(user):\n    return user\n\n\ndef who():\n    return 3\n")  # not through the tools
+    assert cite("return 3").error.code == "evidence_untouched"
+    assert call("delete_file", path="auth.py").ok
+    assert call("write_file", path="auth.py", content="def login(user):\n    return user\n").ok
+    assert cite("return user").ok  # a file created again is all written by this run

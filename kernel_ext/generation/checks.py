@@ -59,7 +59,7 @@ def check_files(files: dict[str, bytes], app_root: str = "", entrypoint: str | N
     python = {p: b for p, b in files.items() if p.endswith(".py")}
     report.python_files = len(python)
     local = _local_modules(files, root)
-    requirements = _requirements(files.get(str(root / "requirements.txt") if app_root else "requirements.txt", b""))
+    requirements = requirement_names(files.get(str(root / "requirements.txt") if app_root else "requirements.txt", b""))
     missing: set[str] = set()
     resolved: set[str] = set(local) | set(sys.stdlib_module_names)
     for path, data in sorted(python.items()):
@@ -70,16 +70,7 @@ def check_files(files: dict[str, bytes], app_root: str = "", entrypoint: str | N
             where = f"{path} line {line}" if line is not None else path
             report.findings.append(Finding("blocker", "phase1.syntax", f"syntax error in {where}: {getattr(exc, 'msg', exc)}", path, line))
             continue
-        for name, line in _imports(tree):
-            if name in resolved or name in missing:
-                continue
-            if importlib.util.find_spec(name) is not None:
-                resolved.add(name)
-            else:
-                missing.add(name)
-                listed = "listed in requirements.txt, " if name.lower() in requirements else ""
-                report.findings.append(Finding("warning", "phase1.imports",
-                                               f"missing module: {name} (imported by {path}; {listed}not installed here)", path, line))
+        report.findings += import_findings(path, tree, resolved, missing, requirements)
     if not (import_app and entrypoint):
         report.app_import = "skipped: no entry module" if not entrypoint else "skipped: not requested"
     elif str(root / f"{entrypoint}.py") not in files:
@@ -95,6 +86,25 @@ def check_files(files: dict[str, bytes], app_root: str = "", entrypoint: str | N
     return report
 
 
+def import_findings(path: str, tree: ast.Module, resolved: set[str], missing: set[str], requirements: set[str],
+                    source: str = "phase1.imports") -> list[Finding]:
+    """``missing module:`` warnings for the top-level imports of ``tree`` that neither ``resolved``
+    (local and standard modules, grown as names are found installed) nor this interpreter provide;
+    a name already in ``missing`` is not said again."""
+    found: list[Finding] = []
+    for name, line in _imports(tree):
+        if name in resolved or name in missing:
+            continue
+        if importlib.util.find_spec(name) is not None:
+            resolved.add(name)
+        else:
+            missing.add(name)
+            listed = "listed in requirements.txt, " if name.lower() in requirements else ""
+            found.append(Finding("warning", source, f"missing module: {name} (imported by {path}; {listed}not installed here)",
+                                 path, line))
+    return found
+
+
 def _local_modules(files: dict[str, bytes], root: PurePosixPath) -> set[str]:
     names = set()
     for path in files:
@@ -108,7 +118,8 @@ def _local_modules(files: dict[str, bytes], root: PurePosixPath) -> set[str]:
     return names
 
 
-def _requirements(data: bytes) -> set[str]:
+def requirement_names(data: bytes) -> set[str]:
+    """The package names a requirements.txt lists (lower case, ``-`` as ``_``)."""
     names = set()
     for raw in data.decode("utf-8", "replace").splitlines():
         line = raw.split("#", 1)[0].strip()

@@ -2,7 +2,8 @@
 
 Each turn: check the budgets, keep the context inside its budget, ask the provider, record
 its text and cost, then take its tool calls one by one (a call cut off by the output limit or
-an edit of a file churning without progress is refused here, before the boundary). A reply
+an edit of a file churning without progress is refused here, before the boundary); a turn with
+several writes is then checked once, together (``batch_check``), before its results go back. A reply
 without tool calls is the model saying it is finished: accepted only when no task is open
 and no retained API scenario fails; otherwise it is told what is open, a bounded number of
 times. A replay that diverged from its recording (``ReplayDiverged``) is not absorbed here:
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 from kernel_ext.boundary import Executor, ToolResult
 from kernel_ext.hosting.bus import EventLog
+from kernel_ext.pipeline.batch_check import SHOWN, check_batch, is_batch, with_findings, written_paths, wrote
 from kernel_ext.pipeline.guards import Budgets, EditChurn, condense_context, truncated_call, victory_refusal
 from kernel_ext.pipeline.reporting import report_call, report_result
 from kernel_ext.providers.base import Provider
@@ -98,8 +100,11 @@ async def customize(
             events.emit("text", text=f"[host] {refusal}")
             continue
 
-        for call in calls:
-            await _take_call(call, reply.stop_reason, executor, events, conversation, tasks, guards.churn)
+        results = [await _take_call(call, reply.stop_reason, executor, events, tasks, guards.churn) for call in calls]
+        if is_batch(results):  # several writes: checked once, together, and said with this turn's results
+            results = await _check_batch(executor, events, results)
+        for result in results:
+            conversation.add_result(result)
 
 
 async def _take_call(
@@ -107,7 +112,6 @@ async def _take_call(
     stop_reason: str,
     executor: Executor,
     events: EventLog,
-    conversation: Conversation,
     tasks: TaskList,
     churn: EditChurn,
 ) -> ToolResult:
@@ -129,8 +133,21 @@ async def _take_call(
                 churn.progress()
             events.emit("task_list", tasks=tasks.outcomes())
     report_result(events, result)
-    conversation.add_result(result)
     return result
+
+
+async def _check_batch(executor: Executor, events: EventLog, results: list[ToolResult]) -> list[ToolResult]:
+    """The batch check over the files the turn wrote; its verdict joins the turn's last write."""
+    workspace = executor.context.workspace
+    paths = written_paths(results)
+    if workspace is None or not paths:
+        return results
+    findings = await asyncio.to_thread(check_batch, workspace, paths)  # reads files: off the loop
+    for finding in findings[:SHOWN]:
+        events.emit("finding", **finding.as_event())
+    last = max(i for i, r in enumerate(results) if wrote(r))
+    results[last] = with_findings(results[last], findings, len(paths))
+    return results
 
 
 def _closed(tasks: TaskList) -> int:

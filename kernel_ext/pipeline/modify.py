@@ -18,6 +18,7 @@ from typing import Any
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.hosting.layout import RUN_ID_PATTERN
 from kernel_ext.pipeline.snapshots import SKIPPED
+from kernel_ext.tools.task_list import TaskList
 from kernel_ext.workspace import treewalk
 from kernel_ext.workspace.treecopy import CopyStats, sync_tree
 
@@ -95,3 +96,16 @@ def model_change(before: dict[str, Any], after: dict[str, Any]) -> ModelChange:
 
 def _shape(form: dict[str, Any]) -> dict[str, set[str]]:
     return {c["name"]: {a["name"] for a in c.get("attributes", [])} for c in form.get("classes", [])}
+
+
+def carry_tasks(tasks: TaskList, base: BaseRun, change: ModelChange | None) -> None:
+    """A modify run keeps the base run's tasks (closed ones stay closed) and names the model change."""
+    for old in base.tasks:
+        if old.get("status") == "dropped" or (change is not None and old.get("status") != "open"):
+            continue  # after a model change the fresh scaffold holds none of the old work but the open tasks
+        task = tasks.add(str(old.get("text", "")), origin=old.get("origin", "request"))
+        task.status, task.reason, task.evidence = old.get("status", "open"), old.get("reason", ""), old.get("evidence", [])
+    if change is not None:
+        for text in change.tasks():
+            tasks.add(text, origin="request")
+        tasks.add(f"Re-apply the customisations of run {base.run_id} that the request still needs", origin="request")

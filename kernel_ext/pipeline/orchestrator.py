@@ -150,6 +150,8 @@ class Orchestrator:
             resolve_target(self.request.target, {"domain"})  # an explicit target is honoured as-is, or refused by name
         choice = self.choice = await planner.choose_generator(self.request.request, self.request.target, choices, self.provider,
                                                               budget=self.budgets.call_budget())
+        if choice.note:  # never silent: a stack no generator covers is said on the timeline
+            self.events.emit("finding", severity="warning", source="stack-metadata", message=choice.note)
         frontend = "yes" if self.intent.needed else "no"
         return PhaseOutcome("done", f"{choice.generator} ({choice.how}); frontend: {frontend} - {self.intent.reason}",
                             {"generator": choice.generator, "how": choice.how, "frontend": self.intent.needed})
@@ -181,19 +183,23 @@ class Orchestrator:
             self._write_probe(ledger)
         for finding in self.phase1.findings:
             self.events.emit("finding", **finding.as_event())
-        return PhaseOutcome("done", f"{len(self.phase1.files)} files from BESSER {self.phase1.besser_version}",
+        source = f"BESSER {self.phase1.besser_version}" if self.phase1.kind == "besser" else "the stack's build metadata"
+        return PhaseOutcome("done", f"{len(self.phase1.files)} files from {source}",
                             {"files": len(self.phase1.files), "ok": self.phase1.ok})
 
     async def _gap(self) -> PhaseOutcome:
         if self.base is not None:
-            self._carry_tasks(self.base)
+            from kernel_ext.pipeline.modify import carry_tasks
+
+            carry_tasks(self.tasks, self.base, self.model_change)
         if self.intent.needed:
             self.tasks.add("Build the frontend: complete CRUD for every entity, wired to the backend", origin="request",
                            verifier=self._frontend_check)
         if self.provider is None:
             return PhaseOutcome("skipped", f"{self.no_model}; Phase 2 is skipped (Phase 1 and Phase 3 run for real)")
+        scaffold = prompts.first_message(planner.scaffold_summary(self.generated_paths), self._phase1_findings())
         planned = await planner.plan_gap(
-            self.provider, self.request.request, planner.scaffold_summary(self.generated_paths), self._overview(),
+            self.provider, self.request.request, scaffold, self._overview(),
             budget=self.budgets.call_budget(),
         )
         for text in planned:
@@ -259,18 +265,6 @@ class Orchestrator:
         data = (Path(__file__).parent / "data" / "probe.py").read_bytes()
         publish(self.workspace, "probe.py", data)
         ledger.files["probe.py"] = sha256_bytes(data)
-
-    def _carry_tasks(self, base: BaseRun) -> None:
-        """A modify run keeps the base run's tasks (closed ones stay closed) and names the model change."""
-        for old in base.tasks:
-            if old.get("status") == "dropped" or (self.model_change is not None and old.get("status") != "open"):
-                continue  # after a model change the fresh scaffold holds none of the old work but the open tasks
-            task = self.tasks.add(str(old.get("text", "")), origin=old.get("origin", "request"))
-            task.status, task.reason, task.evidence = old.get("status", "open"), old.get("reason", ""), old.get("evidence", [])
-        if self.model_change is not None:
-            for text in self.model_change.tasks():
-                self.tasks.add(text, origin="request")
-            self.tasks.add(f"Re-apply the customisations of run {base.run_id} that the request still needs", origin="request")
 
     # -- validation and repair -------------------------------------------------------------
 
@@ -356,8 +350,12 @@ class Orchestrator:
         system = prompts.system_prompt(frontend=self.intent.needed, shell=self.operator.shell_tools_enabled,
                                        fastapi_backend=backend, model_overview=self._overview(), tasks=self.tasks.render())
         conversation = Conversation(system=system)
-        conversation.user(self.request.request)
+        conversation.user(prompts.first_message(self.request.request, self._phase1_findings()))
         return conversation
+
+    def _phase1_findings(self) -> list[Finding] | None:
+        """What Phase 1's output checks found (None when Phase 1 did not run): Phase 2's first context."""
+        return self.phase1.findings if self.phase1 is not None else None
 
     def _failing_scenarios(self) -> list[str]:
         from kernel_ext.validation.retained import scenario_store

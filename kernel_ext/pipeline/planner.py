@@ -42,10 +42,15 @@ class _TasksArgs(BaseModel):
                              description="what must still be done; empty when the scaffold already suffices")
 
 
+# A request naming one of these asks for a stack a BESSER generator does cover (it keeps its generator).
+_BESSER_STACK_NAMES = re.compile(r"\b(fastapi|django|sqlalchemy|pydantic|python)\b", re.I)
+
+
 @dataclass(frozen=True)
 class Choice:
     generator: str
-    how: str  # "explicit" | "rules" | "provider" | "default"
+    how: str  # "explicit" | "rules" | "provider" | "default" | "stack-metadata"
+    note: str = ""  # a line for the timeline when the choice needs saying (no generator covers the stack)
 
 
 def choose_by_rules(request: str, choices: list[str]) -> str | None:
@@ -60,6 +65,9 @@ async def choose_generator(
 ) -> Choice:
     if explicit:
         return Choice(explicit.removeprefix("generate_"), "explicit")
+    uncovered = choose_stack_metadata(request)
+    if uncovered is not None:
+        return uncovered
     ruled = choose_by_rules(request, choices)
     if ruled:
         return Choice(ruled, "rules")
@@ -77,6 +85,22 @@ async def choose_generator(
         if picked in choices:
             return Choice(picked, "provider")
     return Choice(default, "default")
+
+
+def choose_stack_metadata(request: str) -> Choice | None:
+    """A stack no BESSER generator covers (Next.js, Rust, Kotlin/Spring) takes the stack-metadata
+    path: Phase 1 writes that stack's build files only, and the timeline says why. A request that
+    also names a stack BESSER covers (FastAPI, Django, ...) keeps the BESSER generator."""
+    from kernel_ext.generation.registry import get_target
+    from kernel_ext.generation.stack_metadata import detect_stack
+
+    stack = detect_stack(request)
+    if stack is None or _BESSER_STACK_NAMES.search(request):
+        return None
+    spec = get_target(stack)
+    note = (f"no BESSER generator covers {spec.label.removesuffix(' build files')}: Phase 1 writes only its build "
+            f"files, {spec.description.rstrip('.')}; Phase 2 writes the code")
+    return Choice(spec.name, "stack-metadata", note)
 
 
 async def plan_gap(

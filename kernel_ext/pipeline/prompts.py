@@ -1,11 +1,16 @@
 """The Phase 2 system prompt, assembled from the parts this run needs and nothing more.
 
 The complete-CRUD-frontend rule appears only when a frontend is needed; the runtime
-verification runbook only when shell tools are on and a FastAPI backend is present.
+verification runbook only when shell tools are on and a FastAPI backend is present. The first
+message is the request followed by what Phase 1's output checks found (``first_message``), so
+a pre-existing issue reaches the model as context instead of being discovered in Phase 3.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from kernel_ext.findings import Finding
 from kernel_ext.providers.messages import summarise
 
 BASE = """You customise an application that a deterministic generator already produced from a B-UML domain model.
@@ -29,6 +34,8 @@ RUNBOOK = """Shell tools are on. To verify at runtime: run_command 'python probe
 'python probe.py routes' lists its routes, 'python probe.py req GET /path' sends a request, 'python probe.py down' stops it."""
 
 
+FINDINGS_SHOWN = 12  # Phase 1's findings the model reads: a count and the first of them
+FINDING_CHARS = 400
 OVERVIEW_CHARS = 24_000
 CHECKLIST_CHARS = 24_000  # tasks are short (tools/task_list.py); this bounds the whole list too
 
@@ -43,3 +50,21 @@ def system_prompt(*, frontend: bool, shell: bool, fastapi_backend: bool, model_o
     parts.append(f"Domain model overview:\n{summarise(model_overview, OVERVIEW_CHARS)}")
     parts.append(f"Checklist:\n{summarise(tasks, CHECKLIST_CHARS)}")
     return "\n\n".join(parts)
+
+
+def phase1_findings(findings: Sequence[Finding]) -> str:
+    """What Phase 1's output checks found, for the model: handed over as context, not left for
+    Phase 3 to discover (a count and the first ``FINDINGS_SHOWN``, each bounded)."""
+    if not findings:
+        return "[host] Phase 1's output checks (syntax, imports, app import) found nothing to report in the scaffold."
+    lines = [f"- [{f.severity}] {f.source}: {summarise(f.message, FINDING_CHARS)}" + (f" ({f.path}:{f.line})" if f.path and f.line
+             else f" ({f.path})" if f.path else "") for f in findings[:FINDINGS_SHOWN]]
+    more = [f"... and {len(findings) - FINDINGS_SHOWN} more"] if len(findings) > FINDINGS_SHOWN else []
+    return "\n".join([f"[host] Phase 1's output checks found {len(findings)} issue(s) in the scaffold, before any change "
+                      "(blockers fail validation unless fixed):", *lines, *more])
+
+
+def first_message(text: str, findings: Sequence[Finding] | None) -> str:
+    """``text`` (the request; the scaffold for the gap plan), then Phase 1's findings (``None``: Phase 1
+    did not run, as in a modify run on an unchanged model)."""
+    return text if findings is None else f"{text}\n\n{phase1_findings(findings)}"

@@ -129,7 +129,7 @@ REQUIREMENTS = '''fastapi>=0.103.0
 uvicorn>=0.15.0
 pydantic>=2.0.0
 typing-extensions>=4.6.0
-sqlalchemy>=2.0.0
+sqlalchemy>=2.0.0,<3.0
 python-multipart>=0.0.6
 '''
 
@@ -174,7 +174,7 @@ def script() -> Script:
                 {"id": "T1", "path": "backend/auth.py", "quote": "token = encode_token({\"sub\": credentials.username}, SECRET_KEY)"},
                 {"id": "T2", "path": "backend/Dockerfile",
                  "quote": "CMD [\"uvicorn\", \"main_api:app\", \"--host\", \"0.0.0.0\", \"--port\", \"8000\"]"},
-                {"id": "T3", "path": "backend/requirements.txt", "quote": "fastapi>=0.103.0"},
+                {"id": "T3", "path": "backend/requirements.txt", "quote": "sqlalchemy>=2.0.0,<3.0"},
             ],
         }),)),
         Turn("JWT authentication and a Dockerfile are in place."),

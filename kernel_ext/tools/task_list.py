@@ -19,10 +19,12 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from kernel_ext.errors import ToolFailure
+from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.tools.base import Category, ToolArgs, ToolContext, ToolOutcome, ToolSpec
 from kernel_ext.tools.evidence import evidence_log
 from kernel_ext.tools.read_ids import read_store
+from kernel_ext.tools.written_lines import quote_span_written, written_lines
+from kernel_ext.workspace import sha256_hex
 
 SERVICE = "task_list"
 Verifier = Callable[[], "Awaitable[tuple[bool, str]] | tuple[bool, str]"]
@@ -212,6 +214,19 @@ def _check_evidence(ctx: ToolContext, item: EvidenceItem, *, existing: bool) -> 
         raise ToolFailure("evidence_not_found", f"the quote is not in {item.path!r} as it is now")
     if not any(line.strip() and not line.strip().startswith(("#", "//", '"""', "'''")) for line in item.quote.splitlines()):
         raise ToolFailure("evidence_not_code", "quote executable code, not comments or blank lines")
+    if not existing:
+        _check_written(ctx, loc.display, text, item)
+
+
+def _check_written(ctx: ToolContext, path: str, text: str, item: EvidenceItem) -> None:
+    """A citation of a write must quote lines the write made, not untouched lines of an edited file."""
+    flags = written_lines(ctx.state).current(path, sha256_hex(text.encode("utf-8")))
+    if flags is None:
+        raise ToolFailure(ErrorCode.EVIDENCE_UNTOUCHED, f"{item.path!r} changed outside the file tools since this run last "
+                          "wrote it, so which lines this run wrote is not known; cite a file as the file tools left it")
+    if not quote_span_written(text, item.quote, flags):
+        raise ToolFailure(ErrorCode.EVIDENCE_UNTOUCHED, f"the quote is in {item.path!r} but not on lines this run wrote or "
+                          "changed; quote the lines your edit wrote (or use existing=true for code you only read)")
 
 
 def _block(tasks: TaskList, task_id: str, reason: str) -> str:
