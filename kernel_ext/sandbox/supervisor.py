@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
 
 from kernel_ext.sandbox import proctree
 from kernel_ext.sandbox.capture import StreamCapture
@@ -36,6 +36,7 @@ _SPAWNER_NAME = "besser-sandbox-spawner"
 _spawner: ThreadPoolExecutor | None = None
 _spawner_lock = threading.Lock()
 T = TypeVar("T")
+Stream = int | IO[bytes] | None  # what Popen takes for a standard stream
 
 
 def _spawner_pool() -> ThreadPoolExecutor:
@@ -46,13 +47,28 @@ def _spawner_pool() -> ThreadPoolExecutor:
         return _spawner
 
 
-def spawn(argv: Sequence[str], *, stable: bool = False, **popen: object) -> subprocess.Popen:
+def spawn(
+    argv: Sequence[str],
+    *,
+    stable: bool = False,
+    stdin: Stream = None,
+    stdout: Stream = None,
+    stderr: Stream = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    pass_fds: Sequence[int] = (),
+) -> subprocess.Popen[bytes]:
     """``Popen`` in a new session; ``stable`` forks from the long-lived spawner thread."""
-    popen.setdefault("start_new_session", True)
-    popen.setdefault("close_fds", True)
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=cwd,
+            pass_fds=tuple(pass_fds), start_new_session=True, close_fds=True,
+        )
+
     if not stable or threading.current_thread().name.startswith(_SPAWNER_NAME):
-        return subprocess.Popen(list(argv), **popen)  # type: ignore[arg-type]
-    return _spawner_pool().submit(subprocess.Popen, list(argv), **popen).result()
+        return start()
+    return _spawner_pool().submit(start).result()
 
 
 def spawn_later(fn: Callable[..., T], *args: object) -> Future[T]:
@@ -137,7 +153,7 @@ class Job:
 
     def __init__(
         self,
-        process: subprocess.Popen,
+        process: subprocess.Popen[bytes],
         *,
         stdout: StreamCapture | None = None,
         stderr: StreamCapture | None = None,
@@ -259,7 +275,7 @@ def _pidfd(pid: int) -> int | None:
         return None
 
 
-def feed_stdin(process: subprocess.Popen, data: bytes) -> None:
+def feed_stdin(process: subprocess.Popen[bytes], data: bytes) -> None:
     """Write ``data`` (at most the pipe's capacity) to the process's stdin and close it."""
     assert process.stdin is not None
     try:
@@ -323,7 +339,7 @@ class Drainer:
                     os.close(fd)
 
 
-def release(process: subprocess.Popen, *, kill: bool) -> int | None:
+def release(process: subprocess.Popen[bytes], *, kill: bool) -> int | None:
     """Kill ``process``'s tree (when ``kill``), close our ends of its pipes, reap it (5 s at most)."""
     if kill:
         proctree.kill_tree(process.pid)

@@ -82,13 +82,14 @@ class ScenarioStore:
                 return existing
             if existing.digest == digest:
                 return existing
-            if not (correction_reason or "").strip():
+            reason = (correction_reason or "").strip()
+            if not reason:
                 raise ToolFailure(ErrorCode.CORRECTION_REQUIRED,
                                   f"scenario {scenario_id!r} is retained with other requests or expectations; changing it needs "
                                   "correction_reason (why the saved definition is wrong). Without a reason, replay it with "
                                   "only scenario_id, or use a new scenario_id.",
                                   {"scenario_id": scenario_id})
-            existing.corrections.append({"reason": correction_reason.strip(), "at": time.time(), "previous_digest": existing.digest,
+            existing.corrections.append({"reason": reason, "at": time.time(), "previous_digest": existing.digest,
                                          "previous_requests": [r.shown(self.known()) for r in existing.requests]})
             existing.requests, existing.backend, existing.digest = list(requests), backend, digest
             existing.name = name or existing.name

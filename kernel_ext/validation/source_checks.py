@@ -17,6 +17,7 @@ import json
 import re
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -175,13 +176,13 @@ class StarExports:
         return result
 
 
-def _top_level(tree: ast.Module):
+def _top_level(tree: ast.Module) -> Iterator[ast.stmt]:
     """Module-level statements, including those inside if/try/with/for blocks (not defs)."""
     stack = list(reversed(tree.body))
     while stack:
         node = stack.pop()
         yield node
-        if isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While, getattr(ast, "TryStar", ast.Try))):
+        if isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While, ast.TryStar)):
             inner = [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", [])]
             for handler in getattr(node, "handlers", []):
                 inner += handler.body

@@ -99,7 +99,8 @@ class ShellSession:
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self.alive else None
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
 
     def background_pids(self) -> list[int]:
         """Processes living in the session besides the shell machinery (for status displays)."""

@@ -315,4 +315,7 @@ class BackgroundJobs:
 
 def background_captures(out: Tap, err: Tap) -> tuple[StreamCapture, StreamCapture]:
     """Captures that keep nothing themselves (the taps do) and never stop the job at a cap."""
-    return tuple(StreamCapture(cap=sys.maxsize, head_keep=0, tail_keep=0, sink=tap, sink_limit=sys.maxsize) for tap in (out, err))  # type: ignore[return-value]
+    def capture(tap: Tap) -> StreamCapture:
+        return StreamCapture(cap=sys.maxsize, head_keep=0, tail_keep=0, sink=tap, sink_limit=sys.maxsize)
+
+    return capture(out), capture(err)

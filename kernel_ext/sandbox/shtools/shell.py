@@ -142,8 +142,7 @@ class Shell:
         self.checkpoint_store = CheckpointStore(self.state_dir, self.workspace)
         self.jobs = BackgroundJobs(max_background)
         self.closed = False
-        ref = weakref.ref(self)
-        atexit.register(lambda: (s := ref()) is not None and s.close())
+        atexit.register(_close_at_exit, weakref.ref(self))
 
     @classmethod
     def for_service(cls, service: Any, **options: Any) -> Shell:
@@ -366,3 +365,11 @@ def _retryable(request: RunRequest, attempt: Any) -> bool:
     if attempt.exit_code == expected_exit(request):
         return False
     return request.retry_on_exit is None or attempt.exit_code in request.retry_on_exit
+
+
+def _close_at_exit(ref: weakref.ref[Shell]) -> None:
+    """At interpreter exit: close the toolkit if it is still alive (the weak reference keeps
+    atexit from holding it)."""
+    shell = ref()
+    if shell is not None:
+        shell.close()

@@ -82,7 +82,7 @@ class Probe:
         if hint is not None:
             return bool(hint.get("abstract"))
         cls = _find_class(record["schema_name"])
-        return cls is not None and (abc.ABC in getattr(cls, "__bases__", ()) or getattr(cls, "__abstractmethods__", None))
+        return cls is not None and (abc.ABC in getattr(cls, "__bases__", ()) or bool(getattr(cls, "__abstractmethods__", None)))
 
     def target_of(self, key: str, field_name: str, field_schema: dict[str, Any]) -> str | None:
         """The entity (norm key) whose ids ``field_name`` holds, if it holds ids."""
