@@ -50,11 +50,11 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "Shell",
     "CommandRecord",
     "Confined",
     "Confinement",
     "SessionRegistry",
+    "Shell",
     "ShellService",
     "ShellSession",
     "ShellSettings",

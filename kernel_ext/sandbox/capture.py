@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+
 class Sink(Protocol):
     """Where a capture copies its bytes: a file, or a background job's tap."""
 

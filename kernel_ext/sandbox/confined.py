@@ -20,6 +20,7 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox.config import startup_settings
 from kernel_ext.sandbox.env import scrub_environment

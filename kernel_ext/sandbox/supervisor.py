@@ -12,6 +12,7 @@ launcher rely on, fires when the *thread* that forked exits, and worker threads 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import select
@@ -80,10 +81,8 @@ def nonblocking(fd: int, pipe_size: int | None = None) -> int:
     flags = fcntl.fcntl(fd, fcntl.F_GETFL)
     fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
     if pipe_size:
-        try:
+        with contextlib.suppress(OSError):
             fcntl.fcntl(fd, _F_SETPIPE_SZ, pipe_size)
-        except OSError:
-            pass
     return fd
 
 
@@ -283,10 +282,8 @@ def feed_stdin(process: subprocess.Popen[bytes], data: bytes) -> None:
     except BrokenPipeError:
         pass
     finally:
-        try:
+        with contextlib.suppress(BrokenPipeError):
             process.stdin.close()
-        except BrokenPipeError:
-            pass
 
 
 class Drainer:
@@ -321,10 +318,8 @@ class Drainer:
         while True:
             for fd, _ in self._poll.poll():
                 if fd == self._wake_r:
-                    try:
+                    with contextlib.suppress(BlockingIOError):
                         os.read(self._wake_r, 4096)
-                    except BlockingIOError:
-                        pass
                     continue
                 try:
                     data = os.read(fd, READ_CHUNK)

@@ -11,6 +11,7 @@ never spawns a process that executes project code any other way
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import subprocess
 import threading
@@ -175,10 +176,8 @@ class WarmWorker:
             if not exited and proc.poll() is None:  # once reaped, its pid may be another process's
                 proctree.kill_tree(proc.pid)
             _close(proc.stdin)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
         if log is not None:
             log.close()
 

@@ -19,6 +19,7 @@ happens only on a regression: if the old version did not import either, the edit
 from __future__ import annotations
 
 import atexit
+import contextlib
 import shutil
 import sys
 import tempfile
@@ -93,11 +94,8 @@ class ImportChecker:
 
     def warm(self) -> None:
         """Start the worker without waiting for it (it imports while the model is still thinking)."""
-        with self._lock:
-            try:
-                self._start()
-            except (OSError, ToolFailure):
-                pass  # the next check reports it (fail closed)
+        with self._lock, contextlib.suppress(OSError, ToolFailure):  # the next check reports it (fail closed)
+            self._start()
 
     def check(self, source: str, filename: str, timeout: float | None = None) -> ImportVerdict:
         """Execute ``source`` as the module at ``filename`` in a forked child; report how it went."""

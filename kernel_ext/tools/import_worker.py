@@ -13,6 +13,7 @@ writes bytecode nowhere, runs in its own session and is killed with its group on
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import linecache
@@ -57,7 +58,7 @@ def _child(source: str, filename: str, report_fd: int, timeout: float) -> None:
         sys.modules[name] = module
         # Tracebacks must quote the proposed source, not the version still on disk.
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)  # noqa: S102 - the check itself
+        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)  # running the module is the check itself
     except BaseException as exc:  # noqa: BLE001 - every failure of the module is the answer
         line = ""
         for frame in traceback.extract_tb(exc.__traceback__):
@@ -96,10 +97,8 @@ def _check(request: dict) -> dict:
     finally:
         os.close(read_fd)
         for kill in (os.killpg, os.kill):  # the group: the module may have left processes behind
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         _, status = os.waitpid(pid, 0)
     if timed_out:
         return {"ok": False, "timed_out": True, "error": f"importing did not finish within {timeout:g} s"}
@@ -118,7 +117,7 @@ def main(preload: list[str]) -> int:
         try:
             importlib.import_module(name)
             loaded.append(name)
-        except Exception:  # noqa: BLE001, S110 - a missing library is reported by the checked module itself
+        except Exception:  # noqa: BLE001 - a missing library is reported by the checked module itself
             pass
     stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
     write_frame(stdout, {"ready": True, "preloaded": loaded, "pid": os.getpid()})

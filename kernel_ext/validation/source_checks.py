@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kernel_ext.pyparse import parse_source
 from kernel_ext.findings import Finding
+from kernel_ext.pyparse import parse_source
 
 RUFF_RULES = "F821,F822,F823,F405"
 RUFF_TIMEOUT_S = 60.0

@@ -22,8 +22,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.pyparse import parse_source
 from kernel_ext.findings import Finding, ValidationReport
+from kernel_ext.pyparse import parse_source
 from kernel_ext.validation.staging import Source
 
 PROBE_TIMEOUT_S = 90.0

@@ -15,6 +15,7 @@ and the next result says that background processes are gone.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
@@ -249,10 +250,8 @@ class ShellSession:
         appeared since the command began ends its foreground and background work.
         """
         assert self._proc is not None
-        try:
+        with contextlib.suppress(OSError):
             os.kill(self._shell_pid, signal.SIGUSR1)
-        except OSError:
-            pass
         proctree.kill_new(self._proc.pid, before, keep=self._machinery)
 
     def _take_notes(self) -> list[str]:

@@ -131,7 +131,7 @@ class CheckpointStore:
         others = [m for m in self.list() if m["label"] != label]
         store = TreeLimits.for_kind("checkpoint_store")
         limited = limits.within(store, sum(int(m["bytes"]) for m in others), sum(int(m["entries"]) for m in others))
-        if limited is not limits and (limited.max_bytes == 0 and store.max_bytes or limited.max_files == 0 and store.max_files):
+        if limited is not limits and ((limited.max_bytes == 0 and store.max_bytes) or (limited.max_files == 0 and store.max_files)):
             raise ToolFailure(ErrorCode.TREE_TOO_LARGE, f"checkpoint {label!r} refused, nothing kept: this project's "
                               f"{len(others)} checkpoint(s) already fill the store (BESSER_CHECKPOINT_STORE_MAX_BYTES / "
                               "_MAX_FILES); replace an existing label instead")

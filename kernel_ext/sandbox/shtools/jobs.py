@@ -12,6 +12,7 @@ Stopping signals every process of the tree (``proctree``), SIGTERM first and SIG
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -232,10 +233,8 @@ class BackgroundJob:
             return
         level = self._command_level()
         for pid in [p for top in level for p in (top, *proctree.descendants(top))]:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, sig)
-            except OSError:
-                pass
 
     def stop(self, name: str = "SIGTERM", grace_s: float = KILL_GRACE_S) -> dict[str, Any]:
         """Signal the whole tree; TERM-like signals escalate to SIGKILL after ``grace_s``."""

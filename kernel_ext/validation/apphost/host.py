@@ -14,6 +14,7 @@ the next job; ``close`` ends it and everything it started.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -263,10 +264,8 @@ class AppHost:
     def drop_standby(self) -> None:
         """Forget the prepared child (the source changed): the host itself stays warm."""
         if self.alive:
-            try:
+            with contextlib.suppress(OSError):
                 self._worker.send({"op": "drop_standby"})
-            except OSError:
-                pass
 
     def describe(self) -> dict[str, Any]:
         return {"tier": self.tier, "network": self.network, "notes": list(self.notes), "starts": self.starts,

@@ -14,6 +14,7 @@ never reach it.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -86,19 +87,13 @@ class Host:
 
     def kill(self, child: Child) -> None:
         for fd in (child.job_w, child.result_r):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         for kill in (os.killpg, os.kill):  # the group (the app's own processes), and the child itself
-            try:
+            with contextlib.suppress(OSError):
                 kill(child.pid, signal.SIGKILL)
-            except OSError:
-                pass
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(child.pid, 0)
-        except ChildProcessError:
-            pass
         shutil.rmtree(child.workdir, ignore_errors=True)
 
     def drop_standby(self) -> None:
@@ -131,10 +126,8 @@ class Host:
         job_file = os.path.join(child.workdir, "job.json")
         with open(job_file, "w", encoding="utf-8") as handle:
             json.dump(message.get("job") or {}, handle)
-        try:
+        with contextlib.suppress(OSError):  # the child already died: its result pipe reports it
             write_frame(child.job_w, {"job_file": job_file})
-        except OSError:
-            pass  # the child already died: its result pipe reports it
         self.running[child.result_r] = child
         self.selector.register(child.result_r, selectors.EVENT_READ, child)
 
@@ -240,10 +233,8 @@ def _close_all_but(keep: set[int], known: set[int]) -> None:
     except OSError:
         open_fds = set(known)
     for fd in open_fds - keep:
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
 
 
 def _tail(path: str, chars: int = 4000) -> str:
