@@ -26,7 +26,7 @@ import time
 import traceback
 import types
 
-from kernel_ext.sandbox.frames import read_frame, write_frame  # standard library only
+from kernel_ext.sandbox.frames import JSONValue, as_object, number, read_frame, text, write_frame  # standard library only
 
 
 def _module_name(filename: str) -> tuple[str, str]:
@@ -70,13 +70,14 @@ def _child(source: str, filename: str, report_fd: int, timeout: float) -> None:
     os._exit(0)
 
 
-def _check(request: dict) -> dict:
-    timeout = float(request.get("timeout", 10.0))
+def _check(request: dict[str, JSONValue]) -> dict[str, JSONValue]:
+    timeout = number(request.get("timeout", 10.0))
+    source, filename = text(request["source"]), text(request["filename"])
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        _child(request["source"], request["filename"], write_fd, timeout)
+        _child(source, filename, write_fd, timeout)
     os.close(write_fd)
     chunks: list[bytes] = []
     deadline = time.monotonic() + timeout
@@ -126,7 +127,7 @@ def main(preload: list[str]) -> int:
         if request is None:
             return 0
         try:
-            reply = _check(request)
+            reply = _check(as_object(request))
         except Exception as exc:  # noqa: BLE001 - keep serving; the host sees the failure
             reply = {"ok": False, "timed_out": False, "error": f"checker error: {exc}"}
         write_frame(stdout, reply)

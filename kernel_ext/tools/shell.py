@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -31,6 +31,8 @@ from kernel_ext.tools.base import (
     shell_service,
 )
 
+if TYPE_CHECKING:  # imported when a tool runs, so offering the tools stays cheap
+    from kernel_ext.sandbox.shtools.shell import Shell
 
 class ShRunArgs(ToolArgs, RunRequest):
     """``sh_run``'s arguments are ``RunRequest``'s fields (see ``kernel_ext.sandbox.shtools.options``)."""
@@ -70,7 +72,7 @@ class ShCheckpointsArgs(ToolArgs):
     pass
 
 
-def _toolkit(ctx: ToolContext) -> Any:
+def _toolkit(ctx: ToolContext) -> Shell:
     """The ``sh_*`` toolkit over the run's shell service (gated by ``shell_service``)."""
     service = shell_service(ctx)
     from kernel_ext.sandbox.shtools.shell import Shell
@@ -78,7 +80,7 @@ def _toolkit(ctx: ToolContext) -> Any:
     return Shell.for_service(service)
 
 
-def _json(data: Any) -> str:
+def _json(data: object) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(", ", ": "), default=str)
 
 

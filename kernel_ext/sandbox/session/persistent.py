@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox import proctree
@@ -51,6 +51,9 @@ from kernel_ext.sandbox.supervisor import Pump, release
 from kernel_ext.sandbox.tiers import OFF_WARNING, Tier, TierChoice
 from kernel_ext.workspace.fence import check_path_text
 
+if TYPE_CHECKING:  # the registry imports this module
+    from kernel_ext.sandbox.session.registry import SessionRegistry
+
 log = logging.getLogger(__name__)
 KILL_GRACE_S = 3.0
 ABORT_ROUND_S = 0.2
@@ -68,7 +71,7 @@ class ShellSession:
         *,
         network: bool = True,
         hidden: tuple[str, ...] = (),
-        registry: Any = None,
+        registry: SessionRegistry | None = None,
         key: str = "",
     ):
         if choice.tier is None:
@@ -80,7 +83,7 @@ class ShellSession:
         self.conf = Confinement.for_run(workspace, home, network=network, writable=(self.ctl,), hidden=hidden)
         self.cwd = self.conf.workspace
         self.last_used = time.monotonic()
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.RLock()
         self._counter = 0
         self._control = ControlChannel()
@@ -260,7 +263,9 @@ class ShellSession:
             notes.insert(0, OFF_WARNING)
         return notes
 
-    def _record(self, command, code, timed_out, capped, duration, stdout, stderr, timeout, wd, notes, started_at) -> CommandRecord:
+    def _record(self, command: str, code: int | None, timed_out: bool, capped: bool, duration: float,
+                stdout: StreamCapture, stderr: StreamCapture, timeout: float, wd: Path | None, notes: list[str],
+                started_at: float) -> CommandRecord:
         where = wd if wd is not None else self.cwd
         record = CommandRecord(
             id=new_record_id(),

@@ -18,7 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox import landlock
@@ -28,6 +28,9 @@ from kernel_ext.sandbox.shtools.options import SandboxOptions
 from kernel_ext.sandbox.spec import Confinement, is_within
 from kernel_ext.sandbox.supervisor import Job
 from kernel_ext.sandbox.tiers import Tier, TierChoice
+
+if TYPE_CHECKING:
+    from kernel_ext.sandbox.session.service import ShellService
 from kernel_ext.workspace import treewalk
 from kernel_ext.workspace.fence import check_path_text
 
@@ -73,7 +76,7 @@ def resolve_inside(workspace: Path, base: Path, path: str, what: str) -> Path:
     return found
 
 
-def place(service: Any, choice: TierChoice, cwd: str | None, sandbox: bool | SandboxOptions | None) -> Placement:
+def place(service: ShellService, choice: TierChoice, cwd: str | None, sandbox: bool | SandboxOptions | None) -> Placement:
     """Build the confinement for a call; refuse what the active tier cannot enforce."""
     workspace: Path = service.workspace
     where = resolve_inside(workspace, workspace, cwd, "cwd") if cwd else workspace

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import ValidationError
 
@@ -66,6 +66,9 @@ from kernel_ext.shellplan.denylist import check_command
 from kernel_ext.shellplan.plan import Plan, classify
 from kernel_ext.shellplan.verdict import READ_ONLY
 from kernel_ext.workspace import Workspace
+
+if TYPE_CHECKING:  # built on demand: the session layer stays out of the toolkit's import
+    from kernel_ext.sandbox.session.service import ShellService
 
 STATE_VAR = "BESSER_SHELL_STATE_DIR"
 _ATTACHED = "_besser_shell_tools"
@@ -112,7 +115,7 @@ class Shell:
         self,
         workspace: str | os.PathLike[str] | None = None,
         *,
-        service: Any = None,
+        service: ShellService | None = None,
         enable: bool | None = None,
         state_dir: str | os.PathLike[str] | None = None,
         max_background: int | None = None,
@@ -145,13 +148,19 @@ class Shell:
         atexit.register(_close_at_exit, weakref.ref(self))
 
     @classmethod
-    def for_service(cls, service: Any, **options: Any) -> Shell:
+    def for_service(
+        cls,
+        service: ShellService,
+        *,
+        state_dir: str | os.PathLike[str] | None = None,
+        max_background: int | None = None,
+    ) -> Shell:
         """The one ``Shell`` of a run's service; closing the service also stops its background jobs."""
         with _attach_lock:
             found = getattr(service, _ATTACHED, None)
             if found is not None and not found.closed:
                 return found
-            shell = cls(service=service, **options)
+            shell = cls(service=service, state_dir=state_dir, max_background=max_background)
             service.on_close(shell.close)
             setattr(service, _ATTACHED, shell)
             return shell

@@ -26,7 +26,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from kernel_ext.sandbox.frames import FrameError, read_frame, split_frames, write_frame
+from kernel_ext.sandbox.frames import FrameError, JSONValue, as_object, number, read_frame, split_frames, write_frame
 
 
 @dataclass
@@ -107,7 +107,7 @@ class Host:
 
     # -- jobs -----------------------------------------------------------------------------------
 
-    def start_job(self, message: dict) -> None:
+    def start_job(self, message: dict[str, JSONValue]) -> None:
         key = (str(message["src"]), str(message.get("entry") or "main_api"), str(message.get("attr") or "app"))
         child = None
         if self.standby is not None and self.standby.key == key:
@@ -118,9 +118,9 @@ class Host:
         if child is None:
             child = self.fork(key)
         self.last_key = key
-        child.job_id = int(message["id"])
+        child.job_id = int(number(message["id"]))
         child.dispatched_at = time.monotonic()
-        child.deadline = child.dispatched_at + float(message.get("timeout") or 60.0)
+        child.deadline = child.dispatched_at + number(message.get("timeout") or 60.0)
         # The job goes into the child's own folder; the pipe only carries a small notice, so the
         # host never blocks on a child that is still importing the app.
         job_file = os.path.join(child.workdir, "job.json")
@@ -197,7 +197,8 @@ class Host:
             for key, _ in self.selector.select(timeout):
                 if key.data is None:
                     try:
-                        message = read_frame(self.proto_in)
+                        frame = read_frame(self.proto_in)
+                        message = None if frame is None else as_object(frame)
                     except FrameError:
                         message = None
                     if message is None or message.get("op") == "stop":
@@ -207,7 +208,7 @@ class Host:
                     self.on_child_output(key.data)
             self.expire()
 
-    def handle(self, message: dict) -> None:
+    def handle(self, message: dict[str, JSONValue]) -> None:
         op = message.get("op")
         if op == "run":
             self.start_job(message)
