@@ -66,7 +66,8 @@ class AppEnvironment:
 
     def describe(self) -> EnvironmentDescription:
         return {"interpreter": self.interpreter, "python": self.python, "overlay": self.key or None,
-                "built_s": self.built_s, "packages": [{"name": p.name, "version": p.version, "from": p.where} for p in self.packages],
+                "built_s": self.built_s,
+                "packages": [{"name": p.name, "version": p.version, "from": p.where} for p in self.packages],
                 "ignored_lines": [f"{line}: {why}" for line, why in self.unusable]}
 
     def line(self) -> str:

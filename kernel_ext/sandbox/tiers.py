@@ -276,7 +276,8 @@ def self_test(tier: Tier) -> str | None:
         conf = Confinement.for_run(ws, home)
         script = '"$1" -S -c pass && echo ok > "$2/probe" && ! (echo x > "$3/escaped") 2>/dev/null'
         try:
-            ready = launch(tier, conf, ["/bin/sh", "-c", script, "sh", os.path.realpath(_python()), str(conf.workspace), str(outside)])
+            ready = launch(tier, conf,
+                           ["/bin/sh", "-c", script, "sh", os.path.realpath(_python()), str(conf.workspace), str(outside)])
             done = subprocess.run(ready.argv, cwd=conf.workspace, env=_probe_env(), capture_output=True, timeout=30, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"self-test could not run: {exc}"

@@ -7,8 +7,9 @@ already imported, so a check costs the module's own execution, not the library i
 
 Frames are the sandbox's one framing (``kernel_ext.sandbox.frames``, standard library only),
 both ways. Request: ``source``, ``filename``, ``timeout``. Reply: ``ok``, ``error`` (the
-exception, one line, plus the failing line of the module when known), ``timed_out``. The child's stdin/stdout/stderr point at /dev/null, it
-writes bytecode nowhere, runs in its own session and is killed with its group on timeout.
+exception, one line, plus the failing line of the module when known), ``timed_out``. The
+child's stdin/stdout/stderr point at /dev/null, it writes bytecode nowhere, runs in its own
+session and is killed with its group on timeout.
 """
 
 from __future__ import annotations

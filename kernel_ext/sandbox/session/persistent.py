@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox import proctree
@@ -51,8 +51,14 @@ from kernel_ext.sandbox.supervisor import Pump, release
 from kernel_ext.sandbox.tiers import OFF_WARNING, Tier, TierChoice
 from kernel_ext.workspace.fence import check_path_text
 
-if TYPE_CHECKING:  # the registry imports this module
-    from kernel_ext.sandbox.session.registry import SessionRegistry
+
+class Slots(Protocol):
+    """What a session asks of the registry that holds it (``registry.SessionRegistry``, which
+    imports this module): a live slot before its shell starts, and the slot back when it ends."""
+
+    def admit(self, session: ShellSession, /) -> bool: ...
+
+    def release(self, session: ShellSession, /) -> None: ...
 
 log = logging.getLogger(__name__)
 KILL_GRACE_S = 3.0
@@ -71,7 +77,7 @@ class ShellSession:
         *,
         network: bool = True,
         hidden: tuple[str, ...] = (),
-        registry: SessionRegistry | None = None,
+        registry: Slots | None = None,
         key: str = "",
     ):
         if choice.tier is None:
@@ -172,7 +178,8 @@ class ShellSession:
         self._machinery = {self._proc.pid, *chain}
         self._shell_pid = chain[-1] if chain else self._proc.pid
         if self._started_once:
-            self._pending_notes.append("a new shell was started: directory and exported variables were restored; background processes from earlier commands are gone")
+            self._pending_notes.append("a new shell was started: directory and exported variables were restored; background "
+                                       "processes from earlier commands are gone")
         self._started_once = True
         return True
 
@@ -229,13 +236,15 @@ class ShellSession:
         if stuck:
             self._terminate()
             code = -9
-            notes.append("the shell did not return after the command was stopped and was restarted; background processes from earlier commands are gone")
+            notes.append("the shell did not return after the command was stopped and was restarted; background processes from "
+                         "earlier commands are gone")
         elif not marker:  # the shell ended: ``exit``, ``exec``, or a crash
             code = self._terminate(wait_s=1.0)
             pwd = read_and_remove(self.ctl / "cwd")
             if code is None or code < 0:
                 self._log_shell_errors()
-            notes.append("the shell exited (exit ends the session); the next command starts a new shell in the same directory, background processes are gone")
+            notes.append("the shell exited (exit ends the session); the next command starts a new shell in the same directory, "
+                         "background processes are gone")
         if pwd:
             self.cwd = Path(pwd)
         if not is_within(self.cwd, self.conf.workspace):
@@ -294,9 +303,11 @@ class ShellSession:
         cmd = self.ctl / f"{n}.cmd"
         cmd.write_text(command + "\n", encoding="utf-8")
         script = oneoff_script(self.ctl, wd or self.cwd, cmd, preserve)
-        note = "the server's live-session limit is reached: this command ran in a one-off sandbox (directory and environment carried over; its background processes stopped when it returned)"
+        note = ("the server's live-session limit is reached: this command ran in a one-off sandbox (directory and environment "
+                "carried over; its background processes stopped when it returned)")
         try:
-            record = execute(self.choice, self.conf, ["bash", "--noprofile", "--norc", "-c", script], timeout, label=command, notes=[*self._take_notes(), note])
+            record = execute(self.choice, self.conf, ["bash", "--noprofile", "--norc", "-c", script], timeout, label=command,
+                             notes=[*self._take_notes(), note])
         finally:
             unlink_quietly(cmd)
         saved = self.ctl / "cwd"

@@ -157,7 +157,8 @@ class ShellService:
         self._on_close.append(callback)
 
     def close(self) -> None:
-        """The run ended: kill everything it started (close hooks, session, prepared check sandboxes), remove its temporary home."""
+        """The run ended: kill everything it started (close hooks, session, prepared check sandboxes),
+        remove its temporary home."""
         from kernel_ext.sandbox.oneoff import release_workspace
 
         callbacks, self._on_close = self._on_close, []

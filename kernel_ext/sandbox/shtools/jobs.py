@@ -35,7 +35,8 @@ KILL_GRACE_S = 2.0
 STARTUP_WAIT_S = 2.0
 DEFAULT_MAX_JOBS = 16
 MAX_JOBS_VAR = "BESSER_LLM_SHELL_MAX_BACKGROUND"
-SIGNALS = {name: getattr(signal, name) for name in ("SIGTERM", "SIGKILL", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCONT", "SIGSTOP")}
+SIGNALS = {name: getattr(signal, name) for name in ("SIGTERM", "SIGKILL", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2",
+                                                    "SIGCONT", "SIGSTOP")}
 _ESCALATE = frozenset({"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"})
 
 
@@ -103,7 +104,8 @@ class Tap:
         """``(data, offset of data, gap)`` from ``cursor``; ``gap`` when bytes before ``offset`` were dropped."""
         with self._lock:
             if cursor < 0 or cursor > self.total:
-                raise ToolFailure(ErrorCode.CURSOR_OUT_OF_RANGE, f"cursor {cursor} is outside the stream (0..{self.total} bytes so far)")
+                raise ToolFailure(ErrorCode.CURSOR_OUT_OF_RANGE,
+                                  f"cursor {cursor} is outside the stream (0..{self.total} bytes so far)")
             if cursor < self.stored:
                 end = min(self.stored, cursor + limit)
                 if self._memory is not None:

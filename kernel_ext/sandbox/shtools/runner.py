@@ -94,9 +94,11 @@ def place(service: ShellService, choice: TierChoice, cwd: str | None, sandbox: b
             "sandbox options need a confining sandbox; this server runs commands unconfined (operator override)",
         )
     if options.network is True and not network:
-        raise ToolFailure(ErrorCode.SANDBOX_OPTION_UNSUPPORTED, "the network is off for commands on this server (operator setting)")
+        raise ToolFailure(ErrorCode.SANDBOX_OPTION_UNSUPPORTED,
+                          "the network is off for commands on this server (operator setting)")
     if options.network is False and choice.tier is Tier.LANDLOCK and landlock.abi_version() < 4:
-        raise ToolFailure(ErrorCode.SANDBOX_OPTION_UNSUPPORTED, "this kernel's Landlock cannot block the network; network: false is refused")
+        raise ToolFailure(ErrorCode.SANDBOX_OPTION_UNSUPPORTED,
+                          "this kernel's Landlock cannot block the network; network: false is refused")
     network = network if options.network is None else options.network
     writable = [resolve_inside(workspace, where, p, "writable folder") for p in options.writable]
     for folder in writable:
@@ -136,7 +138,8 @@ def secret_paths(root: Path) -> list[Path]:
     return found
 
 
-def start(choice: TierChoice, conf: Confinement, argv: list[str], stdout: StreamCapture, stderr: StreamCapture, *, stable: bool) -> tuple[Job, int]:
+def start(choice: TierChoice, conf: Confinement, argv: list[str], stdout: StreamCapture, stderr: StreamCapture, *,
+          stable: bool) -> tuple[Job, int]:
     """Spawn ``argv`` confined by ``conf`` with piped output into the captures; returns the job and secrets removed."""
     assert choice.tier is not None
     try:
