@@ -19,12 +19,15 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.findings import Finding, ValidationReport
 from kernel_ext.pyparse import parse_source
 from kernel_ext.validation.staging import Source
+
+if TYPE_CHECKING:  # the host is built on demand (its module imports the sandbox's worker)
+    from kernel_ext.validation.apphost.host import AppHost
 
 PROBE_TIMEOUT_S = 90.0
 SMOKE_SKIP_DIRS = frozenset({"alembic", "migrations", "scripts", "tests", "test"})
@@ -200,7 +203,7 @@ def runtime_findings(
     return findings, boots, cannot_create, cannot_run, result
 
 
-def validate_source(source: Source, host: Any, *, hints: dict[str, Any] | None = None, runtime: bool = True) -> AppValidation:
+def validate_source(source: Source, host: AppHost, *, hints: dict[str, Any] | None = None, runtime: bool = True) -> AppValidation:
     """Static checks of ``source`` plus (when ``runtime``) the probe in a fresh child of ``host``."""
     from kernel_ext.validation.source_checks import static_findings
 

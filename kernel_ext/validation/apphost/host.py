@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -250,7 +251,7 @@ class AppHost:
 
     # -- jobs -------------------------------------------------------------------------------------
 
-    def submit(self, staged: Staged, job: dict[str, JSONValue], timeout: float = JOB_TIMEOUT_S) -> PendingJob:
+    def submit(self, staged: Staged, job: Mapping[str, object], timeout: float = JOB_TIMEOUT_S) -> PendingJob:
         """Send one job; the future's result is the host's reply frame (``op`` result or error)."""
         self.start()
         self.submitted += 1
@@ -266,7 +267,7 @@ class AppHost:
             future.set_result({"op": "error", "code": "host_died", "message": f"the app host is gone: {exc}", "id": job_id})
         return PendingJob(future, timeout)
 
-    def run(self, staged: Staged, job: dict[str, JSONValue], timeout: float = JOB_TIMEOUT_S) -> Reply:
+    def run(self, staged: Staged, job: Mapping[str, object], timeout: float = JOB_TIMEOUT_S) -> Reply:
         """Run one job and wait for its reply (the host enforces ``timeout``; a margin guards the host)."""
         return self.wait(self.submit(staged, job, timeout))
 
