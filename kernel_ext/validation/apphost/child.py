@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any
 
-from kernel_ext.sandbox.frames import as_object, read_frame, write_frame
+from kernel_ext.sandbox.frames import as_object, read_frame, text, write_frame
 from kernel_ext.validation.apphost.lifespan import describe_exception, format_traceback
 
 LOG_TAIL_CHARS = 4000
@@ -171,7 +171,7 @@ def main(src: str, entry: str, attr: str, workdir: str, job_fd: int, result_fd: 
         notice = read_frame(job_fd)
         if notice is None:
             os._exit(0)
-        with open(str(as_object(notice)["job_file"]), encoding="utf-8") as handle:
+        with open(text(as_object(notice)["job_file"]), encoding="utf-8") as handle:
             job = json.load(handle)
         from kernel_ext.validation.apphost.exchange import Secrets
 
