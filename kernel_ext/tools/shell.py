@@ -34,6 +34,7 @@ from kernel_ext.tools.base import (
 if TYPE_CHECKING:  # imported when a tool runs, so offering the tools stays cheap
     from kernel_ext.sandbox.shtools.shell import Shell
 
+
 class ShRunArgs(ToolArgs, RunRequest):
     """``sh_run``'s arguments are ``RunRequest``'s fields (see ``kernel_ext.sandbox.shtools.options``)."""
 

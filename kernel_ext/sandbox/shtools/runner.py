@@ -28,11 +28,11 @@ from kernel_ext.sandbox.shtools.options import SandboxOptions
 from kernel_ext.sandbox.spec import Confinement, is_within
 from kernel_ext.sandbox.supervisor import Job
 from kernel_ext.sandbox.tiers import Tier, TierChoice
-
-if TYPE_CHECKING:
-    from kernel_ext.sandbox.session.service import ShellService
 from kernel_ext.workspace import treewalk
 from kernel_ext.workspace.fence import check_path_text
+
+if TYPE_CHECKING:  # the service is the session layer's; the toolkit only reads it
+    from kernel_ext.sandbox.session.service import ShellService
 
 SECRET_FILES = re.compile(
     r"^(?:\.env(?:\.(?!example$|sample$|template$|dist$)[\w.-]+)?|.*\.(?:pem|key|p12|pfx|jks|kdbx|keystore)|id_(?:rsa|dsa|ecdsa|ed25519)(?:\.pub)?"
