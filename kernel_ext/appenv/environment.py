@@ -19,7 +19,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -31,6 +31,21 @@ from kernel_ext.appenv.settings import AppEnvSettings, how_to_provide
 from kernel_ext.errors import ErrorCode, ToolFailure
 
 MEMO_SIZE = 64
+
+
+# One package the app runs with; "from" says where it comes from (the server, or the app's own overlay).
+PackageDescription = TypedDict("PackageDescription", {"name": str, "version": str, "from": str})
+
+
+class EnvironmentDescription(TypedDict):
+    """For reports and the run's metadata: what the app ran with."""
+
+    interpreter: str
+    python: str
+    overlay: str | None
+    built_s: float | None
+    packages: list[PackageDescription]
+    ignored_lines: list[str]
 
 
 @dataclass(frozen=True)
@@ -49,9 +64,10 @@ class AppEnvironment:
     def paths(self) -> tuple[Path, ...]:
         return (self.overlay,) if self.overlay is not None else ()
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> EnvironmentDescription:
         return {"interpreter": self.interpreter, "python": self.python, "overlay": self.key or None,
-                "built_s": self.built_s, "packages": [{"name": p.name, "version": p.version, "from": p.where} for p in self.packages],
+                "built_s": self.built_s,
+                "packages": [{"name": p.name, "version": p.version, "from": p.where} for p in self.packages],
                 "ignored_lines": [f"{line}: {why}" for line, why in self.unusable]}
 
     def line(self) -> str:
@@ -105,10 +121,10 @@ def prepare_for_install(requirements: str | bytes | None, *, network: bool, poli
 
 
 def _resolve(listed: Listed, settings: AppEnvSettings, policy: str | None, shell_tools: bool) -> AppEnvironment:
-    base: dict[str, Any] = {"interpreter": sys.executable, "python": sys.version.split()[0], "unusable": listed.unusable}
+    base = AppEnvironment(interpreter=sys.executable, python=sys.version.split()[0], unusable=listed.unusable)
     plan = plan_for(listed.requirements)
     if plan.satisfied:
-        return AppEnvironment(packages=plan.provided, **base)
+        return dataclasses.replace(base, packages=plan.provided)
     overlay = cached_overlay(settings, overlay_key(plan.missing))
     if overlay is None:
         if not settings.can_fetch:
@@ -123,7 +139,7 @@ def _resolve(listed: Listed, settings: AppEnvSettings, policy: str | None, shell
                               {"missing": [str(r) for r in plan.missing], "not_found": list(exc.names)}) from None
     versions = dict(overlay.packages)
     own = tuple(Provided(n, versions.get(n, "?"), "app env") for n in (_name(r) for r in plan.missing))
-    return AppEnvironment(packages=plan.provided + own, overlay=overlay.site, key=overlay.key, built_s=overlay.built_s, **base)
+    return dataclasses.replace(base, packages=plan.provided + own, overlay=overlay.site, key=overlay.key, built_s=overlay.built_s)
 
 
 def unmet_message(plan: EnvPlan, not_found: tuple[str, ...], why: str, *, shell_tools: bool = False) -> str:

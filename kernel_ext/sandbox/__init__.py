@@ -50,11 +50,11 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "Shell",
     "CommandRecord",
     "Confined",
     "Confinement",
     "SessionRegistry",
+    "Shell",
     "ShellService",
     "ShellSession",
     "ShellSettings",
@@ -74,4 +74,5 @@ __all__ = [
 ]
 
 
-__getattr__, __dir__ = lazy_exports("kernel_ext.sandbox", {name: f"kernel_ext.sandbox.{module}" for name, module in _EXPORTS.items()})
+__getattr__, __dir__ = lazy_exports("kernel_ext.sandbox",
+                                    {name: f"kernel_ext.sandbox.{module}" for name, module in _EXPORTS.items()})

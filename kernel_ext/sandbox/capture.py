@@ -10,7 +10,14 @@ cursors over the full stream).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Protocol
+
+
+class Sink(Protocol):
+    """Where a capture copies its bytes: a file, or a background job's tap."""
+
+    def write(self, data: bytes, /) -> object: ...
+
 
 CAPTURE_CAP = 8 * 1024 * 1024  # past this the command's process tree is killed
 KEEP_HEAD = 1024 * 1024  # kept per stream: head + tail <= 2 MB (the spill-file bound)
@@ -45,7 +52,7 @@ class StreamCapture:
         cap: int = CAPTURE_CAP,
         head_keep: int = KEEP_HEAD,
         tail_keep: int = KEEP_TAIL,
-        sink: BinaryIO | None = None,
+        sink: Sink | None = None,
         sink_limit: int = CAPTURE_CAP,
     ):
         self.cap = cap

@@ -20,13 +20,12 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox.config import startup_settings
 from kernel_ext.sandbox.env import scrub_environment
 from kernel_ext.sandbox.spec import Confinement
-from kernel_ext.sandbox.supervisor import spawn
+from kernel_ext.sandbox.supervisor import Stream, spawn
 from kernel_ext.sandbox.tiers import (
     OFF_WARNING,
     UNAVAILABLE_MESSAGE,
@@ -36,14 +35,12 @@ from kernel_ext.sandbox.tiers import (
     launch,
 )
 
-Stream = int | IO[bytes] | None
-
 
 @dataclass(frozen=True)
 class Confined:
     """A started confined process and how it is confined (``network`` is true whenever the tier is off)."""
 
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     tier: Tier
     network: bool
     notes: tuple[str, ...]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import struct
-from typing import Any
+from typing import TypeAlias
 
 from kernel_ext import safejson  # standard library only, like this module
 
@@ -20,12 +20,15 @@ MAX_FRAME = 32 * 1024 * 1024
 MAX_FRAME_DEPTH = 2 * safejson.DEFAULT_MAX_DEPTH
 _HEADER = struct.Struct(">I")
 
+# What a frame decodes to. The other side may be confined code, so a reader checks the shape it needs.
+JSONValue: TypeAlias = "dict[str, JSONValue] | list[JSONValue] | str | int | float | bool | None"
+
 
 class FrameError(Exception):
     """The other side sent something that is not a frame (or a frame too large)."""
 
 
-def encode(obj: Any) -> bytes:
+def encode(obj: object) -> bytes:
     try:
         data = json.dumps(obj, ensure_ascii=False, default=str, separators=(",", ":")).encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate (model text): escaped, so the frame stays UTF-8
@@ -35,7 +38,7 @@ def encode(obj: Any) -> bytes:
     return _HEADER.pack(len(data)) + data
 
 
-def write_frame(fd: int, obj: Any) -> None:
+def write_frame(fd: int, obj: object) -> None:
     """Write one whole frame to ``fd`` (blocking)."""
     view = memoryview(encode(obj))
     while view:
@@ -57,7 +60,7 @@ def _read_exactly(fd: int, n: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def read_frame(fd: int) -> Any:
+def read_frame(fd: int) -> JSONValue:
     """The next frame's object from ``fd`` (blocking); None at a clean end of stream."""
     head = _read_exactly(fd, _HEADER.size)
     if head is None:
@@ -71,16 +74,41 @@ def read_frame(fd: int) -> Any:
     return decode_body(body)
 
 
-def decode_body(body: bytes) -> Any:
+def decode_body(body: bytes) -> JSONValue:
     try:
-        return safejson.loads(body.decode("utf-8"), MAX_FRAME_DEPTH)
+        value: JSONValue = safejson.loads(body.decode("utf-8"), MAX_FRAME_DEPTH)
     except (UnicodeDecodeError, ValueError) as exc:
         raise FrameError(f"frame is not UTF-8 JSON: {exc}") from None
+    return value
 
 
-def split_frames(buffer: bytes) -> tuple[list[Any], bytes]:
+def as_object(value: JSONValue) -> dict[str, JSONValue]:
+    """``value`` when it is a JSON object, else ``FrameError``: every message on this wire is one."""
+    if not isinstance(value, dict):
+        raise FrameError(f"a frame holds a JSON object, not {type(value).__name__}")
+    return value
+
+
+def number(value: JSONValue) -> float:
+    """A numeric field of a frame (a number, or its text); ``FrameError`` otherwise."""
+    if isinstance(value, (int, float, str)):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise FrameError(f"a frame field holds a number, not {type(value).__name__}")
+
+
+def text(value: JSONValue) -> str:
+    """A text field of a frame; ``FrameError`` otherwise."""
+    if not isinstance(value, str):
+        raise FrameError(f"a frame field holds text, not {type(value).__name__}")
+    return value
+
+
+def split_frames(buffer: bytes) -> tuple[list[JSONValue], bytes]:
     """Whole frames at the start of ``buffer`` and the unconsumed rest."""
-    out: list[Any] = []
+    out: list[JSONValue] = []
     while len(buffer) >= _HEADER.size:
         (length,) = _HEADER.unpack_from(buffer)
         if length > MAX_FRAME:

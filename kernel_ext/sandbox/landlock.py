@@ -167,7 +167,8 @@ def _add_all(ruleset_fd: int, paths: Iterable[str], rights: int) -> None:
         try:
             allowed = rights if stat.S_ISDIR(os.fstat(fd).st_mode) else rights & _FILE_RIGHTS
             attr = _PathBeneathAttr(allowed_access=allowed, parent_fd=fd)
-            if _libc().syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset_fd), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(attr), ctypes.c_uint32(0)) != 0:
+            if _libc().syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset_fd), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(attr),
+                               ctypes.c_uint32(0)) != 0:
                 raise _error(f"landlock_add_rule({path})")
         finally:
             os.close(fd)

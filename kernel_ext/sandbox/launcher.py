@@ -22,15 +22,38 @@ import os
 import resource
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from kernel_ext.sandbox import proctree
+
+if TYPE_CHECKING:  # the shapes only: the launcher starts with ``-S`` and imports what it runs
+    from typing import TypedDict
+
+    class LandlockRules(TypedDict):
+        """What the landlock tier lets a command reach (strings: the spec crosses a command line)."""
+
+        read: list[str]
+        listable: list[str]
+        write: list[str]
+        devices: list[str]
+        deny_tcp: bool
+
+    class LauncherSpec(TypedDict):
+        """What the launcher does around the command (``bootstrap_argv`` writes it as JSON)."""
+
+        cwd: str
+        landlock: LandlockRules | None
+        drop_caps: bool
+        tasks_cgroup: str | None
+        process_limit: int | None
+        file_size_limit: int
 
 _PR_SET_PDEATHSIG = 1
 _PR_CAPBSET_DROP = 24
 _PR_SET_CHILD_SUBREAPER = 36
 
 
-def bootstrap_argv(spec: dict, argv: list[str]) -> list[str]:
+def bootstrap_argv(spec: LauncherSpec, argv: list[str]) -> list[str]:
     """The interpreter command line that runs this launcher with ``spec`` around ``argv``."""
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     code = (
@@ -41,7 +64,7 @@ def bootstrap_argv(spec: dict, argv: list[str]) -> list[str]:
 
 
 def main(args: list[str]) -> int:
-    spec = json.loads(args[0])
+    spec: LauncherSpec = json.loads(args[0])
     command = args[2:]
     libc = ctypes.CDLL(None, use_errno=True)
     parent = os.getppid()
@@ -51,13 +74,14 @@ def main(args: list[str]) -> int:
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     _limits(spec.get("file_size_limit"), spec.get("process_limit"))
     try:
-        if spec.get("tasks_cgroup"):  # before Landlock, which would refuse the write
-            with open(spec["tasks_cgroup"], "w") as procs:
+        tasks = spec.get("tasks_cgroup")
+        if tasks:  # before Landlock, which would refuse the write
+            with open(tasks, "w") as procs:
                 procs.write(str(os.getpid()))
-        if spec.get("landlock") is not None:
+        rules = spec.get("landlock")
+        if rules is not None:
             from kernel_ext.sandbox.landlock import Ruleset, restrict_self
 
-            rules = spec["landlock"]
             restrict_self(
                 Ruleset(
                     read=tuple(rules["read"]),
@@ -82,13 +106,13 @@ def main(args: list[str]) -> int:
     proctree.kill_tree(os.getpid(), signal.SIGKILL, include_root=False)
     _reap_all()
     if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
+        signum = os.WTERMSIG(status)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
     return os.waitstatus_to_exitcode(status) if not os.WIFSIGNALED(status) else 128 + os.WTERMSIG(status)
 
 
-def _exec_child(spec: dict, command: list[str]) -> None:
+def _exec_child(spec: LauncherSpec, command: list[str]) -> None:
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
     try:

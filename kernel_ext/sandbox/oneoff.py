@@ -84,7 +84,7 @@ def run_confined(
         finally:
             prepared.discard()
     own_home = home is None
-    home_dir = Path(tempfile.mkdtemp(prefix="besser-oneoff-home-")) if own_home else Path(home)
+    home_dir = Path(home) if home is not None else Path(tempfile.mkdtemp(prefix="besser-oneoff-home-"))
     try:
         conf = Confinement.for_run(workspace, home_dir, network=network, writable=writable, readable=readable,
                                    hidden=hidden, cwd=where)

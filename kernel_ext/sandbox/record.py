@@ -13,7 +13,6 @@ import secrets
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from kernel_ext.sandbox.capture import StreamResult
 
@@ -45,7 +44,7 @@ class CommandRecord:
     limits: tuple[str, ...] = ()
     secrets_removed: int = 0
     started_at: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, str] = field(default_factory=dict)  # added to ``as_data`` (which session ran it)
 
     @property
     def ok(self) -> bool:
@@ -106,9 +105,9 @@ class CommandRecord:
         parts.extend(f"sandbox limit: {limit}" for limit in self.limits)
         return "\n".join(parts)
 
-    def as_data(self) -> dict[str, Any]:
+    def as_data(self) -> dict[str, object]:
         """JSON-ready fields for the UI, events and stored records (bounded texts)."""
-        data = {
+        data: dict[str, object] = {
             "id": self.id,
             "command": self.command,
             "ok": self.ok,

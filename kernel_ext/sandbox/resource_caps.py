@@ -339,6 +339,8 @@ def _remove(group: Path) -> bool:
 
 
 def _server_group(found: PidsHierarchy) -> Path:
+    if found.base is None:  # callers only come here with a hierarchy that was found
+        raise OSError(errno.ENOENT, found.cause or "no pids cgroup")
     parent = found.base / f"{GROUP_PREFIX}{os.getpid()}"
     if not parent.is_dir():
         parent.mkdir(exist_ok=True)
@@ -361,7 +363,7 @@ def _sweep_dead_servers(base: Path) -> None:
 
 def _locate() -> PidsHierarchy:
     """This process's pids cgroup folder, from /proc/self/cgroup and /proc/self/mountinfo."""
-    own = {}
+    own: dict[str, str] = {}
     for line in Path("/proc/self/cgroup").read_text().splitlines():
         number, controllers, path = line.split(":", 2)
         if number == "0" and controllers == "":
@@ -369,7 +371,7 @@ def _locate() -> PidsHierarchy:
         for name in controllers.split(","):
             if name == "pids":
                 own["v1"] = path
-    mounts = {}
+    mounts: dict[str, tuple[str, str]] = {}
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         fields = line.split()
         rest = fields[fields.index("-") + 1 :]
@@ -384,8 +386,8 @@ def _locate() -> PidsHierarchy:
     if "v2" in own and "v2" in mounts:
         found = _within(mounts["v2"], own["v2"], 2)
         if found.base is not None:
-            controllers = (found.base / "cgroup.controllers").read_text().split()
-            if "pids" not in controllers:
+            delegated = (found.base / "cgroup.controllers").read_text().split()
+            if "pids" not in delegated:
                 return PidsHierarchy(None, 2, "the pids controller is not delegated to this process's cgroup")
         return found
     return PidsHierarchy(None, cause="no pids cgroup is mounted")

@@ -94,7 +94,8 @@ def remove_home(prepared: Prepared) -> None:
     shutil.rmtree(prepared.home, ignore_errors=True)
 
 
-def prepare(tier: Tier, workspace: Path, network: bool, writable: tuple[Path, ...], hidden: tuple[Path, ...], stable: bool = True) -> Prepared:
+def prepare(tier: Tier, workspace: Path, network: bool, writable: tuple[Path, ...], hidden: tuple[Path, ...],
+            stable: bool = True) -> Prepared:
     """Start a sandbox over ``workspace`` with a fresh temporary home and the waiter inside."""
     home = Path(tempfile.mkdtemp(prefix="besser-oneoff-home-"))
     conf = Confinement(workspace=workspace, home=home, network=network, writable=writable, hidden=hidden)
@@ -120,7 +121,8 @@ class SparePool:
         self._pruner: threading.Thread | None = None
         self.closed = False
 
-    def take(self, tier: Tier, workspace: Path, network: bool, writable: tuple[Path, ...] = (), hidden: tuple[Path, ...] = ()) -> Prepared:
+    def take(self, tier: Tier, workspace: Path, network: bool, writable: tuple[Path, ...] = (),
+             hidden: tuple[Path, ...] = ()) -> Prepared:
         """A prepared sandbox for this key (a warm one when available), and start the next."""
         key: Key = (tier, workspace, network, writable, hidden)
         with self._lock:

@@ -12,6 +12,7 @@ launcher rely on, fires when the *thread* that forked exits, and worker threads 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import select
@@ -23,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
 
 from kernel_ext.sandbox import proctree
 from kernel_ext.sandbox.capture import StreamCapture
@@ -36,6 +37,7 @@ _SPAWNER_NAME = "besser-sandbox-spawner"
 _spawner: ThreadPoolExecutor | None = None
 _spawner_lock = threading.Lock()
 T = TypeVar("T")
+Stream = int | IO[bytes] | None  # what Popen takes for a standard stream
 
 
 def _forget_spawner() -> None:
@@ -55,13 +57,28 @@ def _spawner_pool() -> ThreadPoolExecutor:
         return _spawner
 
 
-def spawn(argv: Sequence[str], *, stable: bool = False, **popen: object) -> subprocess.Popen:
+def spawn(
+    argv: Sequence[str],
+    *,
+    stable: bool = False,
+    stdin: Stream = None,
+    stdout: Stream = None,
+    stderr: Stream = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    pass_fds: Sequence[int] = (),
+) -> subprocess.Popen[bytes]:
     """``Popen`` in a new session; ``stable`` forks from the long-lived spawner thread."""
-    popen.setdefault("start_new_session", True)
-    popen.setdefault("close_fds", True)
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=cwd,
+            pass_fds=tuple(pass_fds), start_new_session=True, close_fds=True,
+        )
+
     if not stable or threading.current_thread().name.startswith(_SPAWNER_NAME):
-        return subprocess.Popen(list(argv), **popen)  # type: ignore[arg-type]
-    return _spawner_pool().submit(subprocess.Popen, list(argv), **popen).result()
+        return start()
+    return _spawner_pool().submit(start).result()
 
 
 def spawn_later(fn: Callable[..., T], *args: object) -> Future[T]:
@@ -73,10 +90,8 @@ def nonblocking(fd: int, pipe_size: int | None = None) -> int:
     flags = fcntl.fcntl(fd, fcntl.F_GETFL)
     fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
     if pipe_size:
-        try:
+        with contextlib.suppress(OSError):
             fcntl.fcntl(fd, _F_SETPIPE_SZ, pipe_size)
-        except OSError:
-            pass
     return fd
 
 
@@ -146,7 +161,7 @@ class Job:
 
     def __init__(
         self,
-        process: subprocess.Popen,
+        process: subprocess.Popen[bytes],
         *,
         stdout: StreamCapture | None = None,
         stderr: StreamCapture | None = None,
@@ -268,7 +283,7 @@ def _pidfd(pid: int) -> int | None:
         return None
 
 
-def feed_stdin(process: subprocess.Popen, data: bytes) -> None:
+def feed_stdin(process: subprocess.Popen[bytes], data: bytes) -> None:
     """Write ``data`` (at most the pipe's capacity) to the process's stdin and close it."""
     assert process.stdin is not None
     try:
@@ -276,10 +291,8 @@ def feed_stdin(process: subprocess.Popen, data: bytes) -> None:
     except BrokenPipeError:
         pass
     finally:
-        try:
+        with contextlib.suppress(BrokenPipeError):
             process.stdin.close()
-        except BrokenPipeError:
-            pass
 
 
 class Drainer:
@@ -314,10 +327,8 @@ class Drainer:
         while True:
             for fd, _ in self._poll.poll():
                 if fd == self._wake_r:
-                    try:
+                    with contextlib.suppress(BlockingIOError):
                         os.read(self._wake_r, 4096)
-                    except BlockingIOError:
-                        pass
                     continue
                 try:
                     data = os.read(fd, READ_CHUNK)
@@ -332,7 +343,7 @@ class Drainer:
                     os.close(fd)
 
 
-def release(process: subprocess.Popen, *, kill: bool) -> int | None:
+def release(process: subprocess.Popen[bytes], *, kill: bool) -> int | None:
     """Kill ``process``'s tree (when ``kill``), close our ends of its pipes, reap it (5 s at most)."""
     if kill:
         proctree.kill_tree(process.pid)

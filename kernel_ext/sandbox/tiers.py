@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernel_ext.sandbox import landlock, resource_caps
 from kernel_ext.sandbox.bwrap import bwrap_options, bwrap_path
@@ -33,6 +34,9 @@ from kernel_ext.sandbox.spec import (
     system_dirs,
 )
 from kernel_ext.sandbox.supervisor import release, spawn
+
+if TYPE_CHECKING:
+    from kernel_ext.sandbox.launcher import LandlockRules, LauncherSpec
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +99,7 @@ class ParkedLauncher:
     limits (``resource_caps.bwrap_prefix``, as for every bwrap sandbox) and waits for the command
     line. Used at most once; one nobody takes is killed."""
 
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     options_fd: int  # our end of the pipe bubblewrap reads its options from
     started_with: frozenset[str]  # the variables bubblewrap will have, before the call's
     handed: bool = False
@@ -173,7 +177,7 @@ class Launch:
     command: tuple[str, ...] = ()
     parked: ParkedLauncher | None = field(default=None, compare=False)
 
-    def start(self, env: Mapping[str, str], stdin: bytes = b"") -> subprocess.Popen | None:
+    def start(self, env: Mapping[str, str], stdin: bytes = b"") -> subprocess.Popen[bytes] | None:
         """The parked launcher running the command (``stdin`` written, stdin left open), or None:
         then the caller spawns ``argv`` itself."""
         if self.parked is None:
@@ -208,7 +212,7 @@ def launch(tier: Tier, conf: Confinement, argv: Sequence[str], *, parked: bool =
         options = bwrap_options(conf)
         full = [*resource_caps.bwrap_prefix(caps), bwrap_path() or "bwrap", *options, "--", *argv]
         return Launch(full, tier, True, tuple(options), tuple(argv), waiting)
-    spec: dict = {"cwd": str(conf.working_dir()), "landlock": None, "drop_caps": False,
+    spec: LauncherSpec = {"cwd": str(conf.working_dir()), "landlock": None, "drop_caps": False,
                   "tasks_cgroup": resource_caps.procs_file(caps.group), "process_limit": caps.process_limit,
                   "file_size_limit": resource_caps.FILE_SIZE_LIMIT}
     if tier is Tier.LANDLOCK:
@@ -217,7 +221,7 @@ def launch(tier: Tier, conf: Confinement, argv: Sequence[str], *, parked: bool =
     return Launch(bootstrap_argv(spec, list(argv)), tier, False)
 
 
-def landlock_rules(conf: Confinement) -> dict:
+def landlock_rules(conf: Confinement) -> LandlockRules:
     excluded = (*sensitive_paths(), *conf.hidden)
     readable = [Path(d) for d in system_dirs()] + list(conf.readonly_paths()) + [Path("/proc")]
     allowed, listable = split_around(readable, excluded)
@@ -272,7 +276,8 @@ def self_test(tier: Tier) -> str | None:
         conf = Confinement.for_run(ws, home)
         script = '"$1" -S -c pass && echo ok > "$2/probe" && ! (echo x > "$3/escaped") 2>/dev/null'
         try:
-            ready = launch(tier, conf, ["/bin/sh", "-c", script, "sh", os.path.realpath(_python()), str(conf.workspace), str(outside)])
+            ready = launch(tier, conf,
+                           ["/bin/sh", "-c", script, "sh", os.path.realpath(_python()), str(conf.workspace), str(outside)])
             done = subprocess.run(ready.argv, cwd=conf.workspace, env=_probe_env(), capture_output=True, timeout=30, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"self-test could not run: {exc}"

@@ -11,17 +11,18 @@ never spawns a process that executes project code any other way
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from kernel_ext.sandbox import proctree
 from kernel_ext.sandbox.confined import Confined, spawn_confined
-from kernel_ext.sandbox.frames import FrameError, read_frame, write_frame
+from kernel_ext.sandbox.frames import FrameError, JSONValue, read_frame, write_frame
 from kernel_ext.sandbox.spec import Confinement
 
 
@@ -57,7 +58,7 @@ class WorkerGone(OSError):
     """The worker exited or its pipe broke (the message says how, exit code included)."""
 
 
-OnFrame = Callable[[Any], None]
+OnFrame = Callable[[JSONValue], None]
 OnExit = Callable[[str], None]
 
 
@@ -87,13 +88,13 @@ class WarmWorker:
         self.network = False
         self.notes: tuple[str, ...] = ()
         self.starts = 0
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
-        self._frames: queue.SimpleQueue[Any] | None = None
+        self._frames: queue.SimpleQueue[JSONValue | WorkerGone] | None = None
         self._write_lock = threading.Lock()
 
     @property
-    def process(self) -> subprocess.Popen | None:
+    def process(self) -> subprocess.Popen[bytes] | None:
         return self._proc
 
     @property
@@ -121,14 +122,14 @@ class WarmWorker:
         self._proc, self._log = started.process, log
         self.tier, self.network, self.notes = str(started.tier), started.network, started.notes
         self.starts += 1
-        frames: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        frames: queue.SimpleQueue[JSONValue | WorkerGone] = queue.SimpleQueue()
         self._frames = frames
         reader = threading.Thread(target=self._read, args=(started.process, frames, on_frame, on_exit),
                                   name="besser-worker-reader", daemon=True)
         reader.start()
         return True
 
-    def send(self, message: Any) -> None:
+    def send(self, message: Mapping[str, object]) -> None:
         """Write one frame to the worker; ``OSError`` when it is gone, ``FrameError`` past the frame cap."""
         with self._write_lock:
             proc = self._proc
@@ -136,7 +137,7 @@ class WarmWorker:
                 raise BrokenPipeError(f"{self.what} is not running")
             write_frame(proc.stdin.fileno(), message)
 
-    def receive(self, timeout: float) -> Any:
+    def receive(self, timeout: float) -> JSONValue:
         """The next queued frame: ``TimeoutError`` past ``timeout``, ``WorkerGone`` once the worker ended."""
         frames = self._frames
         if frames is None:
@@ -150,7 +151,7 @@ class WarmWorker:
             raise item
         return item
 
-    def request(self, message: Any, timeout: float) -> Any:
+    def request(self, message: Mapping[str, object], timeout: float) -> JSONValue:
         """Send one frame and return the next; any failure stops the worker and is raised."""
         try:
             self.send(message)
@@ -175,14 +176,12 @@ class WarmWorker:
             if not exited and proc.poll() is None:  # once reaped, its pid may be another process's
                 proctree.kill_tree(proc.pid)
             _close(proc.stdin)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
         if log is not None:
             log.close()
 
-    def _read(self, proc: subprocess.Popen, frames: queue.SimpleQueue[Any], on_frame: OnFrame | None,
+    def _read(self, proc: subprocess.Popen[bytes], frames: queue.SimpleQueue[JSONValue | WorkerGone], on_frame: OnFrame | None,
               on_exit: OnExit | None) -> None:
         """The reader thread of one process: frames out, then how it ended (it owns the stdout pipe)."""
         assert proc.stdout is not None

@@ -31,4 +31,5 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-__getattr__, __dir__ = lazy_exports("kernel_ext.shellplan", {name: f"kernel_ext.shellplan.{module}" for name, module in _EXPORTS.items()})
+__getattr__, __dir__ = lazy_exports("kernel_ext.shellplan",
+                                    {name: f"kernel_ext.shellplan.{module}" for name, module in _EXPORTS.items()})

@@ -57,7 +57,9 @@ _CODE_WRITE = Scan(
     r"|os\.makedirs|os\.mkdir|\.mkdir\(|mkdirSync|writeFile|appendFile|renameSync|copyFile|File\.write|\.touch\(|os\.chmod|sqlite3"
 )
 _SAFE_PY = frozenset(
-    ["sys", "json", "math", "re", "platform", "string", "textwrap", "datetime", "time", "decimal", "fractions", "statistics", "itertools", "functools", "collections", "operator", "pprint", "base64", "hashlib", "uuid", "random", "typing", "enum", "dataclasses", "keyword", "locale", "calendar"]
+    ["sys", "json", "math", "re", "platform", "string", "textwrap", "datetime", "time", "decimal", "fractions", "statistics",
+     "itertools", "functools", "collections", "operator", "pprint", "base64", "hashlib", "uuid", "random", "typing", "enum",
+     "dataclasses", "keyword", "locale", "calendar"]
 )
 
 

@@ -21,11 +21,16 @@ from kernel_ext.shellplan.verdict import (
     unknown,
 )
 
-_GLOBAL_VALUED = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env", "--super-prefix"})
+_GLOBAL_VALUED = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env",
+                            "--super-prefix"})
 _READ = frozenset(
-    ["status", "log", "diff", "show", "blame", "annotate", "describe", "shortlog", "grep", "rev-parse", "rev-list", "ls-files", "ls-tree", "cat-file", "show-ref", "for-each-ref", "whatchanged", "check-ignore", "check-attr", "count-objects", "version", "help", "var", "name-rev", "merge-base", "cherry", "range-diff", "show-branch", "verify-commit", "verify-tag", "fsck", "diff-tree", "diff-files", "diff-index"]
+    ["status", "log", "diff", "show", "blame", "annotate", "describe", "shortlog", "grep", "rev-parse", "rev-list", "ls-files",
+     "ls-tree", "cat-file", "show-ref", "for-each-ref", "whatchanged", "check-ignore", "check-attr", "count-objects", "version",
+     "help", "var", "name-rev", "merge-base", "cherry", "range-diff", "show-branch", "verify-commit", "verify-tag", "fsck",
+     "diff-tree", "diff-files", "diff-index"]
 )
-_MUTATE_REVERSIBLE = frozenset(["add", "commit", "mv", "init", "merge", "cherry-pick", "revert", "am", "apply", "notes", "bisect", "sparse-checkout", "switch"])
+_MUTATE_REVERSIBLE = frozenset(["add", "commit", "mv", "init", "merge", "cherry-pick", "revert", "am", "apply", "notes", "bisect",
+                                "sparse-checkout", "switch"])
 _NETWORK = frozenset(["fetch", "pull", "clone", "ls-remote"])
 
 
@@ -53,7 +58,8 @@ def classify_git(args: list[str]) -> Verdict:
 def _push(rest: list[str]) -> Verdict:
     words = positional(rest, ("-o", "--push-option", "--repo", "--receive-pack", "--exec"))
     forced = has(rest, "-f", "--force", "--force-with-lease", "--force-if-includes", "-d", "--delete", "--mirror", "--prune")
-    if forced or any(w.startswith(("+", ":")) for w in words[1:]) or any(f.startswith("--force-with-lease") for f in long_flags(rest)):
+    if (forced or any(w.startswith(("+", ":")) for w in words[1:])
+            or any(f.startswith("--force-with-lease") for f in long_flags(rest))):
         return bad("git", ("push",), "a forced or deleting push can destroy remote history")
     return net("git push publishes commits to a remote", "git", ("push",))
 
@@ -63,7 +69,8 @@ def _branch(rest: list[str]) -> Verdict:
         return bad("git", ("branch",), "deletes or overwrites a branch")
     if has(rest, "-m", "-M", "-c", "-C", "--move", "--copy", "-u", "--set-upstream-to", "--unset-upstream", "--edit-description"):
         return mut("git", ("branch",), reversible=True)
-    listing = has(rest, "-a", "-r", "-l", "--list", "-v", "-vv", "--all", "--remotes", "--show-current", "--contains", "--merged", "--no-merged")
+    listing = has(rest, "-a", "-r", "-l", "--list", "-v", "-vv", "--all", "--remotes", "--show-current", "--contains", "--merged",
+                  "--no-merged")
     if positional(rest, ("--contains", "--merged", "--no-merged", "--sort", "--format", "--points-at")) and not listing:
         return mut("git", ("branch",), reversible=True)
     return ro()
@@ -72,7 +79,8 @@ def _branch(rest: list[str]) -> Verdict:
 def _tag(rest: list[str]) -> Verdict:
     if has(rest, "-d", "--delete", "-f", "--force"):
         return bad("git", ("tag",), "deletes or moves a tag")
-    if has(rest, "-l", "--list", "-n", "--contains", "--points-at") or not positional(rest, ("-m", "-F", "-u", "--sort", "--format")):
+    if (has(rest, "-l", "--list", "-n", "--contains", "--points-at")
+            or not positional(rest, ("-m", "-F", "-u", "--sort", "--format"))):
         return ro()
     return mut("git", ("tag",), reversible=True)
 
@@ -90,7 +98,8 @@ def _config(rest: list[str]) -> Verdict:
     if has(rest, "--get", "--get-all", "--get-regexp", "--get-urlmatch", "--list", "-l", "--show-origin", "--show-scope"):
         return ro()
     words = positional(rest, ("-f", "--file", "--blob", "--type", "--default"))
-    if len(words) <= 1 and not has(rest, "--unset", "--unset-all", "--remove-section", "--rename-section", "--add", "-e", "--edit"):
+    if len(words) <= 1 and not has(rest, "--unset", "--unset-all", "--remove-section", "--rename-section", "--add", "-e",
+                                   "--edit"):
         return ro()
     return mut("git", ("config",), note="changes git configuration")
 

@@ -157,8 +157,9 @@ class _Lexer:
                 word.raw.append(s[start : self.i])
             elif c in "<>" and s.startswith("(", self.i + 1) and self.word is None:
                 inner = self._balanced(self.i + 2, "(", ")")
-                self._w().subs.append(inner)
-                self.word.raw.append(c + "(" + inner + ")")
+                word = self._w()
+                word.subs.append(inner)
+                word.raw.append(c + "(" + inner + ")")
             elif c in _OPERATOR_START and self._operator():
                 continue
             elif c == "(" and self.word is None:

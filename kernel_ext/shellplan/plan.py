@@ -47,7 +47,8 @@ HEADER_KEYWORDS = frozenset({"for", "case", "select", "function", "coproc"})
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish"})
 # wrapper -> (options taking a value, operands before the wrapped command)
 WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
-    "sudo": (frozenset(["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "--user", "--group", "--host", "--prompt", "--chdir"]), 0),
+    "sudo": (frozenset(["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "--user", "--group", "--host", "--prompt",
+                        "--chdir"]), 0),
     "doas": (frozenset({"-u", "-C"}), 0),
     "env": (frozenset({"-u", "--unset", "-C", "--chdir"}), 0),
     "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
@@ -71,8 +72,10 @@ WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "xvfb-run": (frozenset({"-n", "-s", "-f", "-e", "-p", "--server-args"}), 0),
     "busybox": (frozenset(), 0),
 }
-_XARGS_VALUED = frozenset(["-a", "--arg-file", "-d", "--delimiter", "-E", "-e", "-I", "-L", "-n", "--max-args", "-P", "--max-procs", "-s", "--max-chars", "--process-slot-var"])
-_SSH_VALUED = frozenset(["-p", "-i", "-l", "-o", "-F", "-J", "-L", "-R", "-D", "-b", "-c", "-e", "-E", "-m", "-O", "-Q", "-S", "-W", "-w", "-B"])
+_XARGS_VALUED = frozenset(["-a", "--arg-file", "-d", "--delimiter", "-E", "-e", "-I", "-L", "-n", "--max-args", "-P",
+                           "--max-procs", "-s", "--max-chars", "--process-slot-var"])
+_SSH_VALUED = frozenset(["-p", "-i", "-l", "-o", "-F", "-J", "-L", "-R", "-D", "-b", "-c", "-e", "-E", "-m", "-O", "-Q", "-S",
+                         "-W", "-w", "-B"])
 _NEUTRAL_TARGETS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
 _DEVICE = Scan(r">\s*/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk)|\bof=/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk)")
 
@@ -175,7 +178,8 @@ def _classify_text(text: str, depth: int) -> Verdict:
 def _segment(seg: Segment, depth: int) -> Verdict:
     parts: list[Verdict] = []
     for inner in seg.groups:
-        parts.append(_classify_text(inner, depth + 1) if inner.strip() else Verdict(COMPLEX, False, notes=("defines a function",)))
+        empty = Verdict(COMPLEX, False, notes=("defines a function",))
+        parts.append(_classify_text(inner, depth + 1) if inner.strip() else empty)
     for word in seg.words:
         for sub in word.subs:
             parts.append(_classify_text(sub, depth + 1).at_least(COMPLEX, "command substitution runs at run time"))

@@ -25,22 +25,44 @@ from kernel_ext.shellplan.verdict import (
 # -- program tables -------------------------------------------------------------------------------
 
 READ_ONLY_PROGRAMS = frozenset(
-    ["ls", "ll", "dir", "vdir", "cat", "tac", "head", "tail", "less", "more", "most", "grep", "egrep", "fgrep", "rg", "ag", "ack", "wc", "echo", "printf", "pwd", "whoami", "id", "groups", "date", "cal", "uname", "hostname", "which", "whereis", "type", "file", "stat", "du", "df", "tree", "cut", "tr", "diff", "cmp", "comm", "md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum", "sha512sum", "cksum", "b2sum", "sum", "basename", "dirname", "realpath", "readlink", "true", "false", "test", "[", "[[", "sleep", "seq", "yes", "jq", "yq", "column", "nl", "od", "hexdump", "xxd", "strings", "ps", "pgrep", "pstree", "free", "uptime", "lsof", "ss", "netstat", "locale", "printenv", "cd", "pushd", "popd", "export", "unset", "set", "alias", "unalias", "history", "wait", "jobs", "shift", "read", "declare", "local", "typeset", "return", "exit", ":", "expr", "bc", "dc", "factor", "numfmt", "fold", "fmt", "pr", "paste", "join", "rev", "expand", "unexpand", "base64", "base32", "zcat", "bzcat", "xzcat", "zgrep", "zless", "lsblk", "getconf", "nproc", "arch", "tty", "man", "help", "info", "whatis", "apropos", "top", "htop", "vmstat", "iostat", "env", "mypy", "flake8", "pylint", "pyright", "pycodestyle", "pydocstyle", "bandit", "shellcheck", "hadolint", "yamllint", "cloc", "tokei", "wc", "file", "lscpu", "lsmod", "dmesg", "w", "who", "last", "users", "getent", "ulimit", "umask", "hash", "logname", "tput", "clear", "reset", "lsattr", "iconv", "look", "cmp", "sdiff", "vimdiff", "colordiff"]
+    ["ls", "ll", "dir", "vdir", "cat", "tac", "head", "tail", "less", "more", "most", "grep", "egrep", "fgrep", "rg", "ag", "ack",
+     "wc", "echo", "printf", "pwd", "whoami", "id", "groups", "date", "cal", "uname", "hostname", "which", "whereis", "type",
+     "file", "stat", "du", "df", "tree", "cut", "tr", "diff", "cmp", "comm", "md5sum", "sha1sum", "sha224sum", "sha256sum",
+     "sha384sum", "sha512sum", "cksum", "b2sum", "sum", "basename", "dirname", "realpath", "readlink", "true", "false", "test",
+     "[", "[[", "sleep", "seq", "yes", "jq", "yq", "column", "nl", "od", "hexdump", "xxd", "strings", "ps", "pgrep", "pstree",
+     "free", "uptime", "lsof", "ss", "netstat", "locale", "printenv", "cd", "pushd", "popd", "export", "unset", "set", "alias",
+     "unalias", "history", "wait", "jobs", "shift", "read", "declare", "local", "typeset", "return", "exit", ":", "expr", "bc",
+     "dc", "factor", "numfmt", "fold", "fmt", "pr", "paste", "join", "rev", "expand", "unexpand", "base64", "base32", "zcat",
+     "bzcat", "xzcat", "zgrep", "zless", "lsblk", "getconf", "nproc", "arch", "tty", "man", "help", "info", "whatis", "apropos",
+     "top", "htop", "vmstat", "iostat", "env", "mypy", "flake8", "pylint", "pyright", "pycodestyle", "pydocstyle", "bandit",
+     "shellcheck", "hadolint", "yamllint", "cloc", "tokei", "wc", "file", "lscpu", "lsmod", "dmesg", "w", "who", "last", "users",
+     "getent", "ulimit", "umask", "hash", "logname", "tput", "clear", "reset", "lsattr", "iconv", "look", "cmp", "sdiff",
+     "vimdiff", "colordiff"]
 )
 NETWORK_PROGRAMS = frozenset(
-    ["curl", "wget", "ssh", "scp", "sftp", "ftp", "lftp", "telnet", "nc", "ncat", "netcat", "socat", "ping", "ping6", "traceroute", "tracepath", "mtr", "dig", "nslookup", "host", "whois", "http", "https", "xh", "aria2c", "gh", "glab", "aws", "gcloud", "gsutil", "az", "kubectl", "helm", "apt", "apt-get", "aptitude", "yum", "dnf", "apk", "brew", "snap", "rustup", "nvm", "ngrok", "mosh", "rclone", "s3cmd", "npx", "pipx", "uvx", "bunx", "nmap", "ssh-copy-id", "git-lfs", "uvicorn", "gunicorn", "hypercorn", "daphne", "http-server", "serve", "live-server"]
+    ["curl", "wget", "ssh", "scp", "sftp", "ftp", "lftp", "telnet", "nc", "ncat", "netcat", "socat", "ping", "ping6",
+     "traceroute", "tracepath", "mtr", "dig", "nslookup", "host", "whois", "http", "https", "xh", "aria2c", "gh", "glab", "aws",
+     "gcloud", "gsutil", "az", "kubectl", "helm", "apt", "apt-get", "aptitude", "yum", "dnf", "apk", "brew", "snap", "rustup",
+     "nvm", "ngrok", "mosh", "rclone", "s3cmd", "npx", "pipx", "uvx", "bunx", "nmap", "ssh-copy-id", "git-lfs", "uvicorn",
+     "gunicorn", "hypercorn", "daphne", "http-server", "serve", "live-server"]
 )
 DESTRUCTIVE_PROGRAMS = frozenset(
-    ["rm", "shred", "unlink", "srm", "dd", "wipefs", "fdisk", "sfdisk", "cfdisk", "parted", "mkswap", "reboot", "shutdown", "halt", "poweroff", "rimraf"]
+    ["rm", "shred", "unlink", "srm", "dd", "wipefs", "fdisk", "sfdisk", "cfdisk", "parted", "mkswap", "reboot", "shutdown",
+     "halt", "poweroff", "rimraf"]
 )
 MUTATING_REVERSIBLE = frozenset(["mkdir", "touch", "mktemp", "rmdir", "mkfifo"])
 MUTATING_PROGRAMS = frozenset(
-    ["chmod", "chown", "chgrp", "chattr", "setfacl", "install", "patch", "kill", "pkill", "killall", "systemctl", "service", "useradd", "userdel", "usermod", "groupadd", "passwd", "chsh", "timedatectl", "hostnamectl", "update-alternatives", "ldconfig", "ctags", "etags"]
+    ["chmod", "chown", "chgrp", "chattr", "setfacl", "install", "patch", "kill", "pkill", "killall", "systemctl", "service",
+     "useradd", "userdel", "usermod", "groupadd", "passwd", "chsh", "timedatectl", "hostnamectl", "update-alternatives",
+     "ldconfig", "ctags", "etags"]
 )
-INTERACTIVE = frozenset(["vim", "vi", "nvim", "nano", "emacs", "pico", "ed", "less", "more", "most", "top", "htop", "man", "watch", "tmux", "screen"])
+INTERACTIVE = frozenset(["vim", "vi", "nvim", "nano", "emacs", "pico", "ed", "less", "more", "most", "top", "htop", "man",
+                         "watch", "tmux", "screen"])
 # Test runners and build tools run project code: what they do depends on that code.
 RUNS_PROJECT_CODE = frozenset(
-    ["make", "cmake", "ninja", "meson", "bazel", "gradle", "mvn", "ant", "pytest", "py.test", "tox", "nox", "jest", "vitest", "mocha", "karma", "ava", "cypress", "playwright", "ctest", "rake", "bundle", "composer", "alembic", "manage.py", "django-admin", "flask", "fastapi", "celery", "sqlite3", "psql", "mysql", "mongo", "mongosh", "redis-cli"]
+    ["make", "cmake", "ninja", "meson", "bazel", "gradle", "mvn", "ant", "pytest", "py.test", "tox", "nox", "jest", "vitest",
+     "mocha", "karma", "ava", "cypress", "playwright", "ctest", "rake", "bundle", "composer", "alembic", "manage.py",
+     "django-admin", "flask", "fastapi", "celery", "sqlite3", "psql", "mysql", "mongo", "mongosh", "redis-cli"]
 )
 
 
@@ -79,7 +101,8 @@ def _cp(args: list[str]) -> Verdict:
 
 
 def _mv(args: list[str]) -> Verdict:
-    return mut("move", positional(args, ("-t", "-S", "--suffix", "--target-directory")), note="overwrites an existing target without asking")
+    return mut("move", positional(args, ("-t", "-S", "--suffix", "--target-directory")),
+               note="overwrites an existing target without asking")
 
 
 def _ln(args: list[str]) -> Verdict:
@@ -195,13 +218,16 @@ def _pip(args: list[str]) -> Verdict:
         return net("installs packages from an index", "install", positional(args)[1:])
     if sub == "uninstall":
         return mut("uninstall", positional(args)[1:])
-    if sub in ("list", "show", "freeze", "check", "help", "debug", "inspect", "hash", "cache", "config") or has(args, "-V", "--version") or not sub:
+    if (sub in ("list", "show", "freeze", "check", "help", "debug", "inspect", "hash", "cache", "config")
+            or has(args, "-V", "--version") or not sub):
         return ro()
     return unknown(f"pip {sub}")
 
 
-_NPM_NETWORK = frozenset(["install", "i", "ci", "add", "update", "up", "upgrade", "publish", "audit", "outdated", "view", "info", "v", "show", "dlx", "create", "exec", "x", "fetch", "pack", "link"])
-_NPM_READ = frozenset(["ls", "list", "ll", "la", "config", "get", "prefix", "root", "bin", "help", "version", "-v", "--version", "whoami", "doctor", "why", "explain"])
+_NPM_NETWORK = frozenset(["install", "i", "ci", "add", "update", "up", "upgrade", "publish", "audit", "outdated", "view", "info",
+                          "v", "show", "dlx", "create", "exec", "x", "fetch", "pack", "link"])
+_NPM_READ = frozenset(["ls", "list", "ll", "la", "config", "get", "prefix", "root", "bin", "help", "version", "-v", "--version",
+                       "whoami", "doctor", "why", "explain"])
 
 
 def _npm(args: list[str]) -> Verdict:
@@ -250,10 +276,12 @@ def _cargo_go(args: list[str]) -> Verdict:
 
 def _docker(args: list[str]) -> Verdict:
     words = positional(args, ("-H", "--host", "--context", "-c", "--config", "-f", "--file", "-p", "--project-name"))
-    sub = " ".join(words[:2]) if words[:1] in (["compose"], ["system"], ["volume"], ["image"], ["container"], ["network"]) else (words[0] if words else "")
+    grouped = words[:1] in (["compose"], ["system"], ["volume"], ["image"], ["container"], ["network"])
+    sub = " ".join(words[:2]) if grouped else (words[0] if words else "")
     if any(word in sub for word in ("rm", "rmi", "prune", "kill", "down", "stop")):
         return bad("delete", words[1:], "removes containers, images or volumes")
-    if sub.split(" ")[-1] in ("ps", "images", "inspect", "logs", "version", "info", "ls", "top", "stats", "port", "history", "df", "config"):
+    if sub.split(" ")[-1] in ("ps", "images", "inspect", "logs", "version", "info", "ls", "top", "stats", "port", "history", "df",
+                              "config"):
         return ro()
     if sub.split(" ")[-1] in ("exec", "cp"):
         return unknown("runs inside a container")
@@ -279,7 +307,8 @@ def _systemctl(args: list[str]) -> Verdict:
 
 def _rsync(args: list[str]) -> Verdict:
     words = positional(args, ("-e", "--rsh", "--exclude", "--include", "--filter", "-f"))
-    if has(args, "--delete", "--delete-before", "--delete-after", "--delete-during", "--delete-excluded", "--remove-source-files"):
+    if has(args, "--delete", "--delete-before", "--delete-after", "--delete-during", "--delete-excluded",
+           "--remove-source-files"):
         return bad("sync", words[-1:], "rsync --delete removes files missing from the source")
     if any(":" in w or w.startswith("rsync://") for w in words):
         return net("rsync to or from another host", "sync", words[-1:])

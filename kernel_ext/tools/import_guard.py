@@ -10,15 +10,16 @@ own execution (tens of milliseconds) instead of the library imports (about a sec
 executes model-written code, so the worker is always a confined sandbox worker
 (``kernel_ext.sandbox.workers.WarmWorker``): the operator's tier, network off, the project
 folder readable, only a scratch folder of its own writable, the sandbox's scrubbed
-environment (no keys or tokens) plus one explicit variable. Where no tier can start, the checker is unavailable and guarded edits are refused
-(fail closed). The checked module runs with its own directory on ``sys.path``. A refusal
-happens only on a regression: if the old version did not import either, the edit is allowed
-(a broken module must be fixable step by step).
+environment (no keys or tokens) plus one explicit variable. Where no tier can start, the
+checker is unavailable and guarded edits are refused (fail closed). The checked module runs
+with its own directory on ``sys.path``. A refusal happens only on a regression: if the old
+version did not import either, the edit is allowed (a broken module must be fixable step by step).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import shutil
 import sys
 import tempfile
@@ -93,11 +94,8 @@ class ImportChecker:
 
     def warm(self) -> None:
         """Start the worker without waiting for it (it imports while the model is still thinking)."""
-        with self._lock:
-            try:
-                self._start()
-            except (OSError, ToolFailure):
-                pass  # the next check reports it (fail closed)
+        with self._lock, contextlib.suppress(OSError, ToolFailure):  # the next check reports it (fail closed)
+            self._start()
 
     def check(self, source: str, filename: str, timeout: float | None = None) -> ImportVerdict:
         """Execute ``source`` as the module at ``filename`` in a forked child; report how it went."""
@@ -192,7 +190,8 @@ def guard_import(checker: ImportChecker, display: str, filename: str, new_text: 
     if verdict.ok:
         return ""
     if verdict.unavailable:
-        raise ToolFailure(ErrorCode.CHECKER_UNAVAILABLE, f"{display!r} is import-guarded and the checker could not run: {verdict.error}")
+        raise ToolFailure(ErrorCode.CHECKER_UNAVAILABLE,
+                          f"{display!r} is import-guarded and the checker could not run: {verdict.error}")
     if old_text is not None:
         before = checker.check(old_text, filename)
         if not before.ok and not before.unavailable:

@@ -7,12 +7,14 @@ already imported, so a check costs the module's own execution, not the library i
 
 Frames are the sandbox's one framing (``kernel_ext.sandbox.frames``, standard library only),
 both ways. Request: ``source``, ``filename``, ``timeout``. Reply: ``ok``, ``error`` (the
-exception, one line, plus the failing line of the module when known), ``timed_out``. The child's stdin/stdout/stderr point at /dev/null, it
-writes bytecode nowhere, runs in its own session and is killed with its group on timeout.
+exception, one line, plus the failing line of the module when known), ``timed_out``. The
+child's stdin/stdout/stderr point at /dev/null, it writes bytecode nowhere, runs in its own
+session and is killed with its group on timeout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import linecache
@@ -25,7 +27,7 @@ import time
 import traceback
 import types
 
-from kernel_ext.sandbox.frames import read_frame, write_frame  # standard library only
+from kernel_ext.sandbox.frames import JSONValue, as_object, number, read_frame, text, write_frame  # standard library only
 
 
 def _module_name(filename: str) -> tuple[str, str]:
@@ -57,7 +59,7 @@ def _child(source: str, filename: str, report_fd: int, timeout: float) -> None:
         sys.modules[name] = module
         # Tracebacks must quote the proposed source, not the version still on disk.
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)  # noqa: S102 - the check itself
+        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)  # running the module is the check itself
     except BaseException as exc:  # noqa: BLE001 - every failure of the module is the answer
         line = ""
         for frame in traceback.extract_tb(exc.__traceback__):
@@ -69,13 +71,14 @@ def _child(source: str, filename: str, report_fd: int, timeout: float) -> None:
     os._exit(0)
 
 
-def _check(request: dict) -> dict:
-    timeout = float(request.get("timeout", 10.0))
+def _check(request: dict[str, JSONValue]) -> dict[str, JSONValue]:
+    timeout = number(request.get("timeout", 10.0))
+    source, filename = text(request["source"]), text(request["filename"])
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        _child(request["source"], request["filename"], write_fd, timeout)
+        _child(source, filename, write_fd, timeout)
     os.close(write_fd)
     chunks: list[bytes] = []
     deadline = time.monotonic() + timeout
@@ -96,10 +99,8 @@ def _check(request: dict) -> dict:
     finally:
         os.close(read_fd)
         for kill in (os.killpg, os.kill):  # the group: the module may have left processes behind
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         _, status = os.waitpid(pid, 0)
     if timed_out:
         return {"ok": False, "timed_out": True, "error": f"importing did not finish within {timeout:g} s"}
@@ -118,7 +119,7 @@ def main(preload: list[str]) -> int:
         try:
             importlib.import_module(name)
             loaded.append(name)
-        except Exception:  # noqa: BLE001, S110 - a missing library is reported by the checked module itself
+        except Exception:  # noqa: BLE001 - a missing library is reported by the checked module itself
             pass
     stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
     write_frame(stdout, {"ready": True, "preloaded": loaded, "pid": os.getpid()})
@@ -127,7 +128,7 @@ def main(preload: list[str]) -> int:
         if request is None:
             return 0
         try:
-            reply = _check(request)
+            reply = _check(as_object(request))
         except Exception as exc:  # noqa: BLE001 - keep serving; the host sees the failure
             reply = {"ok": False, "timed_out": False, "error": f"checker error: {exc}"}
         write_frame(stdout, reply)

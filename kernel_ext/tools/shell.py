@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -30,6 +30,9 @@ from kernel_ext.tools.base import (
     ToolSpec,
     shell_service,
 )
+
+if TYPE_CHECKING:  # imported when a tool runs, so offering the tools stays cheap
+    from kernel_ext.sandbox.shtools.shell import Shell
 
 
 class ShRunArgs(ToolArgs, RunRequest):
@@ -70,7 +73,7 @@ class ShCheckpointsArgs(ToolArgs):
     pass
 
 
-def _toolkit(ctx: ToolContext) -> Any:
+def _toolkit(ctx: ToolContext) -> Shell:
     """The ``sh_*`` toolkit over the run's shell service (gated by ``shell_service``)."""
     service = shell_service(ctx)
     from kernel_ext.sandbox.shtools.shell import Shell
@@ -78,8 +81,13 @@ def _toolkit(ctx: ToolContext) -> Any:
     return Shell.for_service(service)
 
 
-def _json(data: Any) -> str:
+def _json(data: object) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(", ", ": "), default=str)
+
+
+def _expected_exit(args: ShRunArgs) -> int:
+    """The exit code the call expected (``expect.exit``, else 0)."""
+    return args.expect.exit if args.expect and args.expect.exit is not None else 0
 
 
 # -- sh_run ---------------------------------------------------------------------------------------
@@ -102,7 +110,7 @@ def sh_run(args: ShRunArgs, ctx: ToolContext) -> ToolOutcome:
         return ToolOutcome(text, result)
     if result.get("timed_out"):
         code = ErrorCode.TIMEOUT
-    elif result.get("assert_ok") is False and result["exit"] == (args.expect.exit if args.expect and args.expect.exit is not None else 0):
+    elif result.get("assert_ok") is False and result["exit"] == _expected_exit(args):
         code = ErrorCode.EXPECTATION_FAILED
     else:
         code = ErrorCode.EXECUTION_FAILED
@@ -176,7 +184,8 @@ def prepare_sh_restore(args: ShCheckpointArgs, ctx: ToolContext) -> Preparation:
     taken = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(preview["created_at"]))
     proposal = (
         f"restore {preview['dir']} to checkpoint {args.label!r} (taken {taken}, {preview['files']} files):\n"
-        f"will write {preview['written']} file(s) or link(s), delete {preview['removed']} entr{'y' if preview['removed'] == 1 else 'ies'}"
+        f"will write {preview['written']} file(s) or link(s), delete {preview['removed']} "
+        f"entr{'y' if preview['removed'] == 1 else 'ies'}"
         f" (a folder with everything in it), leave {preview['unchanged']} unchanged\n"
         "risk: destructive (not reversible): changes made since are overwritten and files added since are deleted"
     )
@@ -190,7 +199,8 @@ def sh_restore(args: ShCheckpointArgs, ctx: ToolContext) -> ToolOutcome:
 
 def sh_checkpoints(args: ShCheckpointsArgs, ctx: ToolContext) -> ToolOutcome:
     found = _toolkit(ctx).checkpoints()
-    text = "\n".join(f"{c['label']}  {c['origin']}  {c['files']} files  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(c['created_at']))}" for c in found)
+    text = "\n".join(f"{c['label']}  {c['origin']}  {c['files']} files  "
+                     f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(c['created_at']))}" for c in found)
     return ToolOutcome(text or "no checkpoints in this project", {"checkpoints": found})
 
 
@@ -206,32 +216,38 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "sh_detail", Category.READ, ShDetailArgs,
-        "Read a stored command's full stdout/stderr (paged), only the lines matching a pattern (with numbers), its metadata, or its trace. Never re-runs.",
+        "Read a stored command's full stdout/stderr (paged), only the lines matching a pattern (with numbers), its metadata, or "
+        "its trace. Never re-runs.",
         sh_detail, None, _SHELL, blocking=True,
     ),
     ToolSpec(
         "sh_logs", Category.READ, ShLogsArgs,
-        "Poll a background command: only output after the byte cursors you pass back, plus status (running/exited/killed), exit and line counts.",
+        "Poll a background command: only output after the byte cursors you pass back, plus status (running/exited/killed), exit "
+        "and line counts.",
         sh_logs, None, _SHELL, blocking=True,
     ),
     ToolSpec(
         "sh_kill", Category.SHELL, ShKillArgs,
-        "Stop a background command and every process it started (SIGTERM, then SIGKILL after 2 s). Answers already_exited once it has ended.",
+        "Stop a background command and every process it started (SIGTERM, then SIGKILL after 2 s). Answers already_exited once "
+        "it has ended.",
         sh_kill, prepare_sh_kill, _SHELL, blocking=True,
     ),
     ToolSpec(
         "sh_plan", Category.READ, ShPlanArgs,
-        "Classify a command without running it: read-only, mutating, destructive, network, complex or unknown, with reversibility and file effects.",
+        "Classify a command without running it: read-only, mutating, destructive, network, complex or unknown, with "
+        "reversibility and file effects.",
         sh_plan, None, _SHELL, blocking=True,  # planning is linear but up to ~1 s at the length cap: off the loop
     ),
     ToolSpec(
         "sh_checkpoint", Category.PLAN, ShCheckpointArgs,
-        "Snapshot a folder of the workspace under a label (copy-on-write where possible) so a bad step can be undone with sh_restore.",
+        "Snapshot a folder of the workspace under a label (copy-on-write where possible) so a bad step can be undone with "
+        "sh_restore.",
         sh_checkpoint, None, _SHELL, blocking=True,
     ),
     ToolSpec(
         "sh_restore", Category.SHELL, ShCheckpointArgs,
-        "Restore a folder to a checkpoint exactly (files added since are removed). Only into the folder the checkpoint was taken of.",
+        "Restore a folder to a checkpoint exactly (files added since are removed). Only into the folder the checkpoint was taken "
+        "of.",
         sh_restore, prepare_sh_restore, _SHELL, blocking=True,
     ),
     ToolSpec(

@@ -29,7 +29,7 @@ def same(expected: Any, actual: Any) -> bool:
     if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
         return expected == actual
     if isinstance(expected, list) and isinstance(actual, list):
-        return len(expected) == len(actual) and all(same(e, a) for e, a in zip(expected, actual))
+        return len(expected) == len(actual) and all(same(e, a) for e, a in zip(expected, actual, strict=False))
     if isinstance(expected, dict) and isinstance(actual, dict):
         return expected.keys() == actual.keys() and all(same(v, actual[k]) for k, v in expected.items())
     return type(expected) is type(actual) and expected == actual

@@ -29,7 +29,7 @@ def model_hints(model: Any) -> dict[str, Any] | None:
                     for other in ends:
                         if other is not end and getattr(other, "name", None):
                             references[other.name] = other.type.name
-        methods = {}
+        methods: dict[str, dict[str, str]] = {}
         for owner in [cls, *ancestors[cls.name]]:
             for method in getattr(owner, "methods", ()) or ():
                 params = {p.name: getattr(p.type, "name", str(p.type)) for p in getattr(method, "parameters", ()) or ()}

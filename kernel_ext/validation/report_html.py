@@ -19,7 +19,8 @@ def _body(message: Any) -> str:
     if body in (None, ""):
         return ""
     text = body if isinstance(body, str) else json.dumps(body, indent=1, ensure_ascii=False)
-    more = f"\n... {message.body_chars - len(text)} more characters" if message.truncated and message.body_chars > len(text) else ""
+    dropped = message.body_chars - len(text) if message.truncated else 0
+    more = f"\n... {dropped} more characters" if dropped > 0 else ""
     return escape(text + more)
 
 
@@ -44,7 +45,8 @@ def scenario_html(report: Any) -> str:
             f"{'' if a.ok else ' &ne; ' + escape(repr(a.actual))}</div>" for a in r.assertions)
         if r.error:
             checks = f"<div class='bad'>{escape(r.error)}</div>" + checks
-        detail = (f"<details><summary>{escape(r.method)} {escape(r.path)}</summary><b>request</b><pre>{_headers(r.request.headers)}"
+        detail = (f"<details><summary>{escape(r.method)} "
+                  f"{escape(r.path)}</summary><b>request</b><pre>{_headers(r.request.headers)}"
                   f"{_body(r.request)}</pre><b>response</b><pre>{_headers(r.response.headers)}{_body(r.response)}</pre></details>")
         expected = f" <small>(expected {escape(str(r.expected_status))})</small>" if r.expected_status is not None else ""
         parts.append(f"<tr><td>{mark}</td><td>{detail}</td><td>{r.status if r.status is not None else '&mdash;'}{expected}</td>"

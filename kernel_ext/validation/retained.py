@@ -13,11 +13,15 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.validation.request_report import ScenarioReport, build_report
 from kernel_ext.validation.scenario import RequestSpec, credential_values, definition_digest
+
+if TYPE_CHECKING:  # the host is built on demand (its module imports the sandbox's worker)
+    from kernel_ext.validation.apphost.host import AppHost, PendingJob
+    from kernel_ext.validation.staging import Source
 
 MAX_RETAINED = 10
 STORE_KEY = "api_test.scenarios"
@@ -82,13 +86,14 @@ class ScenarioStore:
                 return existing
             if existing.digest == digest:
                 return existing
-            if not (correction_reason or "").strip():
+            reason = (correction_reason or "").strip()
+            if not reason:
                 raise ToolFailure(ErrorCode.CORRECTION_REQUIRED,
                                   f"scenario {scenario_id!r} is retained with other requests or expectations; changing it needs "
                                   "correction_reason (why the saved definition is wrong). Without a reason, replay it with "
                                   "only scenario_id, or use a new scenario_id.",
                                   {"scenario_id": scenario_id})
-            existing.corrections.append({"reason": correction_reason.strip(), "at": time.time(), "previous_digest": existing.digest,
+            existing.corrections.append({"reason": reason, "at": time.time(), "previous_digest": existing.digest,
                                          "previous_requests": [r.shown(self.known()) for r in existing.requests]})
             existing.requests, existing.backend, existing.digest = list(requests), backend, digest
             existing.name = name or existing.name
@@ -140,7 +145,7 @@ def failing_scenarios(state: Any) -> list[str]:
 # -- running ----------------------------------------------------------------------------------------
 
 
-def run_requests(host: Any, source: Any, requests: list[RequestSpec], *, scenario_id: str | None, name: str | None,
+def run_requests(host: AppHost, source: Source, requests: list[RequestSpec], *, scenario_id: str | None, name: str | None,
                  known: tuple[str, ...], timeout: float = SCENARIO_TIMEOUT_S) -> ScenarioReport:
     """Run ``requests`` once against ``source`` in a fresh child of ``host``."""
     started = time.perf_counter()
@@ -148,13 +153,13 @@ def run_requests(host: Any, source: Any, requests: list[RequestSpec], *, scenari
     return finish(host, future, source, scenario_id=scenario_id, name=name, known=known, started=started)
 
 
-def submit(host: Any, source: Any, requests: list[RequestSpec], timeout: float = SCENARIO_TIMEOUT_S) -> Any:
+def submit(host: AppHost, source: Source, requests: list[RequestSpec], timeout: float = SCENARIO_TIMEOUT_S) -> PendingJob:
     staged = host.stage(source)
     return host.submit(staged, {"kind": "scenario", "requests": [r.wire() for r in requests]}, timeout)
 
 
-def finish(host: Any, future: Any, source: Any, *, scenario_id: str | None, name: str | None, known: tuple[str, ...],
-           started: float) -> ScenarioReport:
+def finish(host: AppHost, future: PendingJob, source: Source, *, scenario_id: str | None, name: str | None,
+           known: tuple[str, ...], started: float) -> ScenarioReport:
     reply = host.wait(future)
     notes = [*getattr(host, "notes", ()), *(f"not copied: {s}" for s in source.skipped)]
     return build_report(reply, scenario_id=scenario_id, name=name, backend=source.backend.describe(), digest=source.digest,
@@ -162,7 +167,7 @@ def finish(host: Any, future: Any, source: Any, *, scenario_id: str | None, name
                         notes=notes, total_ms=(time.perf_counter() - started) * 1000)
 
 
-def replay(store: ScenarioStore, host: Any, source: Any, *, force: bool = False, parallel: int = 2,
+def replay(store: ScenarioStore, host: AppHost, source: Source, *, force: bool = False, parallel: int = 2,
            only: list[str] | None = None) -> dict[str, ScenarioReport]:
     """Replay the retained scenarios (``only`` these ids) whose last run is older than ``source``.
 
@@ -171,7 +176,7 @@ def replay(store: ScenarioStore, host: Any, source: Any, *, force: bool = False,
     chosen = [store.scenarios[i] for i in only if i in store.scenarios] if only is not None else list(store.scenarios.values())
     due = [s for s in chosen if force or s.stale(source.digest)]
     reports: dict[str, ScenarioReport] = {}
-    window: list[tuple[Retained, Any, float]] = []
+    window: list[tuple[Retained, PendingJob, float]] = []
     queue = list(due)
     while queue or window:
         while queue and len(window) < max(1, parallel):

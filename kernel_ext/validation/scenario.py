@@ -99,11 +99,13 @@ def check_header(name: str, value: str) -> None:
         raise ToolFailure(ErrorCode.HEADER_REFUSED, f"header {name!r} is refused: proxy headers would let a scenario "
                                                     "impersonate a client or a scheme", {"header": name})
     if lower not in ALLOWED_HEADERS and not lower.startswith("x-"):
-        raise ToolFailure(ErrorCode.HEADER_REFUSED, f"header {name!r} is not allowed: use Authorization, Accept, Content-Type, "
-                                                    "Accept-Language, If-Match, If-None-Match, Idempotency-Key or X-* API headers",
+        raise ToolFailure(ErrorCode.HEADER_REFUSED,
+                          f"header {name!r} is not allowed: use Authorization, Accept, Content-Type, "
+                          "Accept-Language, If-Match, If-None-Match, Idempotency-Key or X-* API headers",
                           {"header": name})
     if any(c in value for c in "\r\n\x00") or len(value) > MAX_HEADER_VALUE:
-        raise ToolFailure(ErrorCode.HEADER_REFUSED, f"header {name!r} has a line break, a NUL or more than {MAX_HEADER_VALUE} characters",
+        raise ToolFailure(ErrorCode.HEADER_REFUSED,
+                          f"header {name!r} has a line break, a NUL or more than {MAX_HEADER_VALUE} characters",
                           {"header": name})
 
 
@@ -114,7 +116,8 @@ def check_path(path: str, index: int) -> None:
     if not path.startswith("/"):
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"request {index}: the path must start with '/' (got {path[:80]!r})")
     if any(c.isspace() or ord(c) < 32 for c in path) or "\\" in path or "#" in path:
-        raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"request {index}: the path has whitespace, control characters, '\\' or '#'")
+        raise ToolFailure(ErrorCode.INVALID_ARGUMENT,
+                          f"request {index}: the path has whitespace, control characters, '\\' or '#'")
 
 
 def check_requests(requests: list[RequestSpec]) -> None:
@@ -130,7 +133,8 @@ def check_requests(requests: list[RequestSpec]) -> None:
         check_path(request.path, index)
         headers = request.headers or {}
         if len(headers) > MAX_HEADERS:
-            raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"request {index} has {len(headers)} headers; the limit is {MAX_HEADERS}")
+            raise ToolFailure(ErrorCode.INVALID_ARGUMENT,
+                              f"request {index} has {len(headers)} headers; the limit is {MAX_HEADERS}")
         for name, value in headers.items():
             check_header(name, value)
         statuses = request.expected_status if isinstance(request.expected_status, list) else [request.expected_status]

@@ -17,11 +17,12 @@ import json
 import re
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kernel_ext.pyparse import parse_source
 from kernel_ext.findings import Finding
+from kernel_ext.pyparse import parse_source
 
 RUFF_RULES = "F821,F822,F823,F405"
 RUFF_TIMEOUT_S = 60.0
@@ -175,13 +176,13 @@ class StarExports:
         return result
 
 
-def _top_level(tree: ast.Module):
+def _top_level(tree: ast.Module) -> Iterator[ast.stmt]:
     """Module-level statements, including those inside if/try/with/for blocks (not defs)."""
     stack = list(reversed(tree.body))
     while stack:
         node = stack.pop()
         yield node
-        if isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While, getattr(ast, "TryStar", ast.Try))):
+        if isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While, ast.TryStar)):
             inner = [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", [])]
             for handler in getattr(node, "handlers", []):
                 inner += handler.body

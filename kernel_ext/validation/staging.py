@@ -34,7 +34,9 @@ class Backend:
     attr: str = "app"
 
     def describe(self) -> str:
-        return f"{self.folder}/{self.entry.replace('.', '/')}.py:{self.attr}" if self.folder != "." else f"{self.entry}.py:{self.attr}"
+        if self.folder == ".":
+            return f"{self.entry}.py:{self.attr}"
+        return f"{self.folder}/{self.entry.replace('.', '/')}.py:{self.attr}"
 
 
 @dataclass
@@ -80,7 +82,8 @@ def locate(ws, folder: str | None = None) -> Backend:
         found = entry_in(ws, candidate)
         if found is not None:
             return Backend(candidate, *found)
-    raise ToolFailure(ErrorCode.NOT_FOUND, "no FastAPI backend found in the workspace (looked in backend/, the root, app/, api/, server/); "
+    raise ToolFailure(ErrorCode.NOT_FOUND,
+                      "no FastAPI backend found in the workspace (looked in backend/, the root, app/, api/, server/); "
                                            "pass backend='folder'")
 
 

@@ -19,12 +19,15 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.pyparse import parse_source
 from kernel_ext.findings import Finding, ValidationReport
+from kernel_ext.pyparse import parse_source
 from kernel_ext.validation.staging import Source
+
+if TYPE_CHECKING:  # the host is built on demand (its module imports the sandbox's worker)
+    from kernel_ext.validation.apphost.host import AppHost
 
 PROBE_TIMEOUT_S = 90.0
 SMOKE_SKIP_DIRS = frozenset({"alembic", "migrations", "scripts", "tests", "test"})
@@ -125,7 +128,9 @@ def _located(folder: str, message: str) -> tuple[str | None, int | None]:
     return (rel if folder in ("", ".") else f"{folder}/{rel}"), int(match.group(2))
 
 
-def runtime_findings(reply: dict[str, Any], folder: str, own_modules: frozenset[str] = frozenset()) -> tuple[list[Finding], bool | None, list[str], list[str], dict[str, Any]]:
+def runtime_findings(
+    reply: dict[str, Any], folder: str, own_modules: frozenset[str] = frozenset()
+) -> tuple[list[Finding], bool | None, list[str], list[str], dict[str, Any]]:
     """(findings, boots, cannot_create, cannot_run, probe result) from the host's reply.
 
     ``own_modules``: the app's own top-level module names (a missing one of those is the app's
@@ -144,11 +149,13 @@ def runtime_findings(reply: dict[str, Any], folder: str, own_modules: frozenset[
         error = boot.get("error") or "the entry module did not import"
         path, line = _located(folder, error)
         missing = _MISSING_MODULE.search(error)
-        if missing and missing.group(1).split(".")[0] not in own_modules:  # a package the environment lacks: say which and what to do, not the import chain
+        # a package the environment lacks: say which and what to do, not the import chain
+        if missing and missing.group(1).split(".")[0] not in own_modules:
             top = missing.group(1).split(".")[0]
             findings.append(Finding("blocker", "requirements", f"application startup: the app imports {top!r}, which is not "
                                     "installed in its environment: add the package that provides it to requirements.txt "
-                                    "(the run then provides it from the sources the operator allows)", path, line, "module_missing"))
+                                    "(the run then provides it from the sources the operator allows)", path, line,
+                                    "module_missing"))
         else:
             findings.append(Finding("blocker", "startup", f"application startup: {error}", path, line, "startup_failed"))
         return findings, False, [], [], result
@@ -174,25 +181,29 @@ def runtime_findings(reply: dict[str, Any], folder: str, own_modules: frozenset[
         name, verdict, where = entity["entity"], entity["verdict"], f"POST {entity['path']}"
         if verdict == "failed":
             cannot_create.append(name)
-            findings.append(Finding("blocker", "create", f"create contract: {name} cannot be created through {where} with minimal "
+            findings.append(Finding("blocker", "create",
+                                    f"create contract: {name} cannot be created through {where} with minimal "
                                     f"valid data ({entity.get('detail') or 'no detail'})", code="create_failed"))
         elif verdict == "unauthorized":
             findings.append(Finding("warning", "create", f"create unverified: {where} needs authentication "
                                     f"({entity.get('detail')}); check it with test_api", code="create_unverified"))
         elif verdict == "abstract":
-            findings.append(Finding("info", "create", f"{name} is abstract: created through its subclasses", code="abstract_skipped"))
+            findings.append(Finding("info", "create", f"{name} is abstract: created through its subclasses",
+                                    code="abstract_skipped"))
     for action in result.get("actions") or []:
         label = f"{action['entity']}.{action['action']}"
         if action["verdict"] == "failed":
             cannot_run.append(label)
-            findings.append(Finding("blocker", "action", f"action call: {label} failed ({action.get('detail')})", code="action_failed"))
+            findings.append(Finding("blocker", "action", f"action call: {label} failed ({action.get('detail')})",
+                                    code="action_failed"))
         elif action["verdict"] in ("rejected", "unverified"):
-            findings.append(Finding("warning", "action", f"action unverified: {label} ({action.get('detail') or action['verdict']})",
+            findings.append(Finding("warning", "action",
+                                    f"action unverified: {label} ({action.get('detail') or action['verdict']})",
                                     code="action_unverified"))
     return findings, boots, cannot_create, cannot_run, result
 
 
-def validate_source(source: Source, host: Any, *, hints: dict[str, Any] | None = None, runtime: bool = True) -> AppValidation:
+def validate_source(source: Source, host: AppHost, *, hints: dict[str, Any] | None = None, runtime: bool = True) -> AppValidation:
     """Static checks of ``source`` plus (when ``runtime``) the probe in a fresh child of ``host``."""
     from kernel_ext.validation.source_checks import static_findings
 
@@ -218,7 +229,8 @@ def validate_source(source: Source, host: Any, *, hints: dict[str, Any] | None =
                                     f"{folder}/requirements.txt" if folder != "." else "requirements.txt", None,
                                     "requirements_unmet"))
         else:
-            findings.append(Finding("blocker", "probe", f"runtime unverified: {exc.message}; start-up and create were not checked",
+            findings.append(Finding("blocker", "probe",
+                                    f"runtime unverified: {exc.message}; start-up and create were not checked",
                                     code="sandbox_unavailable" if exc.code == "sandbox_unavailable" else "probe_failed"))
         result.report = ValidationReport(tuple(findings))
         return result
@@ -255,7 +267,8 @@ def validate_app(workspace: Any, backend: str | None = None, *, model: Any = Non
         if backend is not None:
             raise  # a folder the caller named: its absence is the caller's error
         # Nothing to run (a Django or frontend-only app): nothing to rank it by either.
-        return AppValidation(ValidationReport((Finding("info", "staging", f"runtime checks skipped: {exc.message}", code="no_backend"),)))
+        return AppValidation(ValidationReport((Finding("info", "staging", f"runtime checks skipped: {exc.message}",
+                                                       code="no_backend"),)))
     source = staging.read_source(ws, located)
     hints = model_hints(model)
     cache = state.store("validate_app.cache", dict) if state is not None else {}

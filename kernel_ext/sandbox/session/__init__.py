@@ -23,4 +23,5 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-__getattr__, __dir__ = lazy_exports("kernel_ext.sandbox.session", {name: f"kernel_ext.sandbox.session.{module}" for name, module in _EXPORTS.items()})
+__getattr__, __dir__ = lazy_exports("kernel_ext.sandbox.session",
+                                    {name: f"kernel_ext.sandbox.session.{module}" for name, module in _EXPORTS.items()})

@@ -15,6 +15,7 @@ and the next result says that background processes are gone.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
@@ -26,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox import proctree
@@ -50,6 +51,15 @@ from kernel_ext.sandbox.supervisor import Pump, release
 from kernel_ext.sandbox.tiers import OFF_WARNING, Tier, TierChoice
 from kernel_ext.workspace.fence import check_path_text
 
+
+class Slots(Protocol):
+    """What a session asks of the registry that holds it (``registry.SessionRegistry``, which
+    imports this module): a live slot before its shell starts, and the slot back when it ends."""
+
+    def admit(self, session: ShellSession, /) -> bool: ...
+
+    def release(self, session: ShellSession, /) -> None: ...
+
 log = logging.getLogger(__name__)
 KILL_GRACE_S = 3.0
 ABORT_ROUND_S = 0.2
@@ -67,7 +77,7 @@ class ShellSession:
         *,
         network: bool = True,
         hidden: tuple[str, ...] = (),
-        registry: Any = None,
+        registry: Slots | None = None,
         key: str = "",
     ):
         if choice.tier is None:
@@ -79,7 +89,7 @@ class ShellSession:
         self.conf = Confinement.for_run(workspace, home, network=network, writable=(self.ctl,), hidden=hidden)
         self.cwd = self.conf.workspace
         self.last_used = time.monotonic()
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.RLock()
         self._counter = 0
         self._control = ControlChannel()
@@ -99,7 +109,8 @@ class ShellSession:
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self.alive else None
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
 
     def background_pids(self) -> list[int]:
         """Processes living in the session besides the shell machinery (for status displays)."""
@@ -167,7 +178,8 @@ class ShellSession:
         self._machinery = {self._proc.pid, *chain}
         self._shell_pid = chain[-1] if chain else self._proc.pid
         if self._started_once:
-            self._pending_notes.append("a new shell was started: directory and exported variables were restored; background processes from earlier commands are gone")
+            self._pending_notes.append("a new shell was started: directory and exported variables were restored; background "
+                                       "processes from earlier commands are gone")
         self._started_once = True
         return True
 
@@ -224,13 +236,15 @@ class ShellSession:
         if stuck:
             self._terminate()
             code = -9
-            notes.append("the shell did not return after the command was stopped and was restarted; background processes from earlier commands are gone")
+            notes.append("the shell did not return after the command was stopped and was restarted; background processes from "
+                         "earlier commands are gone")
         elif not marker:  # the shell ended: ``exit``, ``exec``, or a crash
             code = self._terminate(wait_s=1.0)
             pwd = read_and_remove(self.ctl / "cwd")
             if code is None or code < 0:
                 self._log_shell_errors()
-            notes.append("the shell exited (exit ends the session); the next command starts a new shell in the same directory, background processes are gone")
+            notes.append("the shell exited (exit ends the session); the next command starts a new shell in the same directory, "
+                         "background processes are gone")
         if pwd:
             self.cwd = Path(pwd)
         if not is_within(self.cwd, self.conf.workspace):
@@ -248,10 +262,8 @@ class ShellSession:
         appeared since the command began ends its foreground and background work.
         """
         assert self._proc is not None
-        try:
+        with contextlib.suppress(OSError):
             os.kill(self._shell_pid, signal.SIGUSR1)
-        except OSError:
-            pass
         proctree.kill_new(self._proc.pid, before, keep=self._machinery)
 
     def _take_notes(self) -> list[str]:
@@ -260,7 +272,9 @@ class ShellSession:
             notes.insert(0, OFF_WARNING)
         return notes
 
-    def _record(self, command, code, timed_out, capped, duration, stdout, stderr, timeout, wd, notes, started_at) -> CommandRecord:
+    def _record(self, command: str, code: int | None, timed_out: bool, capped: bool, duration: float,
+                stdout: StreamCapture, stderr: StreamCapture, timeout: float, wd: Path | None, notes: list[str],
+                started_at: float) -> CommandRecord:
         where = wd if wd is not None else self.cwd
         record = CommandRecord(
             id=new_record_id(),
@@ -289,9 +303,11 @@ class ShellSession:
         cmd = self.ctl / f"{n}.cmd"
         cmd.write_text(command + "\n", encoding="utf-8")
         script = oneoff_script(self.ctl, wd or self.cwd, cmd, preserve)
-        note = "the server's live-session limit is reached: this command ran in a one-off sandbox (directory and environment carried over; its background processes stopped when it returned)"
+        note = ("the server's live-session limit is reached: this command ran in a one-off sandbox (directory and environment "
+                "carried over; its background processes stopped when it returned)")
         try:
-            record = execute(self.choice, self.conf, ["bash", "--noprofile", "--norc", "-c", script], timeout, label=command, notes=[*self._take_notes(), note])
+            record = execute(self.choice, self.conf, ["bash", "--noprofile", "--norc", "-c", script], timeout, label=command,
+                             notes=[*self._take_notes(), note])
         finally:
             unlink_quietly(cmd)
         saved = self.ctl / "cwd"

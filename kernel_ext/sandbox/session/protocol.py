@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 from dataclasses import dataclass
@@ -144,7 +145,5 @@ def read_and_remove(path: Path) -> str:
 
 
 def unlink_quietly(path: str | os.PathLike[str]) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass

@@ -31,8 +31,7 @@ class SessionRegistry:
         self._stop = threading.Event()
         self._reaper: threading.Thread | None = None
         self.closed = False
-        ref = weakref.ref(self)
-        atexit.register(lambda: (r := ref()) is not None and r.close())
+        atexit.register(_close_at_exit, weakref.ref(self))
 
     # -- sessions per run --------------------------------------------------------------------
 
@@ -116,3 +115,11 @@ class SessionRegistry:
 
         self._reaper = threading.Thread(target=loop, name="besser-shell-idle", daemon=True)
         self._reaper.start()
+
+
+def _close_at_exit(ref: weakref.ref[SessionRegistry]) -> None:
+    """At interpreter exit: close the registry if it is still alive (the weak reference keeps
+    atexit from holding it)."""
+    registry = ref()
+    if registry is not None:
+        registry.close()

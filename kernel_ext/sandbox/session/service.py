@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox.config import (
@@ -41,6 +41,16 @@ DISABLED_MESSAGE = (
     "shell tools are disabled on this server; only the operator can enable them "
     "(BESSER_LLM_ENABLE_SHELL_TOOLS=1 at start-up, or an explicit library argument)"
 )
+
+
+class ShellDescription(TypedDict):
+    """For the run's metadata: is the shell on, which tier, what that tier does not give."""
+
+    shell_tools_enabled: bool
+    sandbox_policy: str
+    sandbox_tier: str
+    sandbox_limits: list[str]
+    session_network: bool
 
 
 class ShellService:
@@ -80,7 +90,7 @@ class ShellService:
             self._choice = choose_tier(self.settings.policy)
         return self._choice
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ShellDescription:
         """For the run's metadata: is the shell on, which tier, what that tier does not give."""
         choice = self.choice
         return {
@@ -147,7 +157,8 @@ class ShellService:
         self._on_close.append(callback)
 
     def close(self) -> None:
-        """The run ended: kill everything it started (close hooks, session, prepared check sandboxes), remove its temporary home."""
+        """The run ended: kill everything it started (close hooks, session, prepared check sandboxes),
+        remove its temporary home."""
         from kernel_ext.sandbox.oneoff import release_workspace
 
         callbacks, self._on_close = self._on_close, []
@@ -166,9 +177,14 @@ def shell_service_for_run(
     *,
     run_id: str = "local",
     enable: bool | None = None,
-    **kwargs: Any,
+    home: str | os.PathLike[str] | None = None,
+    registry: SessionRegistry | None = None,
+    settings: ShellSettings | None = None,
+    deadline: float | None = None,
+    hidden: tuple[str, ...] = (),
 ) -> ShellService | None:
     """The service to install as ``services["shell"]``, or None when the operator did not enable shell tools."""
     if not shell_tools_enabled(enable):
         return None
-    return ShellService(workspace, run_id=run_id, enabled=True, **kwargs)
+    return ShellService(workspace, run_id=run_id, enabled=True, home=home, registry=registry, settings=settings,
+                        deadline=deadline, hidden=hidden)

@@ -26,4 +26,5 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-__getattr__, __dir__ = lazy_exports("kernel_ext.sandbox.shtools", {name: f"kernel_ext.sandbox.shtools.{module}" for name, module in _EXPORTS.items()})
+__getattr__, __dir__ = lazy_exports("kernel_ext.sandbox.shtools",
+                                    {name: f"kernel_ext.sandbox.shtools.{module}" for name, module in _EXPORTS.items()})

@@ -52,7 +52,8 @@ def check_label(label: str) -> str:
     if not isinstance(label, str) or not LABEL_PATTERN.fullmatch(label) or label in (".", ".."):
         raise ToolFailure(
             ErrorCode.INVALID_LABEL,
-            f"checkpoint label {label!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-' (no '/'), starting with a letter or digit",
+            f"checkpoint label {label!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-' (no '/'), starting with a "
+            "letter or digit",
         )
     return label
 
@@ -84,7 +85,8 @@ class CheckpointStore:
                 raise ToolFailure(ErrorCode.NOT_FOUND, f"{loc.display!r} is not a directory ({exc.message})") from None
             raise
 
-    def create(self, label: str, origin: str | os.PathLike[str] | None = None, skip: frozenset[str] = DEFAULT_SKIP) -> dict[str, Any]:
+    def create(self, label: str, origin: str | os.PathLike[str] | None = None,
+               skip: frozenset[str] = DEFAULT_SKIP) -> dict[str, Any]:
         label = check_label(label)
         loc = self.locate(origin)
         source = self.project.joinpath(*loc.parts)
@@ -100,12 +102,14 @@ class CheckpointStore:
                 except ToolFailure as exc:
                     if exc.code != ErrorCode.TREE_TOO_LARGE:
                         raise
-                    raise ToolFailure(exc.code, f"checkpoint {label!r} of {loc.display!r} refused, nothing kept: {exc.message}") from None
+                    raise ToolFailure(exc.code,
+                                      f"checkpoint {label!r} of {loc.display!r} refused, nothing kept: {exc.message}") from None
                 os.fchmod(dst, stat.S_IMODE(os.fstat(src).st_mode))
             meta = {
                 "label": label, "origin": str(source), "origin_parts": list(loc.parts), "project": str(self.project),
                 "created_at": time.time(), "files": stats.files, "dirs": stats.dirs, "links": stats.links,
-                "bytes": stats.bytes, "hardlinked": stats.hardlinked, "method": stats.method, "skipped": sorted(skip), "specials_skipped": stats.specials,
+                "bytes": stats.bytes, "hardlinked": stats.hardlinked, "method": stats.method, "skipped": sorted(skip),
+                "specials_skipped": stats.specials,
             }
             (self.root / generation / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
             link = self.root / f".link-{secrets.token_hex(4)}"
@@ -131,7 +135,8 @@ class CheckpointStore:
         others = [m for m in self.list() if m["label"] != label]
         store = TreeLimits.for_kind("checkpoint_store")
         limited = limits.within(store, sum(int(m["bytes"]) for m in others), sum(int(m["entries"]) for m in others))
-        if limited is not limits and (limited.max_bytes == 0 and store.max_bytes or limited.max_files == 0 and store.max_files):
+        exhausted = (limited.max_bytes == 0 and store.max_bytes) or (limited.max_files == 0 and store.max_files)
+        if limited is not limits and exhausted:
             raise ToolFailure(ErrorCode.TREE_TOO_LARGE, f"checkpoint {label!r} refused, nothing kept: this project's "
                               f"{len(others)} checkpoint(s) already fill the store (BESSER_CHECKPOINT_STORE_MAX_BYTES / "
                               "_MAX_FILES); replace an existing label instead")
@@ -186,7 +191,8 @@ class CheckpointStore:
                 sync_tree(src, dst, self._skip(meta), stats)
                 os.fchmod(dst, stat.S_IMODE(os.fstat(src).st_mode))
         except OSError as exc:
-            raise ToolFailure(ErrorCode.EXECUTION_FAILED, f"restore stopped part-way: {exc.strerror} ({exc.filename or 'a file'})") from None
+            raise ToolFailure(ErrorCode.EXECUTION_FAILED,
+                              f"restore stopped part-way: {exc.strerror} ({exc.filename or 'a file'})") from None
         return {"label": label, "dir": str(self.project.joinpath(*loc.parts)), "written": stats.written, "removed": stats.removed,
                 "unchanged": stats.unchanged, "files": meta["files"]}
 
@@ -196,7 +202,8 @@ class CheckpointStore:
             try:
                 parts = Path(os.path.normpath(meta["origin"])).relative_to(self.project).parts
             except ValueError:
-                raise ToolFailure(ErrorCode.OUTSIDE_WORKSPACE, f"checkpoint origin {meta['origin']!r} is outside this project") from None
+                raise ToolFailure(ErrorCode.OUTSIDE_WORKSPACE,
+                                  f"checkpoint origin {meta['origin']!r} is outside this project") from None
         return self.fence.locate("/".join(parts) or ".")
 
     def _blocked(self, loc: Location) -> bool:

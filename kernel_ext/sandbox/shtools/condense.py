@@ -58,7 +58,8 @@ def view(data: bytes, *, full: bool = False, total_lines: int | None = None) -> 
     if full:
         if len(text) <= FULL_CHARS:
             return View(text, lines_total, False, False)
-        return View(text[:FULL_CHARS] + f"\n[... {len(text) - FULL_CHARS} more characters; sh_detail has them ...]", lines_total, True, False)
+        return View(text[:FULL_CHARS] + f"\n[... {len(text) - FULL_CHARS} more characters; sh_detail has them ...]", lines_total,
+                    True, False)
     lines = text.splitlines()
     cut = False
     if len(lines) > INLINE_LINES:

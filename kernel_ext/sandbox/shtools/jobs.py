@@ -12,6 +12,7 @@ Stopping signals every process of the tree (``proctree``), SIGTERM first and SIG
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -34,7 +35,8 @@ KILL_GRACE_S = 2.0
 STARTUP_WAIT_S = 2.0
 DEFAULT_MAX_JOBS = 16
 MAX_JOBS_VAR = "BESSER_LLM_SHELL_MAX_BACKGROUND"
-SIGNALS = {name: getattr(signal, name) for name in ("SIGTERM", "SIGKILL", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCONT", "SIGSTOP")}
+SIGNALS = {name: getattr(signal, name) for name in ("SIGTERM", "SIGKILL", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2",
+                                                    "SIGCONT", "SIGSTOP")}
 _ESCALATE = frozenset({"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"})
 
 
@@ -102,7 +104,8 @@ class Tap:
         """``(data, offset of data, gap)`` from ``cursor``; ``gap`` when bytes before ``offset`` were dropped."""
         with self._lock:
             if cursor < 0 or cursor > self.total:
-                raise ToolFailure(ErrorCode.CURSOR_OUT_OF_RANGE, f"cursor {cursor} is outside the stream (0..{self.total} bytes so far)")
+                raise ToolFailure(ErrorCode.CURSOR_OUT_OF_RANGE,
+                                  f"cursor {cursor} is outside the stream (0..{self.total} bytes so far)")
             if cursor < self.stored:
                 end = min(self.stored, cursor + limit)
                 if self._memory is not None:
@@ -232,10 +235,8 @@ class BackgroundJob:
             return
         level = self._command_level()
         for pid in [p for top in level for p in (top, *proctree.descendants(top))]:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, sig)
-            except OSError:
-                pass
 
     def stop(self, name: str = "SIGTERM", grace_s: float = KILL_GRACE_S) -> dict[str, Any]:
         """Signal the whole tree; TERM-like signals escalate to SIGKILL after ``grace_s``."""
@@ -315,4 +316,7 @@ class BackgroundJobs:
 
 def background_captures(out: Tap, err: Tap) -> tuple[StreamCapture, StreamCapture]:
     """Captures that keep nothing themselves (the taps do) and never stop the job at a cap."""
-    return tuple(StreamCapture(cap=sys.maxsize, head_keep=0, tail_keep=0, sink=tap, sink_limit=sys.maxsize) for tap in (out, err))  # type: ignore[return-value]
+    def capture(tap: Tap) -> StreamCapture:
+        return StreamCapture(cap=sys.maxsize, head_keep=0, tail_keep=0, sink=tap, sink_limit=sys.maxsize)
+
+    return capture(out), capture(err)

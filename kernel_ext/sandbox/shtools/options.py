@@ -21,13 +21,16 @@ class _Strict(BaseModel):
 
 
 class SandboxOptions(_Strict):
-    network: bool | None = Field(default=None, description="false: no network at all for this command (default: the server's setting)")
+    network: bool | None = Field(default=None,
+                                 description="false: no network at all for this command (default: the server's setting)")
     writable: list[str] = Field(
         default_factory=list,
         description="extra writable folders inside the workspace; with any sandbox option, writes are confined to cwd plus these",
     )
-    deny_read: list[str] = Field(default_factory=list, description="paths (relative to cwd, or absolute) the command may not read")
-    protect_secrets: bool = Field(default=False, description="hide secret files in the tree (.env, keys, .netrc, ...) from the command")
+    deny_read: list[str] = Field(default_factory=list,
+                                 description="paths (relative to cwd, or absolute) the command may not read")
+    protect_secrets: bool = Field(default=False,
+                                  description="hide secret files in the tree (.env, keys, .netrc, ...) from the command")
 
 
 class Expect(_Strict):
@@ -36,9 +39,11 @@ class Expect(_Strict):
     stdout_matches: str | None = Field(default=None, description="a regular expression stdout must match (multi-line)")
     stderr_empty: bool | None = Field(default=None, description="true: stderr must be empty")
     file_exists: str | list[str] | None = Field(default=None, description="path(s), relative to cwd, that must exist afterwards")
-    file_absent: str | list[str] | None = Field(default=None, description="path(s), relative to cwd, that must not exist afterwards")
+    file_absent: str | list[str] | None = Field(default=None,
+                                                description="path(s), relative to cwd, that must not exist afterwards")
     changed: bool | list[str] | None = Field(
-        default=None, description="true: some file changed; false: none did; a list: each of these paths (relative to cwd) changed"
+        default=None,
+        description="true: some file changed; false: none did; a list: each of these paths (relative to cwd) changed"
     )
     max_ms: int | None = Field(default=None, gt=0, description="the command must finish within this many milliseconds")
 
@@ -77,7 +82,8 @@ class RunRequest(_Strict):
     )
     scrub_env: bool = Field(default=True, description="always on: the environment is an allowlist without secrets")
     no_store: bool = Field(default=False, description="keep this record in memory only (for output that may hold secrets)")
-    background: bool = Field(default=False, description="start and return at once (servers, watchers); poll with sh_logs, stop with sh_kill")
+    background: bool = Field(default=False,
+                             description="start and return at once (servers, watchers); poll with sh_logs, stop with sh_kill")
     trace: bool = Field(default=False, description="trace files and processes with strace (when installed)")
 
     def timeout_s(self) -> float:
@@ -87,5 +93,7 @@ class RunRequest(_Strict):
         """Options set to a non-default value that need the command to finish."""
         defaults = type(self).model_fields
         return [
-            name for name in NEEDS_FINISH if name in self.model_fields_set and getattr(self, name) != defaults[name].get_default(call_default_factory=True)
+            name
+            for name in NEEDS_FINISH
+            if name in self.model_fields_set and getattr(self, name) != defaults[name].get_default(call_default_factory=True)
         ]

@@ -34,7 +34,8 @@ PRUNE_EVERY = 50
 
 def check_id(record_id: str) -> str:
     if not isinstance(record_id, str) or not ID_PATTERN.match(record_id):
-        raise ToolFailure(ErrorCode.UNKNOWN_COMMAND_ID, f"{record_id!r} is not a command id (ids look like cmd-20260101-120000-00001a1b2)")
+        raise ToolFailure(ErrorCode.UNKNOWN_COMMAND_ID,
+                          f"{record_id!r} is not a command id (ids look like cmd-20260101-120000-00001a1b2)")
     return record_id
 
 

@@ -88,7 +88,8 @@ def check_expect(expect: Expect, facts: Facts, exists: Callable[[str], bool], re
 def build(facts: Facts, failed: list[str] | None) -> dict[str, Any]:
     """The result dict (JSON-ready), quiet fields left out."""
     req, last = facts.request, facts.last
-    result: dict[str, Any] = {"id": facts.record_id, "exit": last.exit_code, "ok": last.exit_code == 0 and not last.timed_out, "ms": round(last.ms)}
+    result: dict[str, Any] = {"id": facts.record_id, "exit": last.exit_code, "ok": last.exit_code == 0 and not last.timed_out,
+                              "ms": round(last.ms)}
     if len(facts.attempts) > 1:
         result["attempts"] = len(facts.attempts)
     if last.exit_code is not None and last.exit_code < 0:
@@ -147,15 +148,18 @@ def advice(facts: Facts, result: dict[str, Any]) -> list[str]:
     tips = []
     last = facts.last
     if last.timed_out:
-        tips.append("the timeout killed the process tree; run servers and watchers with background: true and poll them with sh_logs")
+        tips.append("the timeout killed the process tree; run servers and watchers with background: true and poll them with "
+                    "sh_logs")
     if last.exit_code == 127:
         tips.append("command not found in the sandbox: programs come from the system, the server's Python and ~/.local/bin")
     if last.capped:
         tips.append("the output passed the capture cap and the command was stopped; send bulky output to a file")
     if result.get("stdout_truncated") or result.get("stderr_truncated"):
-        tips.append(f"the full output is stored: sh_detail {{id: {facts.record_id!r}, selector: 'stdout', match: 'ERROR'}} finds lines without re-running")
+        tips.append(f"the full output is stored: sh_detail {{id: {facts.record_id!r}, selector: 'stdout', match: 'ERROR'}} finds "
+                    "lines without re-running")
     if facts.plan.category == DESTRUCTIVE and not facts.has_checkpoint:
-        tips.append("a destructive command ran with no checkpoint of this project; sh_checkpoint first makes such a step undoable")
+        tips.append("a destructive command ran with no checkpoint of this project; "
+                    "sh_checkpoint first makes such a step undoable")
     return tips
 
 

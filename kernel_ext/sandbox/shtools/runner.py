@@ -18,7 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox import landlock
@@ -30,6 +30,9 @@ from kernel_ext.sandbox.supervisor import Job
 from kernel_ext.sandbox.tiers import Tier, TierChoice
 from kernel_ext.workspace import treewalk
 from kernel_ext.workspace.fence import check_path_text
+
+if TYPE_CHECKING:  # the service is the session layer's; the toolkit only reads it
+    from kernel_ext.sandbox.session.service import ShellService
 
 SECRET_FILES = re.compile(
     r"^(?:\.env(?:\.(?!example$|sample$|template$|dist$)[\w.-]+)?|.*\.(?:pem|key|p12|pfx|jks|kdbx|keystore)|id_(?:rsa|dsa|ecdsa|ed25519)(?:\.pub)?"
@@ -73,7 +76,7 @@ def resolve_inside(workspace: Path, base: Path, path: str, what: str) -> Path:
     return found
 
 
-def place(service: Any, choice: TierChoice, cwd: str | None, sandbox: bool | SandboxOptions | None) -> Placement:
+def place(service: ShellService, choice: TierChoice, cwd: str | None, sandbox: bool | SandboxOptions | None) -> Placement:
     """Build the confinement for a call; refuse what the active tier cannot enforce."""
     workspace: Path = service.workspace
     where = resolve_inside(workspace, workspace, cwd, "cwd") if cwd else workspace
@@ -91,9 +94,11 @@ def place(service: Any, choice: TierChoice, cwd: str | None, sandbox: bool | San
             "sandbox options need a confining sandbox; this server runs commands unconfined (operator override)",
         )
     if options.network is True and not network:
-        raise ToolFailure(ErrorCode.SANDBOX_OPTION_UNSUPPORTED, "the network is off for commands on this server (operator setting)")
+        raise ToolFailure(ErrorCode.SANDBOX_OPTION_UNSUPPORTED,
+                          "the network is off for commands on this server (operator setting)")
     if options.network is False and choice.tier is Tier.LANDLOCK and landlock.abi_version() < 4:
-        raise ToolFailure(ErrorCode.SANDBOX_OPTION_UNSUPPORTED, "this kernel's Landlock cannot block the network; network: false is refused")
+        raise ToolFailure(ErrorCode.SANDBOX_OPTION_UNSUPPORTED,
+                          "this kernel's Landlock cannot block the network; network: false is refused")
     network = network if options.network is None else options.network
     writable = [resolve_inside(workspace, where, p, "writable folder") for p in options.writable]
     for folder in writable:
@@ -133,7 +138,8 @@ def secret_paths(root: Path) -> list[Path]:
     return found
 
 
-def start(choice: TierChoice, conf: Confinement, argv: list[str], stdout: StreamCapture, stderr: StreamCapture, *, stable: bool) -> tuple[Job, int]:
+def start(choice: TierChoice, conf: Confinement, argv: list[str], stdout: StreamCapture, stderr: StreamCapture, *,
+          stable: bool) -> tuple[Job, int]:
     """Spawn ``argv`` confined by ``conf`` with piped output into the captures; returns the job and secrets removed."""
     assert choice.tier is not None
     try:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import ValidationError
 
@@ -67,6 +67,9 @@ from kernel_ext.shellplan.plan import Plan, classify
 from kernel_ext.shellplan.verdict import READ_ONLY
 from kernel_ext.workspace import Workspace
 
+if TYPE_CHECKING:  # built on demand: the session layer stays out of the toolkit's import
+    from kernel_ext.sandbox.session.service import ShellService
+
 STATE_VAR = "BESSER_SHELL_STATE_DIR"
 _ATTACHED = "_besser_shell_tools"
 _attach_lock = threading.Lock()
@@ -85,7 +88,8 @@ def parse_request(command: str, options: dict[str, Any]) -> RunRequest:
     try:
         return RunRequest.model_validate({"command": command, **options})
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors(include_url=False))
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                             for e in exc.errors(include_url=False))
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, problems) from None
 
 
@@ -112,7 +116,7 @@ class Shell:
         self,
         workspace: str | os.PathLike[str] | None = None,
         *,
-        service: Any = None,
+        service: ShellService | None = None,
         enable: bool | None = None,
         state_dir: str | os.PathLike[str] | None = None,
         max_background: int | None = None,
@@ -142,17 +146,22 @@ class Shell:
         self.checkpoint_store = CheckpointStore(self.state_dir, self.workspace)
         self.jobs = BackgroundJobs(max_background)
         self.closed = False
-        ref = weakref.ref(self)
-        atexit.register(lambda: (s := ref()) is not None and s.close())
+        atexit.register(_close_at_exit, weakref.ref(self))
 
     @classmethod
-    def for_service(cls, service: Any, **options: Any) -> Shell:
+    def for_service(
+        cls,
+        service: ShellService,
+        *,
+        state_dir: str | os.PathLike[str] | None = None,
+        max_background: int | None = None,
+    ) -> Shell:
         """The one ``Shell`` of a run's service; closing the service also stops its background jobs."""
         with _attach_lock:
             found = getattr(service, _ATTACHED, None)
             if found is not None and not found.closed:
                 return found
-            shell = cls(service=service, **options)
+            shell = cls(service=service, state_dir=state_dir, max_background=max_background)
             service.on_close(shell.close)
             setattr(service, _ATTACHED, shell)
             return shell
@@ -164,13 +173,15 @@ class Shell:
         choice = self.service.check_enabled()
         check_command(request.command, self.service.settings.allowed_programs)
         if not request.scrub_env:
-            raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "scrub_env cannot be turned off: secrets never reach a command's environment here")
+            raise ToolFailure(ErrorCode.INVALID_ARGUMENT,
+                              "scrub_env cannot be turned off: secrets never reach a command's environment here")
         if request.background:
             blocked = request.finish_options_given()
             if blocked:
                 raise ToolFailure(
                     ErrorCode.BACKGROUND_INCOMPATIBLE,
-                    f"{', '.join(blocked)} need the command to finish; a background command returns at once (poll it with sh_logs)",
+                    f"{', '.join(blocked)} need the command to finish; a background command returns at once (poll it with "
+                    "sh_logs)",
                 )
         placement = place(self.service, choice, request.cwd, request.sandbox)
         if request.expect is not None:
@@ -241,16 +252,19 @@ class Shell:
         }
 
         def launch() -> Job:  # runs on the job's own thread; the record exists before the job can finish
-            job, removed = start(p.choice, p.placement.conf, shell_argv(req.command), *background_captures(out, err), stable=False)
+            job, removed = start(p.choice, p.placement.conf, shell_argv(req.command), *background_captures(out, err),
+                                 stable=False)
             meta["secrets_env_scrubbed"] = removed
             self.records.write_meta(meta, persist=persist)
             return job
 
         machinery = 2 if p.choice.tier is Tier.BWRAP else 1
-        background = BackgroundJob(record_id, launch, out, err, lambda done: self._finish_background(done, meta, persist), machinery)
+        background = BackgroundJob(record_id, launch, out, err, lambda done: self._finish_background(done, meta, persist),
+                                   machinery)
         self.jobs.add(background)
         removed = meta["secrets_env_scrubbed"]
-        result = {"id": record_id, "pid": background.pid, "status": "running", "background": True, "tier": str(p.choice.tier), "risk": p.plan.category}
+        result = {"id": record_id, "pid": background.pid, "status": "running", "background": True, "tier": str(p.choice.tier),
+                  "risk": p.plan.category}
         if removed:
             result["secrets_env_scrubbed"] = removed
         if req.no_store:
@@ -259,7 +273,8 @@ class Shell:
 
     def _finish_background(self, job: BackgroundJob, meta: dict[str, Any], persist: bool) -> None:
         meta = {**meta, **job.state()}
-        meta.update(stdout_bytes=job.out.total, stderr_bytes=job.err.total, stored_stdout_bytes=job.out.stored, stored_stderr_bytes=job.err.stored)
+        meta.update(stdout_bytes=job.out.total, stderr_bytes=job.err.total, stored_stdout_bytes=job.out.stored,
+                    stored_stderr_bytes=job.err.stored)
         if persist:
             self.records.write_meta(meta)
         else:
@@ -282,7 +297,8 @@ class Shell:
     def checkpoint(self, label: str, dir: str | None = None) -> dict[str, Any]:
         """Checkpoint ``dir``; the store reaches it through the fence (no-follow, from the workspace)."""
         meta = self.checkpoint_store.create(label, dir)
-        return {"label": meta["label"], "dir": self._rel(Path(meta["origin"])), "files": meta["files"], "bytes": meta["bytes"], "method": meta["method"]}
+        return {"label": meta["label"], "dir": self._rel(Path(meta["origin"])), "files": meta["files"], "bytes": meta["bytes"],
+                "method": meta["method"]}
 
     def restore(self, label: str, dir: str | None = None) -> dict[str, Any]:
         """Restore the checkpoint into its origin; with or without ``dir``, every component of the
@@ -305,12 +321,14 @@ class Shell:
             raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "the command is empty")
         return {"command": command, **classify(command).as_dict()}
 
-    def detail(self, record_id: str, selector: str = "stdout", match: str | None = None, start_line: int = 1, max_lines: int = 400) -> dict[str, Any]:
+    def detail(self, record_id: str, selector: str = "stdout", match: str | None = None, start_line: int = 1,
+               max_lines: int = 400) -> dict[str, Any]:
         from kernel_ext.sandbox.shtools.views import detail
 
         return detail(self.jobs, self.records, record_id, selector, match, start_line, max_lines)
 
-    def logs(self, record_id: str, stream: str = "both", stdout_cursor: int = 0, stderr_cursor: int = 0, full: bool = False) -> dict[str, Any]:
+    def logs(self, record_id: str, stream: str = "both", stdout_cursor: int = 0, stderr_cursor: int = 0,
+             full: bool = False) -> dict[str, Any]:
         from kernel_ext.sandbox.shtools.views import logs
 
         return logs(self.jobs, self.records, record_id, stream, stdout_cursor, stderr_cursor, full)
@@ -366,3 +384,11 @@ def _retryable(request: RunRequest, attempt: Any) -> bool:
     if attempt.exit_code == expected_exit(request):
         return False
     return request.retry_on_exit is None or attempt.exit_code in request.retry_on_exit
+
+
+def _close_at_exit(ref: weakref.ref[Shell]) -> None:
+    """At interpreter exit: close the toolkit if it is still alive (the weak reference keeps
+    atexit from holding it)."""
+    shell = ref()
+    if shell is not None:
+        shell.close()

@@ -43,7 +43,8 @@ def _calls(text: str) -> list[tuple[str, str, str, str]]:
     for line in text.splitlines():
         match = _LINE.match(line)
         if match:
-            out.append(match.groups())
+            pid, name, arguments, result = match.groups()
+            out.append((pid, name, arguments, result))
             continue
         match = _UNFINISHED.match(line)
         if match:

@@ -26,7 +26,8 @@ FULL_POLL_BYTES = 64 * 1024
 MAX_LINES = 2000
 
 
-def detail(jobs: BackgroundJobs, records: RecordStore, record_id: str, selector: str, match: str | None, start_line: int, max_lines: int) -> dict[str, Any]:
+def detail(jobs: BackgroundJobs, records: RecordStore, record_id: str, selector: str, match: str | None, start_line: int,
+           max_lines: int) -> dict[str, Any]:
     check_id(record_id)
     if selector not in SELECTORS:
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"selector {selector!r} is not one of {', '.join(SELECTORS)}")
@@ -63,7 +64,8 @@ def detail(jobs: BackgroundJobs, records: RecordStore, record_id: str, selector:
     return out
 
 
-def logs(jobs: BackgroundJobs, records: RecordStore, record_id: str, stream: str, stdout_cursor: int, stderr_cursor: int, full: bool) -> dict[str, Any]:
+def logs(jobs: BackgroundJobs, records: RecordStore, record_id: str, stream: str, stdout_cursor: int, stderr_cursor: int,
+         full: bool) -> dict[str, Any]:
     check_id(record_id)
     if stream not in ("stdout", "stderr", "both"):
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"stream {stream!r} is not stdout, stderr or both")
@@ -92,7 +94,8 @@ def logs(jobs: BackgroundJobs, records: RecordStore, record_id: str, stream: str
             stored = records.stream_size(record_id, name)
             cursor = cursors[name]
             if cursor < 0 or cursor > total:
-                raise ToolFailure(ErrorCode.CURSOR_OUT_OF_RANGE, f"{name}_cursor {cursor} is outside the stream (0..{total} bytes)")
+                raise ToolFailure(ErrorCode.CURSOR_OUT_OF_RANGE,
+                                  f"{name}_cursor {cursor} is outside the stream (0..{total} bytes)")
             if cursor >= stored:
                 chunks[name] = (b"", total, total, cursor < total)
             else:

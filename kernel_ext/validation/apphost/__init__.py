@@ -21,4 +21,5 @@ _EXPORTS = {"AppHost": "host", "Staged": "host"}
 
 __all__ = sorted(_EXPORTS)
 
-__getattr__, __dir__ = lazy_exports("kernel_ext.validation.apphost", {name: f"kernel_ext.validation.apphost.{module}" for name, module in _EXPORTS.items()})
+__getattr__, __dir__ = lazy_exports("kernel_ext.validation.apphost",
+                                    {name: f"kernel_ext.validation.apphost.{module}" for name, module in _EXPORTS.items()})

@@ -10,6 +10,7 @@ survives it. The app's stdout and stderr go to a log file whose tail joins the r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import os
@@ -18,7 +19,7 @@ import sys
 import time
 from typing import Any
 
-from kernel_ext.sandbox.frames import read_frame, write_frame
+from kernel_ext.sandbox.frames import as_object, read_frame, text, write_frame
 from kernel_ext.validation.apphost.lifespan import describe_exception, format_traceback
 
 LOG_TAIL_CHARS = 4000
@@ -101,10 +102,8 @@ def _endpoint_sources(routes: Any, depth: int = 0) -> None:
     for route in routes:
         endpoint = getattr(route, "endpoint", None)
         if callable(endpoint):
-            try:
+            with contextlib.suppress(Exception):  # best effort only
                 extract(endpoint)
-            except Exception:  # noqa: BLE001 - best effort only
-                pass
         inner = getattr(getattr(route, "original_router", None), "routes", None) or getattr(route, "routes", None)
         if inner:
             _endpoint_sources(inner, depth + 1)
@@ -172,7 +171,7 @@ def main(src: str, entry: str, attr: str, workdir: str, job_fd: int, result_fd: 
         notice = read_frame(job_fd)
         if notice is None:
             os._exit(0)
-        with open(notice["job_file"], encoding="utf-8") as handle:
+        with open(text(as_object(notice)["job_file"]), encoding="utf-8") as handle:
             job = json.load(handle)
         from kernel_ext.validation.apphost.exchange import Secrets
 
@@ -187,9 +186,7 @@ def main(src: str, entry: str, attr: str, workdir: str, job_fd: int, result_fd: 
         write_frame(result_fd, result)
     except BaseException as exc:  # noqa: BLE001 - report whatever happened, then leave
         code = 1
-        try:
+        with contextlib.suppress(OSError):
             write_frame(result_fd, {"internal_error": describe_exception(exc)})
-        except OSError:
-            pass
     finally:
         os._exit(code)

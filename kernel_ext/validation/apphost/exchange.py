@@ -105,7 +105,8 @@ def parse_body(content: bytes, content_type: str) -> tuple[Any, str]:
     return MISSING, text
 
 
-async def run_requests(app: Any, requests: list[dict[str, Any]], app_dir: str = "", secrets: Secrets | None = None) -> dict[str, Any]:
+async def run_requests(app: Any, requests: list[dict[str, Any]], app_dir: str = "",
+                       secrets: Secrets | None = None) -> dict[str, Any]:
     """Run the scenario's requests (after the app's start-up); the result is already redacted."""
     import httpx
 
@@ -160,7 +161,8 @@ async def one_request(client: Any, recorder: ErrorRecorder, spec: dict[str, Any]
     row["request"] = {"headers": headers, "body": None if body is MISSING else body}
     bad = [n for n, v in headers.items() if any(c in v for c in "\r\n\x00")]
     if bad or not path.startswith("/") or path.startswith("//"):
-        row["error"] = f"refused after resolving references: {'header ' + bad[0] + ' holds a line break' if bad else 'path ' + repr(path)}"
+        what = f"header {bad[0]} holds a line break" if bad else f"path {path!r}"
+        row["error"] = f"refused after resolving references: {what}"
         responses.add(MISSING, f"request {index} was refused")
         return row
     kwargs: dict[str, Any] = {"headers": headers}

@@ -14,19 +14,22 @@ the next job; ``close`` ends it and everything it started.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
-from kernel_ext.appenv.environment import AppEnvironment, environment_for
+from kernel_ext.appenv.environment import AppEnvironment, EnvironmentDescription, environment_for
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.sandbox.frames import JSONValue, as_object, number
 from kernel_ext.validation.staging import Source
 
 if TYPE_CHECKING:
@@ -52,6 +55,29 @@ class Staged:
     environment: AppEnvironment | None = None
 
 
+Reply = dict[str, JSONValue]  # the host's reply frame to one job: ``op`` is "result" or "error"
+
+
+@dataclass(frozen=True)
+class PendingJob:
+    """A job sent to the host: ``future`` gets its reply; ``timeout`` is what the host enforces."""
+
+    future: Future[Reply]
+    timeout: float
+
+
+class HostDescription(TypedDict):
+    """For the run's metadata: how the host is confined and what the app runs with."""
+
+    tier: str
+    network: bool
+    notes: list[str]
+    starts: int
+    preload_ms: JSONValue
+    warm_ms: JSONValue
+    environment: EnvironmentDescription | None
+
+
 class AppHost:
     """One sandboxed warm host (lazily started). Thread-safe."""
 
@@ -64,14 +90,14 @@ class AppHost:
         self.scratch = Path(tempfile.mkdtemp(prefix="besser-apphost-"))
         for sub in ("src", "rw", "home/.tmp"):
             (self.scratch / sub).mkdir(parents=True, exist_ok=True)
-        self.ready: dict[str, Any] = {}
+        self.ready: Reply = {}
         self.environment: AppEnvironment | None = None  # what the last staged source runs with
         self._paths: tuple[Path, ...] = ()  # the app's own package folders the running host was started with
         self.shell_tools = False  # the run may call install_dependencies (api_test sets it; refusals say so)
         self.submitted = 0  # jobs sent (tests use it to show a refusal ran nothing)
         self._worker = WarmWorker(self._plan, what="the app host", policy=policy, log_path=self.scratch / "host.log")
         self._lock = threading.RLock()
-        self._pending: dict[int, Future] = {}
+        self._pending: dict[int, Future[Reply]] = {}
         self._ids = itertools.count(1)
         self._staged: list[Staged] = []
         self._closed = False
@@ -83,7 +109,7 @@ class AppHost:
         return self._worker.alive
 
     @property
-    def process(self) -> subprocess.Popen | None:
+    def process(self) -> subprocess.Popen[bytes] | None:
         """The running host's process (None when none runs)."""
         return self._worker.process
 
@@ -138,7 +164,7 @@ class AppHost:
         return WorkerPlan(package_program(PROGRAM, *options), conf)
 
     def _spawn(self) -> None:
-        waiter: Future = Future()
+        waiter: Future[Reply] = Future()
         try:
             self._worker.start(on_frame=lambda message: self._on_frame(waiter, message),
                                on_exit=lambda reason: self._on_exit(waiter, reason))
@@ -150,17 +176,19 @@ class AppHost:
             self._terminate()
             raise ToolFailure(ErrorCode.EXECUTION_FAILED, f"the app host did not start: {exc}; {self.log_tail(600)}") from None
 
-    def _on_frame(self, ready: Future, message: dict[str, Any]) -> None:
-        """A frame from this start's host: its ready line, or a job's reply."""
+    def _on_frame(self, ready: Future[Reply], frame: JSONValue) -> None:
+        """A frame from this start's host: its ready line, or a job's reply (``FrameError`` for
+        anything else: the reader then stops this host, and the next job starts a fresh one)."""
+        message = as_object(frame)
         if message.get("op") == "ready":
             if not ready.done():
                 ready.set_result(message)
             return
-        future = self._pending.pop(int(message.get("id") or 0), None)
+        future = self._pending.pop(int(number(message.get("id") or 0)), None)
         if future is not None and not future.done():
             future.set_result(message)
 
-    def _on_exit(self, ready: Future, reason: str) -> None:
+    def _on_exit(self, ready: Future[Reply], reason: str) -> None:
         """This start's host ended: its start (if still awaited) and every outstanding job fail."""
         if not ready.done():
             ready.set_exception(RuntimeError(reason))
@@ -223,12 +251,12 @@ class AppHost:
 
     # -- jobs -------------------------------------------------------------------------------------
 
-    def submit(self, staged: Staged, job: dict[str, Any], timeout: float = JOB_TIMEOUT_S) -> Future:
+    def submit(self, staged: Staged, job: Mapping[str, object], timeout: float = JOB_TIMEOUT_S) -> PendingJob:
         """Send one job; the future's result is the host's reply frame (``op`` result or error)."""
         self.start()
         self.submitted += 1
         job_id = next(self._ids)
-        future: Future = Future()
+        future: Future[Reply] = Future()
         self._pending[job_id] = future
         message = {"op": "run", "id": job_id, "src": str(staged.path), "entry": staged.entry, "attr": staged.attr,
                    "job": job, "timeout": timeout}
@@ -237,18 +265,16 @@ class AppHost:
         except OSError as exc:
             self._pending.pop(job_id, None)
             future.set_result({"op": "error", "code": "host_died", "message": f"the app host is gone: {exc}", "id": job_id})
-        future.job_timeout = timeout  # type: ignore[attr-defined]
-        return future
+        return PendingJob(future, timeout)
 
-    def run(self, staged: Staged, job: dict[str, Any], timeout: float = JOB_TIMEOUT_S) -> dict[str, Any]:
+    def run(self, staged: Staged, job: Mapping[str, object], timeout: float = JOB_TIMEOUT_S) -> Reply:
         """Run one job and wait for its reply (the host enforces ``timeout``; a margin guards the host)."""
-        future = self.submit(staged, job, timeout)
-        return self.wait(future)
+        return self.wait(self.submit(staged, job, timeout))
 
-    def wait(self, future: Future) -> dict[str, Any]:
-        timeout = getattr(future, "job_timeout", JOB_TIMEOUT_S)
+    def wait(self, pending: PendingJob) -> Reply:
+        timeout = pending.timeout
         try:
-            reply = future.result(timeout=timeout + 15.0)
+            reply = pending.future.result(timeout=timeout + 15.0)
         except TimeoutError:
             log.error("app host did not answer within %.0f s; restarting it", timeout + 15.0)
             with self._lock:
@@ -263,12 +289,10 @@ class AppHost:
     def drop_standby(self) -> None:
         """Forget the prepared child (the source changed): the host itself stays warm."""
         if self.alive:
-            try:
+            with contextlib.suppress(OSError):
                 self._worker.send({"op": "drop_standby"})
-            except OSError:
-                pass
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> HostDescription:
         return {"tier": self.tier, "network": self.network, "notes": list(self.notes), "starts": self.starts,
                 "preload_ms": self.ready.get("preload_ms"), "warm_ms": self.ready.get("warm_ms"),
                 "environment": self.environment.describe() if self.environment is not None else None}

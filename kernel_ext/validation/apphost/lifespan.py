@@ -11,30 +11,38 @@ from __future__ import annotations
 import asyncio
 import os
 import traceback
-from typing import Any
+from collections.abc import Awaitable, Callable, MutableMapping
+from types import TracebackType
 
 STARTUP_TIMEOUT_S = 30.0
+
+# The ASGI interface, as the spec draws it: messages are mappings whose values vary by type.
+Message = MutableMapping[str, object]
+Scope = MutableMapping[str, object]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class Lifespan:
     """``async with Lifespan(app) as ls``: ``ls.error`` is the start-up failure, if any."""
 
-    def __init__(self, app: Any, timeout: float = STARTUP_TIMEOUT_S):
+    def __init__(self, app: ASGIApp, timeout: float = STARTUP_TIMEOUT_S):
         self.app = app
         self.timeout = timeout
         self.error: str | None = None
         self.supported = True
         self.note = ""
-        self._inbox: asyncio.Queue[dict] = asyncio.Queue()
+        self._inbox: asyncio.Queue[Message] = asyncio.Queue()
         self._started = asyncio.Event()
         self._stopped = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
-    async def _receive(self) -> dict:
+    async def _receive(self) -> Message:
         return await self._inbox.get()
 
-    async def _send(self, message: dict) -> None:
-        kind = message.get("type", "")
+    async def _send(self, message: Message) -> None:
+        kind = str(message.get("type", ""))
         if kind == "lifespan.startup.failed":
             self.error = str(message.get("message") or "start-up failed")
         if kind.startswith("lifespan.startup"):
@@ -43,7 +51,7 @@ class Lifespan:
             self._stopped.set()
 
     async def _run(self) -> None:
-        scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.0"}, "state": {}}
+        scope: Scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.0"}, "state": {}}
         try:
             await self.app(scope, self._receive, self._send)
         except BaseException as exc:  # noqa: BLE001 - the app's failure is data here
@@ -78,12 +86,12 @@ class Lifespan:
 class ErrorRecorder:
     """An ASGI wrapper that records (and re-raises) each unhandled exception of the app."""
 
-    def __init__(self, app: Any, app_dir: str = ""):
+    def __init__(self, app: ASGIApp, app_dir: str = ""):
         self.app = app
         self.app_dir = app_dir
         self.errors: list[str] = []
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await self.app(scope, receive, send)
         except BaseException as exc:
@@ -106,7 +114,7 @@ def describe_exception(exc: BaseException, app_dir: str = "") -> str:
     return f"{head} ({where})" if where else head
 
 
-def app_frame(tb: Any, app_dir: str) -> str:
+def app_frame(tb: TracebackType | None, app_dir: str) -> str:
     """The innermost traceback frame inside ``app_dir`` as ``path:line``."""
     found = ""
     for frame in traceback.extract_tb(tb):

@@ -14,6 +14,7 @@ never reach it.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -25,7 +26,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from kernel_ext.sandbox.frames import FrameError, read_frame, split_frames, write_frame
+from kernel_ext.sandbox.frames import FrameError, JSONValue, as_object, number, read_frame, split_frames, write_frame
 
 
 @dataclass
@@ -86,19 +87,13 @@ class Host:
 
     def kill(self, child: Child) -> None:
         for fd in (child.job_w, child.result_r):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         for kill in (os.killpg, os.kill):  # the group (the app's own processes), and the child itself
-            try:
+            with contextlib.suppress(OSError):
                 kill(child.pid, signal.SIGKILL)
-            except OSError:
-                pass
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(child.pid, 0)
-        except ChildProcessError:
-            pass
         shutil.rmtree(child.workdir, ignore_errors=True)
 
     def drop_standby(self) -> None:
@@ -112,7 +107,7 @@ class Host:
 
     # -- jobs -----------------------------------------------------------------------------------
 
-    def start_job(self, message: dict) -> None:
+    def start_job(self, message: dict[str, JSONValue]) -> None:
         key = (str(message["src"]), str(message.get("entry") or "main_api"), str(message.get("attr") or "app"))
         child = None
         if self.standby is not None and self.standby.key == key:
@@ -123,18 +118,16 @@ class Host:
         if child is None:
             child = self.fork(key)
         self.last_key = key
-        child.job_id = int(message["id"])
+        child.job_id = int(number(message["id"]))
         child.dispatched_at = time.monotonic()
-        child.deadline = child.dispatched_at + float(message.get("timeout") or 60.0)
+        child.deadline = child.dispatched_at + number(message.get("timeout") or 60.0)
         # The job goes into the child's own folder; the pipe only carries a small notice, so the
         # host never blocks on a child that is still importing the app.
         job_file = os.path.join(child.workdir, "job.json")
         with open(job_file, "w", encoding="utf-8") as handle:
             json.dump(message.get("job") or {}, handle)
-        try:
+        with contextlib.suppress(OSError):  # the child already died: its result pipe reports it
             write_frame(child.job_w, {"job_file": job_file})
-        except OSError:
-            pass  # the child already died: its result pipe reports it
         self.running[child.result_r] = child
         self.selector.register(child.result_r, selectors.EVENT_READ, child)
 
@@ -204,7 +197,8 @@ class Host:
             for key, _ in self.selector.select(timeout):
                 if key.data is None:
                     try:
-                        message = read_frame(self.proto_in)
+                        frame = read_frame(self.proto_in)
+                        message = None if frame is None else as_object(frame)
                     except FrameError:
                         message = None
                     if message is None or message.get("op") == "stop":
@@ -214,7 +208,7 @@ class Host:
                     self.on_child_output(key.data)
             self.expire()
 
-    def handle(self, message: dict) -> None:
+    def handle(self, message: dict[str, JSONValue]) -> None:
         op = message.get("op")
         if op == "run":
             self.start_job(message)
@@ -240,10 +234,8 @@ def _close_all_but(keep: set[int], known: set[int]) -> None:
     except OSError:
         open_fds = set(known)
     for fd in open_fds - keep:
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
 
 
 def _tail(path: str, chars: int = 4000) -> str:

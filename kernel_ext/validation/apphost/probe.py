@@ -73,7 +73,8 @@ class Probe:
                 continue
             schema_name = self.schemas.name_of(schema)
             key = norm(match.group(1))
-            name = self.hint_names.get(key) or (schema_name[:-6] if schema_name.endswith("Create") else "") or match.group(1).title()
+            from_schema = schema_name[:-6] if schema_name.endswith("Create") else ""
+            name = self.hint_names.get(key) or from_schema or match.group(1).title()
             self.entities[key] = {"entity": name, "path": path, "schema": schema,
                                   "schema_name": schema_name, "verdict": "pending", "status": None, "detail": "", "payload": None}
 
@@ -82,7 +83,7 @@ class Probe:
         if hint is not None:
             return bool(hint.get("abstract"))
         cls = _find_class(record["schema_name"])
-        return cls is not None and (abc.ABC in getattr(cls, "__bases__", ()) or getattr(cls, "__abstractmethods__", None))
+        return cls is not None and (abc.ABC in getattr(cls, "__bases__", ()) or bool(getattr(cls, "__abstractmethods__", None)))
 
     def target_of(self, key: str, field_name: str, field_schema: dict[str, Any]) -> str | None:
         """The entity (norm key) whose ids ``field_name`` holds, if it holds ids."""
@@ -134,7 +135,8 @@ class Probe:
                 record = self.entities[key]
                 body, waiting = self.payload(key, record)
                 if body is None:
-                    record["detail"] = "needs " + ", ".join(self.entities[w]["entity"] if w in self.entities else w for w in waiting)
+                    needed = (self.entities[w]["entity"] if w in self.entities else w for w in waiting)
+                    record["detail"] = "needs " + ", ".join(needed)
                     continue
                 row = await self.send(client, recorder, "POST", record["path"], body, rows)
                 record.update(status=row["status"], payload=body, detail="")
