@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from kernel_ext.sandbox.cgroups import PidsHierarchy, locate
 from kernel_ext.sandbox.supervisor import spawn_later
 
 log = logging.getLogger(__name__)
@@ -79,8 +80,7 @@ _park: Callable[[Path], Launcher] | None = None  # set by ``want_launchers``
 
 
 def _forget_in_child() -> None:
-    """A forked child shares none of this: the groups, the ready pool and the parked launchers are
-    its parent's (handing one out twice would put two sandboxes in one cap), and its threads are gone."""
+    """A forked child shares none of this: the groups and launchers are its parent's, its threads gone."""
     global _lock, _refilling
     _lock = threading.Lock()
     _created.clear()
@@ -110,20 +110,11 @@ def max_tasks(environ: Mapping[str, str]) -> int:
     return value
 
 
-@dataclass(frozen=True)
-class PidsHierarchy:
-    """Where this process may make ``pids`` cgroups (``base``), or why it may not (``cause``)."""
-
-    base: Path | None
-    version: int = 0
-    cause: str = ""
-
-
 @functools.cache
 def pids_hierarchy() -> PidsHierarchy:
     """Found and proven once per process: a group is made, capped and removed again."""
     try:
-        found = _locate()
+        found = locate()
     except OSError as exc:
         return PidsHierarchy(None, cause=f"cgroups unreadable: {exc}")
     if found.base is None:
@@ -359,46 +350,3 @@ def _sweep_dead_servers(base: Path) -> None:
             if group.is_dir():
                 _remove(group)
         _remove(parent)
-
-
-def _locate() -> PidsHierarchy:
-    """This process's pids cgroup folder, from /proc/self/cgroup and /proc/self/mountinfo."""
-    own: dict[str, str] = {}
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        number, controllers, path = line.split(":", 2)
-        if number == "0" and controllers == "":
-            own["v2"] = path
-        for name in controllers.split(","):
-            if name == "pids":
-                own["v1"] = path
-    mounts: dict[str, tuple[str, str]] = {}
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split()
-        rest = fields[fields.index("-") + 1 :]
-        fstype, options = rest[0], rest[2].split(",") if len(rest) > 2 else []
-        root, point = fields[3], fields[4]
-        if fstype == "cgroup" and "pids" in options:
-            mounts.setdefault("v1", (root, point))
-        elif fstype == "cgroup2":
-            mounts.setdefault("v2", (root, point))
-    if "v1" in own and "v1" in mounts:
-        return _within(mounts["v1"], own["v1"], 1)
-    if "v2" in own and "v2" in mounts:
-        found = _within(mounts["v2"], own["v2"], 2)
-        if found.base is not None:
-            delegated = (found.base / "cgroup.controllers").read_text().split()
-            if "pids" not in delegated:
-                return PidsHierarchy(None, 2, "the pids controller is not delegated to this process's cgroup")
-        return found
-    return PidsHierarchy(None, cause="no pids cgroup is mounted")
-
-
-def _within(mount: tuple[str, str], own_path: str, version: int) -> PidsHierarchy:
-    root, point = mount
-    relative = own_path[len(root):] if root != "/" and own_path.startswith(root) else own_path
-    base = Path(point) / relative.lstrip("/")
-    if not base.is_dir():
-        return PidsHierarchy(None, version, f"this process's cgroup {own_path} is not visible at {point}")
-    if not os.access(base, os.W_OK):
-        return PidsHierarchy(None, version, f"no write access to {base}")
-    return PidsHierarchy(base, version)

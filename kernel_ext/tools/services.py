@@ -8,6 +8,7 @@ installs (``pipeline/run_shell.py``, ``cli/tool.py``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -40,7 +41,7 @@ class ShellAccess(Protocol):
     @property
     def home(self) -> Path: ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> Mapping[str, Any]:
         """For the run's metadata and a command's approval card: is the shell on, which tier."""
         ...
 

@@ -76,8 +76,11 @@ class ShCheckpointsArgs(ToolArgs):
 def _toolkit(ctx: ToolContext) -> Shell:
     """The ``sh_*`` toolkit over the run's shell service (gated by ``shell_service``)."""
     service = shell_service(ctx)
+    from kernel_ext.sandbox.session.service import ShellService
     from kernel_ext.sandbox.shtools.shell import Shell
 
+    if not isinstance(service, ShellService):  # the toolkit needs the sandbox's own service, not any ShellAccess
+        raise ToolFailure(ErrorCode.SHELL_DISABLED, "the sh_* tools need the sandbox's shell service")
     return Shell.for_service(service)
 
 

@@ -88,7 +88,7 @@ def settle(app: Any, app_dir: str) -> str | None:
     for route in getattr(router, "routes", ()) or ():
         try:
             route.matches(dict(scope))
-        except Exception:  # noqa: BLE001 - best effort only
+        except Exception:  # noqa: BLE001, S112 - best effort only
             continue
     _endpoint_sources(getattr(router, "routes", ()) or ())
     return error

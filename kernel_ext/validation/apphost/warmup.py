@@ -39,7 +39,7 @@ def preload() -> tuple[list[str], float]:
         try:
             importlib.import_module(name)
             done.append(name)
-        except Exception:  # noqa: BLE001 - optional helpers may be missing or broken
+        except Exception:  # noqa: BLE001, S112 - optional helpers may be missing or broken
             continue
     return done, (time.perf_counter() - started) * 1000
 
@@ -50,7 +50,7 @@ def exercise() -> float:
     scratch = tempfile.mkdtemp(prefix="apphost-warmup-")
     try:
         asyncio.run(_exercise(os.path.join(scratch, "warm.db")))
-    except Exception:  # noqa: BLE001 - warming is best effort, children still work cold
+    except Exception:  # noqa: BLE001, S110 - warming is best effort, children still work cold
         pass
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
