@@ -65,7 +65,7 @@ class Orchestrator:
         self.tasks = TaskList()
         self.timer: dict[str, float] = {}
         self.budgets = Budgets(request.max_turns, max_cost_usd=request.max_cost_usd, max_runtime_s=request.max_runtime_s)
-        self.workspace = Workspace(ctx.layout.app_dir, internal=(".besser", ".besser_command_output"))
+        self.workspace = Workspace(ctx.layout.app_dir)  # the fence's defaults: workspace/internal.py
         self.tool_context = self._tool_context()
         self.executor: Executor | None = None
         self.mode_approver: ModeApprover | None = None
@@ -178,7 +178,7 @@ class Orchestrator:
         self.generated_paths = [f.path for f in self.phase1.files]
         self._prestart_app_host()
         if self.operator.shell_tools_enabled and self.generator == "fastapi_backend":
-            self._write_probe(ledger)
+            self._write_probe()
         for finding in self.phase1.findings:
             self.events.emit("finding", **finding.as_event())
         return PhaseOutcome("done", f"{len(self.phase1.files)} files from BESSER {self.phase1.besser_version}",
@@ -249,16 +249,15 @@ class Orchestrator:
 
             prestart_app_host(self.tool_context.state, policy=self.operator.sandbox_policy)
 
-    def _write_probe(self, ledger: GenerationLedger) -> None:
-        """The runtime probe the runbook names (host-written, so it counts as scaffold, not LLM work)."""
+    def _write_probe(self) -> None:
+        """The runtime probe the runbook names: a run's own file (``workspace/internal.py``), hidden,
+        read-only to the file tools and outside the manifest, so it is neither scaffold nor LLM work."""
         from pathlib import Path
 
-        from kernel_ext.generation.manifest import sha256_bytes
-        from kernel_ext.workspace import publish
+        from kernel_ext.workspace import PROBE_FILE, publish
 
         data = (Path(__file__).parent / "data" / "probe.py").read_bytes()
-        publish(self.workspace, "probe.py", data)
-        ledger.files["probe.py"] = sha256_bytes(data)
+        publish(Workspace(self.workspace.root, protected=()), PROBE_FILE, data)  # the host's write, not a tool's
 
     def _carry_tasks(self, base: BaseRun) -> None:
         """A modify run keeps the base run's tasks (closed ones stay closed) and names the model change."""

@@ -32,7 +32,7 @@ def spill(workspace_root: str | Path, record_id: str, command: str, streams: dic
         parts.append(body.decode("utf-8", "replace"))
     relative = f"{COMMAND_OUTPUT_DIR}/{record_id}.log"
     try:
-        publish(Workspace(workspace_root), relative, "".join(parts).encode("utf-8"))
+        publish(Workspace(workspace_root, protected=()), relative, "".join(parts).encode("utf-8"))
     except OSError as exc:
         raise ToolFailure("execution_failed", f"could not write the full output: {exc.strerror}") from None
     return relative

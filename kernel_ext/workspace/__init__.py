@@ -16,19 +16,23 @@ from kernel_ext.workspace.versions import (
     sha256_hex,
     snapshot,
 )
-from kernel_ext.workspace.walk import COMMAND_OUTPUT_DIR, Entry, Walker, similar_paths
+from kernel_ext.workspace.internal import COMMAND_OUTPUT_DIR, INTERNAL_NAMES, PROBE_FILE, is_internal_name
+from kernel_ext.workspace.walk import Entry, Walker, similar_paths
 
 __all__ = [
     "ANY_VERSION",
     "COMMAND_OUTPUT_DIR",
     "Entry",
     "FileSnapshot",
+    "INTERNAL_NAMES",
     "Identity",
     "Location",
+    "PROBE_FILE",
     "Published",
     "Walker",
     "Workspace",
     "file_lock",
+    "is_internal_name",
     "is_temp_name",
     "publish",
     "remove",
