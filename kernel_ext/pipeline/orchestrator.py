@@ -39,7 +39,6 @@ from kernel_ext.workspace import Workspace
 if TYPE_CHECKING:
     from besser.BUML.metamodel.structural import DomainModel
 
-    from kernel_ext.generation.manifest import GenerationLedger
     from kernel_ext.generation.phase1 import Phase1Result
 
 REPAIR_TURNS_PER_ROUND = 6

@@ -2,6 +2,7 @@
 per-file locks, and walks that never follow a link."""
 
 from kernel_ext.workspace.fence import Identity, Location, Workspace
+from kernel_ext.workspace.internal import COMMAND_OUTPUT_DIR, INTERNAL_NAMES, PROBE_FILE, is_internal_name
 from kernel_ext.workspace.locks import file_lock
 from kernel_ext.workspace.publish import (
     ANY_VERSION,
@@ -16,18 +17,17 @@ from kernel_ext.workspace.versions import (
     sha256_hex,
     snapshot,
 )
-from kernel_ext.workspace.internal import COMMAND_OUTPUT_DIR, INTERNAL_NAMES, PROBE_FILE, is_internal_name
 from kernel_ext.workspace.walk import Entry, Walker, similar_paths
 
 __all__ = [
     "ANY_VERSION",
     "COMMAND_OUTPUT_DIR",
+    "INTERNAL_NAMES",
+    "PROBE_FILE",
     "Entry",
     "FileSnapshot",
-    "INTERNAL_NAMES",
     "Identity",
     "Location",
-    "PROBE_FILE",
     "Published",
     "Walker",
     "Workspace",
