@@ -167,6 +167,7 @@ class Orchestrator:
                 copied = await asyncio.to_thread(copy_app, self.base, self.ctx.layout.app_dir)
                 ledger.files.update(self.base.generated)
                 self.generated_paths = sorted(self.base.generated)
+                self._write_probe()  # the copy skips a run's own files; the probe is written fresh
                 return PhaseOutcome("skipped", f"continuing from run {self.base.run_id} ({copied} files); the model is unchanged",
                                     {"base_run_id": self.base.run_id, "files": copied})
             self.model_change = model_change((self.base.recipe.get("model") or {}).get("form") or {}, model_to_dict(self.model))
@@ -176,8 +177,7 @@ class Orchestrator:
         )
         self.generated_paths = [f.path for f in self.phase1.files]
         self._prestart_app_host()
-        if self.operator.shell_tools_enabled and self.generator == "fastapi_backend":
-            self._write_probe()
+        self._write_probe()
         for finding in self.phase1.findings:
             self.events.emit("finding", **finding.as_event())
         return PhaseOutcome("done", f"{len(self.phase1.files)} files from BESSER {self.phase1.besser_version}",
@@ -249,8 +249,11 @@ class Orchestrator:
             prestart_app_host(self.tool_context.state, policy=self.operator.sandbox_policy)
 
     def _write_probe(self) -> None:
-        """The runtime probe the runbook names: a run's own file (``workspace/internal.py``), hidden,
-        read-only to the file tools and outside the manifest, so it is neither scaffold nor LLM work."""
+        """The runtime probe the runbook names, when shell tools are on for a FastAPI backend: a run's
+        own file (``workspace/internal.py``), hidden, read-only to the file tools and outside the
+        manifest, so it is neither scaffold nor LLM work."""
+        if not (self.operator.shell_tools_enabled and self.generator == "fastapi_backend"):
+            return
         from pathlib import Path
 
         from kernel_ext.workspace import PROBE_FILE, publish
