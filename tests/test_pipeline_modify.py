@@ -58,3 +58,19 @@ def test_unknown_base_run_is_a_named_failure(tmp_path):
     assert done.status == "failed"
     error = [e for e in follow.events.events if e.type == "error"][0]
     assert error.code == "NOT_FOUND"
+
+
+def test_a_continued_run_has_its_own_probe_and_none_of_the_base_runs_internal_files(tmp_path):
+    """The copy skips a run's own files (spill, probe state); with shell tools on the probe is written afresh."""
+    runs = tmp_path / "runs"
+    base, _ = run("example:library", "Generate a FastAPI backend", runs / "base", provider="none", allow_shell_tools=True)
+    (base.context.layout.app_dir / ".besser_command_output").mkdir()
+    (base.context.layout.app_dir / ".besser_command_output" / "old.log").write_text("the base run's output\n")
+    (base.context.layout.app_dir / ".besser_probe").mkdir()
+    (base.context.layout.app_dir / ".besser_probe" / "pid").write_text("1\n")
+    follow, done = run("example:library", "add pagination to the app", runs / "next", provider="none", base_run_id="base",
+                       allow_shell_tools=True)
+    app = follow.context.layout.app_dir
+    assert (app / ".besser_probe.py").read_bytes() == (base.context.layout.app_dir / ".besser_probe.py").read_bytes()
+    assert not (app / ".besser_command_output").exists() and not (app / ".besser_probe").exists()
+    assert not any(".besser" in path for paths in done.authorship.values() for path in paths)

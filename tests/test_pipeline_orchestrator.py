@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import socket
 import subprocess
 import sys
 
@@ -86,23 +88,82 @@ def test_an_unknown_explicit_target_is_refused_by_name(tmp_path):
 
 
 def test_with_shell_tools_the_probe_boots_the_backend_in_the_session(tmp_path):
+    """The seed's probe: hidden (.besser_probe.py), not generator output, and routes/req boot the
+    backend again when the session was restarted (``exit`` ends the shell and its processes)."""
     from pipeline_helpers import Turn, call
 
-    steps = ["python probe.py up", "python probe.py routes", "python probe.py req GET /book/ -H 'X-Api-Key: s3cr3t-value'",
-             "python probe.py down"]
+    with socket.socket() as free:  # the run's shell shares the host's loopback: take a port nobody holds
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    steps = [f"python .besser_probe.py up --port {port}", "exit", "python .besser_probe.py routes", "exit",
+             "python .besser_probe.py req GET /book/ -H 'X-Api-Key: s3cr3t-value'", "python .besser_probe.py down"]
     turns = [Turn("", (call("submit_tasks", {"tasks": ["check the backend answers"]}),))]
     turns += [Turn("", (call("run_command", {"command": step}),)) for step in steps]
     turns += [Turn("", (call("task_list", {"action": "blocked", "id": "T1", "reason": "verified by hand"}),)), Turn("done")] * 4
     run, done = run_pipeline(tmp_path, "Generate a FastAPI backend", turns, allow_shell_tools=True)
     assert run.events.events[0].shell_tools_enabled
     results = [e for e in events_of(run, "tool_result") if e.name == "run_command"]
-    assert [r.ok for r in results] == [True, True, True, True], [r.summary for r in results]
-    assert "/author/" in results[1].summary  # the routes the running app serves
-    printed = results[2].summary.split("\n", 1)[1]  # what the probe printed, after the echoed command line
-    assert "GET /book/ -> 200" in printed and "s3cr3t-value" not in printed and "<12 chars>" in printed
-    assert "stopped pid" in results[3].summary
-    assert (run.context.layout.app_dir / "probe.py").exists()
-    assert "probe.py" in done.authorship["generator_untouched"]
+    up, _, routes, _, req, down = results
+    assert [r.ok for r in (up, routes, req, down)] == [True] * 4, [r.summary for r in results]
+    assert "starting it" in routes.summary and "/author/" in routes.summary  # the restarted session's app, booted again
+    printed = req.summary.split("\n", 1)[1]  # what the probe printed, after the echoed command line
+    assert "starting it" in printed and "GET /book/ -> 200" in printed
+    assert "s3cr3t-value" not in printed and "<12 chars>" in printed
+    assert "stopped pid" in down.summary
+    app = run.context.layout.app_dir
+    assert (app / ".besser_probe.py").exists() and not (app / "probe.py").exists()
+    assert not any(".besser" in path for paths in done.authorship.values() for path in paths)
+    recipe = json.loads(run.context.layout.recipe_path.read_text())
+    assert not any(path.startswith(".besser") for path in recipe["files"])
+
+
+def test_spilled_output_is_readable_where_the_result_says_and_internal_folders_are_not_the_app(tmp_path):
+    """A cut run_command result names its spill file and id: read_file, search_in_files and
+    sh_detail/sh_logs reach them; writing there is refused (nothing changes); the spill folder
+    and the probe stay out of the authorship split, the recipe's files, snapshots and the archive."""
+    from pipeline_helpers import Turn, call
+
+    def look(request):
+        said = re.findall(r"full output: (\S+) \(search or read it for the omitted part, or sh_detail (cmd-[0-9a-f-]+)\)", repr(request.messages))
+        log, spilled = said[-1]  # what the model was told: the spill file and the id
+        return Turn("", (
+            call("read_file", {"path": log}),
+            call("search_in_files", {"pattern": "^29999$", "path": ".besser_command_output"}),
+            call("sh_detail", {"id": spilled, "match": "^29999$"}),
+            call("sh_logs", {"id": spilled, "stream": "stderr"}),
+            call("write_file", {"path": log, "content": "overwritten\n"}),
+            call("delete_file", {"path": log}),
+        ))
+
+    turns = [Turn("", (call("submit_tasks", {"tasks": ["count to 30000"]}),)),
+             Turn("", (call("run_command", {"command": "seq 1 30000"}),)), look]
+    turns += [Turn("", (call("task_list", {"action": "blocked", "id": "T1", "reason": "counted"}),)), Turn("done")] * 4
+    run, done = run_pipeline(tmp_path, "Generate a FastAPI backend", turns, allow_shell_tools=True)
+    results = {e.name: e for e in events_of(run, "tool_result")}
+    spilled = results["run_command"].data["id"]
+    log = run.context.layout.app_dir / ".besser_command_output" / f"{spilled}.log"
+    assert results["run_command"].data["full_output_path"] == f".besser_command_output/{spilled}.log"
+    assert results["read_file"].ok and "$ seq 1 30000" in results["read_file"].summary, results["read_file"].summary
+    assert results["search_in_files"].ok and "29999" in results["search_in_files"].summary, results["search_in_files"].summary
+    assert results["sh_detail"].ok and "29999" in results["sh_detail"].summary, results["sh_detail"].summary
+    assert results["sh_logs"].ok, results["sh_logs"].summary
+    for refused in ("write_file", "delete_file"):
+        assert not results[refused].ok and results[refused].error_code == "protected_path", results[refused]
+    assert log.read_text().startswith("$ seq 1 30000\n") and "29999\n" in log.read_text()  # unchanged
+    assert not any(".besser" in path for paths in done.authorship.values() for path in paths), done.authorship
+    recipe = json.loads(run.context.layout.recipe_path.read_text())
+    assert not any(path.startswith(".besser") for path in recipe["files"])
+    snapshots = run.context.layout.snapshots_dir
+    assert snapshots.is_dir() and not any(p.name.startswith(".besser") for p in snapshots.rglob("*"))
+    import io
+    import zipfile
+
+    from kernel_ext.server.archive import write_archive
+
+    buffer = io.BytesIO()
+    write_archive(run.context.layout.run_dir, buffer)
+    names = zipfile.ZipFile(buffer).namelist()
+    assert "run/app/backend/main_api.py" in names and not any(".besser" in name for name in names), names
 
 
 def test_toolchain_validation_blocks_unresolvable_requirements(tmp_path):

@@ -162,7 +162,9 @@ def test_internal_and_protected_prefixes_match_whole_components(tree):
 
 def test_the_default_internal_and_protected_folders(tree):
     ws = Workspace(tree[0])
-    assert ws.internal == (".besser",) and ws.protected == (".git",)
+    # the run's state is hidden; its spilled output, probe and probe state are read-only (workspace/internal.py)
+    assert ws.internal == (".besser",)
+    assert ws.protected == (".git", ".besser_command_output", ".besser_probe.py", ".besser_probe")
 
 
 # -- lstat, directories, reading -----------------------------------------------------------------

@@ -14,9 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kernel_ext.workspace import treewalk
+from kernel_ext.workspace.internal import INTERNAL_NAMES
 from kernel_ext.workspace.treebudget import TreeBudget, TreeLimits, file_digest
 
-SKIPPED_DIRS = frozenset({".besser", ".git", "__pycache__", "node_modules", ".venv", "venv", ".pytest_cache"})
+SKIPPED_DIRS = INTERNAL_NAMES | {".git", "__pycache__", "node_modules", ".venv", "venv", ".pytest_cache"}
 
 
 @dataclass(frozen=True)

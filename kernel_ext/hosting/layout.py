@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernel_ext.workspace.internal import RUN_STATE_DIR
+
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$")
 
 
@@ -52,7 +54,7 @@ class RunLayout:
 
     @property
     def internal_dir(self) -> Path:
-        return self.run_dir / ".besser"
+        return self.run_dir / RUN_STATE_DIR
 
     @property
     def home_dir(self) -> Path:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from kernel_ext.hosting.options import RunRequest, ScenarioRequest
 from kernel_ext.hosting.requests import kind_of
 from kernel_ext.hosting.run import Run
+from kernel_ext.workspace.internal import RUN_STATE_DIR
 
 HOST_FILE = "host"  # in .besser/: "<hostname> <pid>" of the process hosting the run
 SUMMARY_LINE_BYTES = 256 * 1024  # a first or last line longer than this is summarised from its type only
@@ -171,7 +172,7 @@ def hosted_elsewhere(run_dir: Path) -> bool:
     """True while another live process on this machine hosts the run (a kernel's in-process run
     in the same folder, a second server): recovery must not close its log under it."""
     try:
-        host, pid = (run_dir / ".besser" / HOST_FILE).read_text(encoding="utf-8").split()
+        host, pid = (run_dir / RUN_STATE_DIR / HOST_FILE).read_text(encoding="utf-8").split()
         pid_number = int(pid)
     except (OSError, ValueError):
         return False

@@ -39,7 +39,6 @@ from kernel_ext.workspace import Workspace
 if TYPE_CHECKING:
     from besser.BUML.metamodel.structural import DomainModel
 
-    from kernel_ext.generation.manifest import GenerationLedger
     from kernel_ext.generation.phase1 import Phase1Result
 
 REPAIR_TURNS_PER_ROUND = 6
@@ -65,7 +64,7 @@ class Orchestrator:
         self.tasks = TaskList()
         self.timer: dict[str, float] = {}
         self.budgets = Budgets(request.max_turns, max_cost_usd=request.max_cost_usd, max_runtime_s=request.max_runtime_s)
-        self.workspace = Workspace(ctx.layout.app_dir, internal=(".besser", ".besser_command_output"))
+        self.workspace = Workspace(ctx.layout.app_dir)  # the fence's defaults: workspace/internal.py
         self.tool_context = self._tool_context()
         self.executor: Executor | None = None
         self.mode_approver: ModeApprover | None = None
@@ -170,6 +169,7 @@ class Orchestrator:
                 copied = await asyncio.to_thread(copy_app, self.base, self.ctx.layout.app_dir)
                 ledger.files.update(self.base.generated)
                 self.generated_paths = sorted(self.base.generated)
+                self._write_probe()  # the copy skips a run's own files; the probe is written fresh
                 return PhaseOutcome("skipped", f"continuing from run {self.base.run_id} ({copied} files); the model is unchanged",
                                     {"base_run_id": self.base.run_id, "files": copied})
             self.model_change = model_change((self.base.recipe.get("model") or {}).get("form") or {}, model_to_dict(self.model))
@@ -179,8 +179,7 @@ class Orchestrator:
         )
         self.generated_paths = [f.path for f in self.phase1.files]
         self._prestart_app_host()
-        if self.operator.shell_tools_enabled and self.generator == "fastapi_backend":
-            self._write_probe(ledger)
+        self._write_probe()
         for finding in self.phase1.findings:
             self.events.emit("finding", **finding.as_event())
         source = f"BESSER {self.phase1.besser_version}" if self.phase1.kind == "besser" else "the stack's build metadata"
@@ -255,16 +254,18 @@ class Orchestrator:
 
             prestart_app_host(self.tool_context.state, policy=self.operator.sandbox_policy)
 
-    def _write_probe(self, ledger: GenerationLedger) -> None:
-        """The runtime probe the runbook names (host-written, so it counts as scaffold, not LLM work)."""
+    def _write_probe(self) -> None:
+        """The runtime probe the runbook names, when shell tools are on for a FastAPI backend: a run's
+        own file (``workspace/internal.py``), hidden, read-only to the file tools and outside the
+        manifest, so it is neither scaffold nor LLM work."""
+        if not (self.operator.shell_tools_enabled and self.generator == "fastapi_backend"):
+            return
         from pathlib import Path
 
-        from kernel_ext.generation.manifest import sha256_bytes
-        from kernel_ext.workspace import publish
+        from kernel_ext.workspace import PROBE_FILE, publish
 
         data = (Path(__file__).parent / "data" / "probe.py").read_bytes()
-        publish(self.workspace, "probe.py", data)
-        ledger.files["probe.py"] = sha256_bytes(data)
+        publish(Workspace(self.workspace.root, protected=()), PROBE_FILE, data)  # the host's write, not a tool's
 
     # -- validation and repair -------------------------------------------------------------
 

@@ -30,8 +30,9 @@ How to work:
 FRONTEND_RULE = """A frontend is required: write a React frontend under frontend/ that covers complete CRUD
 (list, create, edit, delete) for every entity of the model, talking to the FastAPI backend's routes."""
 
-RUNBOOK = """Shell tools are on. To verify at runtime: run_command 'python probe.py up' boots the backend detached,
-'python probe.py routes' lists its routes, 'python probe.py req GET /path' sends a request, 'python probe.py down' stops it."""
+RUNBOOK = """Shell tools are on. To verify at runtime: run_command 'python .besser_probe.py up' boots the backend detached,
+'python .besser_probe.py routes' lists its routes, 'python .besser_probe.py req GET /path' sends a request (both boot the
+backend first when it is not running), 'python .besser_probe.py down' stops it."""
 
 
 FINDINGS_SHOWN = 12  # Phase 1's findings the model reads: a count and the first of them

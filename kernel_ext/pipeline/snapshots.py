@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.workspace import treewalk
+from kernel_ext.workspace.internal import INTERNAL_NAMES
 from kernel_ext.workspace.treebudget import (
     HASHED_BY_METADATA,
     TreeBudget,
@@ -30,7 +31,7 @@ from kernel_ext.workspace.treecopy import CopyStats, copy_tree, remove_path, syn
 
 __all__ = ["HASHED_BY_METADATA", "SKIPPED", "TreeSnapshot", "restore", "take", "tree_digest"]
 
-SKIPPED = frozenset({".besser", ".besser_command_output", "node_modules", "__pycache__", ".venv", ".pytest_cache", ".ruff_cache"})
+SKIPPED = INTERNAL_NAMES | {"node_modules", "__pycache__", ".venv", ".pytest_cache", ".ruff_cache"}
 
 
 @dataclass(frozen=True)

@@ -100,7 +100,7 @@ class CommandRecord:
         if self.stdout.total_bytes == 0 and self.stderr.total_bytes == 0:
             parts.append("(no output)")
         if self.full_output_path:
-            parts.append(f"full output: {self.full_output_path} (search or read it for the omitted part)")
+            parts.append(f"full output: {self.full_output_path} (search or read it for the omitted part, or sh_detail {self.id})")
         parts.extend(f"note: {note}" for note in self.notes)
         parts.extend(f"sandbox limit: {limit}" for limit in self.limits)
         return "\n".join(parts)

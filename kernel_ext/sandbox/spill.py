@@ -1,8 +1,9 @@
 """Writing a command's complete captured output into the run workspace, through the fence.
 
 The folder (``.besser_command_output``) lives in the workspace so the agent can search and
-read it with the ordinary file tools; listings, archives and manifests skip it. Writing goes
-through ``publish`` (no-follow walk, atomic rename), because a command may have planted a
+read it with the ordinary file tools, which may not change it (``workspace/internal.py``);
+listings start outside it, and archives, manifests and snapshots skip it. The host's write
+goes through ``publish`` (no-follow walk, atomic rename), because a command may have planted a
 link where the folder should be. Each stream is bounded (2 MB), so a runaway command cannot
 fill the disk through this path.
 """
@@ -32,7 +33,7 @@ def spill(workspace_root: str | Path, record_id: str, command: str, streams: dic
         parts.append(body.decode("utf-8", "replace"))
     relative = f"{COMMAND_OUTPUT_DIR}/{record_id}.log"
     try:
-        publish(Workspace(workspace_root), relative, "".join(parts).encode("utf-8"))
+        publish(Workspace(workspace_root, protected=()), relative, "".join(parts).encode("utf-8"))
     except OSError as exc:
         raise ToolFailure("execution_failed", f"could not write the full output: {exc.strerror}") from None
     return relative

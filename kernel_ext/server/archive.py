@@ -35,10 +35,11 @@ from pathlib import Path
 from typing import IO
 
 from kernel_ext.workspace import treewalk
+from kernel_ext.workspace.internal import INTERNAL_NAMES
 from kernel_ext.workspace.publish import is_temp_name
 from kernel_ext.workspace.treebudget import TreeBudget, TreeLimits
 
-EXCLUDED_NAMES = frozenset({".besser", ".besser_command_output", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+EXCLUDED_NAMES = INTERNAL_NAMES | frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
                             "node_modules", ".venv"})
 NOTES_NAME = "ARCHIVE-NOTES.txt"
 _RESERVED = frozenset(
@@ -53,7 +54,7 @@ LISTED = 200  # names listed in the notes; the rest are counted
 
 
 def is_internal(name: str) -> bool:
-    return name in EXCLUDED_NAMES or name.startswith(".besser") or is_temp_name(name)
+    return name in EXCLUDED_NAMES or is_temp_name(name)
 
 
 def portable_part(part: str) -> str | None:

@@ -184,7 +184,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         description=(
             "Run a shell command in this run's sandboxed shell (like a terminal: cd and export carry over, "
             "background processes keep running). Returns exit code and output; success only on exit 0. "
-            "Long output is cut for you and saved in full under .besser_command_output/."
+            "Long output is cut for you and saved in full under .besser_command_output/ (read_file and search_in_files read "
+            "it; sh_detail and sh_logs take the result's id)."
         ),
         run=run_command,
         prepare=prepare_run_command,

@@ -56,8 +56,8 @@ class DeleteArgs(ToolArgs):
 
 def _plan_write(args: WriteArgs, ctx: ToolContext, loc: Location) -> EditPlan:
     content = strip_gutter(args.content, "content")
+    workspace_of(ctx).check_writable(loc)  # a protected path is refused by that name, read or not
     if not existing(ctx, loc):
-        workspace_of(ctx).check_writable(loc)
         refuse_new_elisions("", content, loc.display)
         count = count_lines(content)
         plan = EditPlan("write_file", loc, None, content, ((1, count),) if count else ((1, 0),))

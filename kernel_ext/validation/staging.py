@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.workspace.internal import INTERNAL_NAMES
 
 SKIP_DIRS = frozenset({"__pycache__", "data", "node_modules", ".venv", "venv", ".git", ".pytest_cache", ".ruff_cache",
-                       ".mypy_cache", ".besser", ".besser_command_output", "tests", "test"})
+                       ".mypy_cache", "tests", "test"}) | INTERNAL_NAMES
 SKIP_SUFFIXES = (".pyc", ".pyo", ".db", ".sqlite", ".sqlite3", ".db-journal", ".db-wal", ".db-shm", ".log")
 ENTRY_NAMES = ("main_api.py", "main.py", "app.py", "api.py", "server.py", "asgi.py")
 CANDIDATE_DIRS = ("backend", ".", "app", "api", "server")

@@ -2,6 +2,7 @@
 per-file locks, and walks that never follow a link."""
 
 from kernel_ext.workspace.fence import Identity, Location, Workspace
+from kernel_ext.workspace.internal import COMMAND_OUTPUT_DIR, INTERNAL_NAMES, PROBE_FILE, is_internal_name
 from kernel_ext.workspace.locks import file_lock
 from kernel_ext.workspace.publish import (
     ANY_VERSION,
@@ -16,11 +17,13 @@ from kernel_ext.workspace.versions import (
     sha256_hex,
     snapshot,
 )
-from kernel_ext.workspace.walk import COMMAND_OUTPUT_DIR, Entry, Walker, similar_paths
+from kernel_ext.workspace.walk import Entry, Walker, similar_paths
 
 __all__ = [
     "ANY_VERSION",
     "COMMAND_OUTPUT_DIR",
+    "INTERNAL_NAMES",
+    "PROBE_FILE",
     "Entry",
     "FileSnapshot",
     "Identity",
@@ -29,6 +32,7 @@ __all__ = [
     "Walker",
     "Workspace",
     "file_lock",
+    "is_internal_name",
     "is_temp_name",
     "publish",
     "remove",

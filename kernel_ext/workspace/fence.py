@@ -18,14 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.workspace.internal import HIDDEN, READ_ONLY
 
 # The two ways anything under a root is opened: directories and files, never through a link,
 # and a file never waited on (a FIFO opened O_NONBLOCK returns at once; fstat then refuses it).
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
-DEFAULT_INTERNAL = (".besser",)
-DEFAULT_PROTECTED = (".git",)
+DEFAULT_INTERNAL = HIDDEN
+DEFAULT_PROTECTED = (".git", *READ_ONLY)  # the run's spilled output and probe are readable, never a tool's to change
 
 
 @dataclass(frozen=True)

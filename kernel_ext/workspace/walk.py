@@ -23,9 +23,9 @@ from pathlib import Path
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.workspace.fence import DIR_FLAGS, Location, Workspace
+from kernel_ext.workspace.internal import COMMAND_OUTPUT_DIR
 from kernel_ext.workspace.publish import is_temp_name
 
-COMMAND_OUTPUT_DIR = ".besser_command_output"
 NOISE_DIRS = frozenset(
     {".git", "node_modules", "__pycache__", ".venv", "venv", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".ipynb_checkpoints"}
 )

@@ -1,12 +1,14 @@
 """Runtime probe for the generated FastAPI backend (written by besser-jupyter-agent).
 
-    python probe.py up [--port 8765]     boot the backend detached (log in .besser_probe/server.log)
-    python probe.py routes               list the routes the running app serves
-    python probe.py req METHOD PATH [-H 'Name: value'] [--json '{...}']
-    python probe.py log [--lines 40]     the tail of the server log
-    python probe.py down                 stop the server this probe started (and nothing else)
+    python .besser_probe.py up [--port 8765]     boot the backend detached (log in .besser_probe/server.log)
+    python .besser_probe.py routes               list the routes the app serves
+    python .besser_probe.py req METHOD PATH [-H 'Name: value'] [--json '{...}']
+    python .besser_probe.py log [--lines 40]     the tail of the server log
+    python .besser_probe.py down                 stop the server this probe started (and nothing else)
 
-Header values are sent but never printed. ``down`` stops a process only when its command line
+``routes`` and ``req`` reach the server ``up`` started; when it is not running (the run's shell
+session was restarted in between, which ends its processes), they start their own first on the
+last port used. Header values are sent but never printed. ``down`` stops a process only when its command line
 carries this probe's marker, so it cannot kill anything it did not start.
 """
 
@@ -60,14 +62,24 @@ def up(args):
             return 0
         except (urllib.error.URLError, OSError):
             if proc.poll() is not None:
-                print(f"the server exited with code {proc.returncode}; see: python probe.py log")
+                print(f"the server exited with code {proc.returncode}; see: python .besser_probe.py log")
                 return 1
             time.sleep(0.2)
-    print("the server did not answer within 20 s; see: python probe.py log")
+    print("the server did not answer within 20 s; see: python .besser_probe.py log")
     return 1
 
 
+def _ensure_up():
+    """Start the server when this probe's own is not running (a restarted session ended it)."""
+    if _running_pid():
+        return 0
+    print("the server is not running (was the session restarted?); starting it")
+    return up(argparse.Namespace(port=_port()))
+
+
 def routes(args):
+    if _ensure_up():
+        return 1
     spec = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{_port()}/openapi.json", timeout=5).read())
     for path, methods in sorted(spec.get("paths", {}).items()):
         print(f"{' '.join(m.upper() for m in sorted(methods)):24} {path}")
@@ -75,6 +87,8 @@ def routes(args):
 
 
 def req(args):
+    if _ensure_up():
+        return 1
     headers = {"Content-Type": "application/json"}
     for item in args.header or []:
         name, _, value = item.partition(":")
@@ -132,7 +146,7 @@ def _running_pid():
 
 
 def main():
-    parser = argparse.ArgumentParser(prog="probe.py")
+    parser = argparse.ArgumentParser(prog=".besser_probe.py")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("up")
     p.add_argument("--port", type=int, default=8765)

@@ -29,6 +29,7 @@ from kernel_ext.sandbox.config import (
 from kernel_ext.sandbox.record import CommandRecord
 from kernel_ext.sandbox.session.persistent import ShellSession
 from kernel_ext.sandbox.session.registry import SessionRegistry
+from kernel_ext.sandbox.shtools.records import RecordStore, default_state_dir
 from kernel_ext.sandbox.tiers import UNAVAILABLE_MESSAGE, TierChoice, choose_tier
 from kernel_ext.shellplan.denylist import check_command
 
@@ -80,6 +81,10 @@ class ShellService:
         self.home = Path(home) if home is not None else Path(tempfile.mkdtemp(prefix=f"besser-home-{run_id}-"))
         self.home.mkdir(parents=True, exist_ok=True)
         self._choice: TierChoice | None = None
+        # Where this run's command records are kept (the ``sh_*`` toolkit's store, shared), so
+        # ``sh_detail`` / ``sh_logs`` read a run_command id; made on the first command.
+        self.records: RecordStore | None = None
+        self.state_dir: Path | None = None
         self._on_close: list[Callable[[], object]] = []
 
     # -- the tier -----------------------------------------------------------------------------
@@ -144,7 +149,19 @@ class ShellService:
         self.check_enabled()
         check_command(command, self.settings.allowed_programs)
         effective = self.timeout_for(timeout, default_timeout)
-        return self.session().run(command, timeout=effective, working_dir=working_dir, preserve_state=preserve_state)
+        record = self.session().run(command, timeout=effective, working_dir=working_dir, preserve_state=preserve_state)
+        self._keep(record)
+        return record
+
+    def _keep(self, record: CommandRecord) -> None:
+        """Store the record by its id; a store that cannot be written costs the lookup, never the result."""
+        try:
+            if self.records is None:
+                self.state_dir = default_state_dir()
+                self.records = RecordStore(self.state_dir, self.workspace)
+            self.records.save_command(record)
+        except (OSError, ToolFailure) as exc:
+            log.warning("command record %s not stored: %s", record.id, exc)
 
     def stop_processes(self, reason: str = "the session's processes were stopped before validation") -> bool:
         """Kill the session's processes now (directory and environment kept)."""

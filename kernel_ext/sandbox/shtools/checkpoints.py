@@ -35,11 +35,12 @@ from typing import Any
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.workspace import treewalk
 from kernel_ext.workspace.fence import Location, Workspace
+from kernel_ext.workspace.internal import INTERNAL_NAMES
 from kernel_ext.workspace.treebudget import TreeBudget, TreeLimits
 from kernel_ext.workspace.treecopy import CopyStats, copy_tree, remove_path, sync_tree
 
 LABEL_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # whole labels only: fullmatch (``$`` allows a final newline)
-DEFAULT_SKIP = frozenset({".besser", ".besser_command_output"})
+DEFAULT_SKIP = INTERNAL_NAMES
 
 __all__ = ["DEFAULT_SKIP", "CheckpointStore", "CopyStats", "check_label", "project_key"]
 

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernel_ext.workspace import treewalk
+from kernel_ext.workspace.internal import INTERNAL_NAMES
 
 SKIP = frozenset(
-    {".besser", ".besser_command_output", ".git", "node_modules", "__pycache__", ".venv", "venv", ".mypy_cache",
+    INTERNAL_NAMES | {".git", "node_modules", "__pycache__", ".venv", "venv", ".mypy_cache",
      ".pytest_cache", ".ruff_cache", ".tox", ".ipynb_checkpoints"}
 )
 SCAN_CAP = 20_000

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.sandbox.record import CommandRecord
 from kernel_ext.sandbox.shtools.checkpoints import project_key
 
 ID_PATTERN = re.compile(r"^cmd-\d{8}-\d{6}-\d{5,}[0-9a-f]{4}$")
@@ -30,6 +31,16 @@ MAX_RECORDS = 500
 MAX_AGE_S = 7 * 24 * 3600
 MAX_MEMORY_RECORDS = 200
 PRUNE_EVERY = 50
+STATE_VAR = "BESSER_SHELL_STATE_DIR"
+
+
+def default_state_dir() -> Path:
+    """Where records and checkpoints live: ``$BESSER_SHELL_STATE_DIR``, else the user's state folder."""
+    configured = os.environ.get(STATE_VAR)
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "besser-jupyter-agent" / "shell"
 
 
 def check_id(record_id: str) -> str:
@@ -66,6 +77,14 @@ class RecordStore:
                 _write(folder / name, data)
         self.write_meta(meta)
         self._count_write()
+
+    def save_command(self, record: CommandRecord) -> None:
+        """A session command's record (``run_command``, ``install_dependencies``), stored like an
+        ``sh_run`` one so ``sh_detail`` and ``sh_logs`` read it by the id its result shows."""
+        meta = {k: v for k, v in record.as_data().items() if k not in ("stdout", "stderr")}
+        meta.update(status="exited", background=False, exit=record.exit_code, running_ms=round(record.duration_ms))
+        streams = {name: getattr(record, name).text.encode("utf-8", "replace") for name in ("stdout", "stderr")}
+        self.save(meta, streams)
 
     def open_stream(self, record_id: str, name: str) -> BinaryIO:
         """An unbuffered append handle for a stream written while the command runs (background)."""

@@ -30,6 +30,7 @@ from kernel_ext.sandbox.supervisor import Job
 from kernel_ext.sandbox.tiers import Tier, TierChoice
 from kernel_ext.workspace import treewalk
 from kernel_ext.workspace.fence import check_path_text
+from kernel_ext.workspace.internal import INTERNAL_NAMES
 
 if TYPE_CHECKING:  # the service is the session layer's; the toolkit only reads it
     from kernel_ext.sandbox.session.service import ShellService
@@ -40,7 +41,7 @@ SECRET_FILES = re.compile(
 )
 SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".docker", ".kube", ".azure", "gcloud"})
 SECRET_SCAN_CAP = 20_000
-_SCAN_SKIP = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".besser", ".besser_command_output"})
+_SCAN_SKIP = INTERNAL_NAMES | {".git", "node_modules", "__pycache__", ".venv", "venv"}
 
 
 @dataclass(frozen=True)

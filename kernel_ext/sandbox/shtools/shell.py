@@ -43,7 +43,7 @@ from kernel_ext.sandbox.shtools.jobs import (
     signal_name,
 )
 from kernel_ext.sandbox.shtools.options import RunRequest
-from kernel_ext.sandbox.shtools.records import RecordStore
+from kernel_ext.sandbox.shtools.records import RecordStore, default_state_dir
 from kernel_ext.sandbox.shtools.results import (
     Facts,
     build,
@@ -70,18 +70,8 @@ from kernel_ext.workspace import Workspace
 if TYPE_CHECKING:  # built on demand: the session layer stays out of the toolkit's import
     from kernel_ext.sandbox.session.service import ShellService
 
-STATE_VAR = "BESSER_SHELL_STATE_DIR"
 _ATTACHED = "_besser_shell_tools"
 _attach_lock = threading.Lock()
-
-
-def default_state_dir() -> Path:
-    """Where records and checkpoints live: ``$BESSER_SHELL_STATE_DIR``, else the user's state folder."""
-    configured = os.environ.get(STATE_VAR)
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "besser-jupyter-agent" / "shell"
 
 
 def parse_request(command: str, options: dict[str, Any]) -> RunRequest:
@@ -140,9 +130,15 @@ class Shell:
             self._own_service = False
         self.service = service
         self.workspace: Path = service.workspace
-        self.state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
-        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.records = RecordStore(self.state_dir, self.workspace)
+        if state_dir is None and service.records is not None and service.state_dir is not None:
+            self.records = service.records  # the service's session commands are already kept there
+            self.state_dir = service.state_dir
+        else:
+            self.state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
+            self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.records = RecordStore(self.state_dir, self.workspace)
+            if service.records is None:
+                service.records, service.state_dir = self.records, self.state_dir
         self.checkpoint_store = CheckpointStore(self.state_dir, self.workspace)
         self.jobs = BackgroundJobs(max_background)
         self.closed = False
