@@ -45,6 +45,11 @@ class BesserAgentApp(ExtensionApp):
     heartbeat_interval = Float(15.0, config=True, help="Seconds between SSE heartbeats on a quiet stream.")
     export_to_kernels = Bool(True, config=True, help="Export BESSER_AGENT_URL and BESSER_AGENT_TOKEN to kernels started by this server.")
     max_body_bytes = Int(MAX_BODY_BYTES, config=True, help="Largest request body the extension's endpoints read (413 beyond it).")
+    sweep_temp_homes = Bool(
+        True, config=True,
+        help="Remove this user's sandbox temporary homes (besser-home-*, besser-oneoff-home-*, besser-apphost-*) "
+             "left in the temp dir for over 24 h, at start and hourly.",
+    )
     bind_kernel_token = Bool(
         True, config=True,
         help="Accept the kernels' token only from this server's own processes over a direct connection (not through a "
@@ -101,6 +106,10 @@ class BesserAgentApp(ExtensionApp):
         # Every kind's run body is imported here, once, not by the first POST runs on the event
         # loop (~0.1-0.15 s of imports every follower would wait through).
         preload()
+        if self.sweep_temp_homes:
+            from kernel_ext.sandbox.tempsweep import TempSweeper
+
+            self._sweeper = TempSweeper().start()  # its first sweep runs now, on its own thread
 
         # What start-up imported lives as long as the server: move it out of the collector's
         # reach, so a full collection set off by a run's worker thread (which holds the GIL while
@@ -113,6 +122,8 @@ class BesserAgentApp(ExtensionApp):
             await state.manager.shutdown()
         if getattr(self, "_export", None) is not None:
             self._export.withdraw()
+        if getattr(self, "_sweeper", None) is not None:
+            self._sweeper.stop()
 
     def _publish(self) -> None:
         url = direct_url(self.serverapp)

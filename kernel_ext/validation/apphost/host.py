@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernel_ext.appenv.environment import AppEnvironment, environment_for
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.sandbox import tempsweep
 from kernel_ext.validation.staging import Source
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ class AppHost:
         self.standby = standby
         self.start_timeout = start_timeout
         self.scratch = Path(tempfile.mkdtemp(prefix="besser-apphost-"))
+        tempsweep.hold(self.scratch)  # a warm host may outlive a day in a long-running server
         for sub in ("src", "rw", "home/.tmp"):
             (self.scratch / sub).mkdir(parents=True, exist_ok=True)
         self.ready: dict[str, Any] = {}
@@ -185,6 +187,7 @@ class AppHost:
             self._closed = True
             self._terminate()
             shutil.rmtree(self.scratch, ignore_errors=True)
+            tempsweep.release(self.scratch)
 
     # -- source -----------------------------------------------------------------------------------
 
