@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Bool, Float, Int, Unicode
+from traitlets import Bool, Float, Int, List, Unicode
 
 from kernel_ext.hosting.bodies import preload
 from kernel_ext.hosting.manager import RunManager
@@ -42,6 +42,18 @@ class BesserAgentApp(ExtensionApp):
     max_turns = Int(None, allow_none=True, config=True, help="Cap on a run's LLM turns; a request asking for more gets this.")
     max_cost_usd = Float(None, allow_none=True, config=True, help="Cap on a run's LLM cost in USD.")
     max_runtime_s = Float(None, allow_none=True, config=True, help="Cap on a run's wall time in seconds.")
+    auto_fix = Bool(None, allow_none=True, config=True,
+                    help="Phase 3 repair rounds; a request may turn them off, not on (default: BESSER_LLM_ENABLE_AUTO_FIX, on).")
+    max_repair_rounds = Int(None, allow_none=True, config=True,
+                            help="Cap on Phase 3's repair rounds; a request asking for more gets this "
+                                 "(default: BESSER_LLM_MAX_REPAIR_ROUNDS).")
+    import_smoke_check = Bool(None, allow_none=True, config=True,
+                              help="Run the generated app (import, start-up, create probes) in validation; a request may turn it off "
+                                   "(default: BESSER_LLM_ENABLE_IMPORT_SMOKE_CHECK, on).")
+    shell_runbook = Bool(None, allow_none=True, config=True,
+                         help="Phase 2's runtime verification runbook when shell tools are on (default: BESSER_LLM_SHELL_RUNBOOK, on).")
+    extra_roots = List(Unicode(), default_value=None, allow_none=True, config=True,
+                       help="Absolute folders the file tools may use beside a run's app/ (default: BESSER_EXTRA_ROOTS).")
     heartbeat_interval = Float(15.0, config=True, help="Seconds between SSE heartbeats on a quiet stream.")
     export_to_kernels = Bool(True, config=True, help="Export BESSER_AGENT_URL and BESSER_AGENT_TOKEN to kernels started by this server.")
     max_body_bytes = Int(MAX_BODY_BYTES, config=True, help="Largest request body the extension's endpoints read (413 beyond it).")
@@ -75,6 +87,11 @@ class BesserAgentApp(ExtensionApp):
             max_turns=self.max_turns,
             max_cost_usd=self.max_cost_usd,
             max_runtime_s=self.max_runtime_s,
+            auto_fix=self.auto_fix,
+            max_repair_rounds=self.max_repair_rounds,
+            import_smoke_check=self.import_smoke_check,
+            shell_runbook=self.shell_runbook,
+            extra_roots=tuple(self.extra_roots) if self.extra_roots is not None else None,
         )
         capability = Capability.new()
         manager = RunManager(
