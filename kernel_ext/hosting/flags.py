@@ -7,7 +7,10 @@ repair or the runtime probes off, or ask for fewer repair rounds than the operat
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kernel_ext.hosting.options import BudgetArgs
 
 
 def add_switch_flags(parser: argparse.ArgumentParser) -> None:
@@ -17,9 +20,9 @@ def add_switch_flags(parser: argparse.ArgumentParser) -> None:
                         help="validate statically only: do not import, start or probe the generated app")
 
 
-def switches_from(args: argparse.Namespace) -> dict[str, Any]:
+def switches_from(args: argparse.Namespace) -> BudgetArgs:
     """The request fields the flags set (flags not given leave the request's defaults)."""
-    found: dict[str, Any] = {}
+    found: BudgetArgs = {}
     if getattr(args, "no_repair", False):
         found["auto_fix"] = False
     if getattr(args, "repair_rounds", None) is not None:
