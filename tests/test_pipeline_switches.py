@@ -10,10 +10,10 @@ import subprocess
 import sys
 
 import pytest
+from pipeline_helpers import Turn, call, events_of, run_pipeline
 
 from kernel_ext.pipeline.prompts import RUNBOOK
 from kernel_ext.providers.scripted import Script, ScriptedProvider
-from pipeline_helpers import Turn, call, events_of, run_pipeline
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ def broken_script(extra_done: int = 12) -> list[Turn]:
 
 
 def validate_done(run):
-    return [e for e in events_of(run, "phase") if e.phase == "validate" and e.status == "done"][0]
+    return next(e for e in events_of(run, "phase") if e.phase == "validate" and e.status == "done")
 
 
 def test_repair_off_validates_without_repair_rounds(tmp_path):
@@ -129,5 +129,5 @@ def test_cli_generate_flags_turn_repair_and_the_runtime_probes_off(tmp_path):
     )
     events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     assert any(e["type"] == "finding" and "enable_import_smoke_check" in e["message"] for e in events), proc.stdout
-    validate = [e for e in events if e["type"] == "phase" and e["phase"] == "validate" and e["status"] == "done"][0]
+    validate = next(e for e in events if e["type"] == "phase" and e["phase"] == "validate" and e["status"] == "done")
     assert validate["details"]["rounds"] == 0
