@@ -68,6 +68,13 @@ async def test_generate_flags_narrow_the_run_switches(ip, tmp_path):
         ip.run_line_magic("besser", 'generate example:library "x" --repair-rounds many')
 
 
+def test_a_bad_operator_setting_is_a_short_error(ip, tmp_path, monkeypatch):
+    monkeypatch.setenv("BESSER_EXTRA_ROOTS", "not/absolute")
+    with pytest.raises(UsageError, match="configuration: extra fence root 'not/absolute'"):
+        ip.run_line_magic("besser", 'generate example:library "Generate a FastAPI backend" --provider none')
+    assert run_dirs(tmp_path) == []
+
+
 async def test_attach_replays_a_finished_run_after_a_restart(ip, tmp_path):
     first = ip.run_line_magic("besser", "scenario side-effects --allow edit")
     await approve_all(first, count=1)

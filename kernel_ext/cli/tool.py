@@ -51,11 +51,7 @@ def handle(args: argparse.Namespace) -> int:
         return 2
     from kernel_ext.hosting.options import OperatorSettings
 
-    try:
-        extra = OperatorSettings.from_environment().extra_roots  # the operator's extra fence roots (BESSER_EXTRA_ROOTS)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    extra = OperatorSettings.from_environment().extra_roots  # the operator's extra fence roots (BESSER_EXTRA_ROOTS)
     context = ToolContext(services={"workspace": Workspace(args.workspace, extra)})
     if args.model:
         from kernel_ext.errors import ToolFailure

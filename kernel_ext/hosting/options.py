@@ -128,6 +128,10 @@ class OperatorSettings:
         return cls(**values)
 
 
+class ConfigurationError(ValueError):
+    """An operator setting that cannot be used (a bad ``BESSER_*`` value or traitlet), named at start."""
+
+
 def _on_unless_off(value: str | None) -> bool:
     """A switch that is on by default: unset or empty keeps it on, ``0`` / ``false`` / ``no`` / ``off`` turn it off."""
     return True if not (value or "").strip() else env_flag(value)
@@ -138,7 +142,7 @@ def _count(env: dict[str, str], name: str) -> int | None:
     if not text:
         return None
     if not text.isdigit():
-        raise ValueError(f"{name}={text!r}: expected a whole number of rounds (0 turns repair off)")
+        raise ConfigurationError(f"{name}={text!r}: expected a whole number of rounds (0 turns repair off)")
     return int(text)
 
 
@@ -148,7 +152,7 @@ def extra_roots(paths: Any) -> tuple[str, ...]:
     for path in paths:
         text = os.fspath(path).strip()
         if not os.path.isabs(text) or not os.path.isdir(text):
-            raise ValueError(f"extra fence root {text!r} (BESSER_EXTRA_ROOTS / extra_roots) is not an existing absolute folder")
+            raise ConfigurationError(f"extra fence root {text!r} (BESSER_EXTRA_ROOTS / extra_roots) is not an existing absolute folder")
         found.append(os.path.realpath(text))
     return tuple(found)
 

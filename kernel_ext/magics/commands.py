@@ -100,6 +100,7 @@ class BesserMagics(Magics):
             args = build_parser().parse_args(_split(line))
         except _HelpShown:
             return None
+        from kernel_ext.hosting.options import ConfigurationError
         from kernel_ext.magics.backends import BackendError
 
         try:
@@ -107,6 +108,8 @@ class BesserMagics(Magics):
             return command(args)
         except BackendError as exc:
             raise UsageError(f"{exc.code}: {exc}") from None
+        except ConfigurationError as exc:  # the operator's environment (in-process runs read it here)
+            raise UsageError(f"configuration: {exc}") from None
 
     @cell_magic
     def test_api(self, line: str, cell: str) -> RequestReport | None:
