@@ -56,6 +56,25 @@ async def test_scenario_runs_in_process_and_returns_at_once(ip, tmp_path):
     assert state.status == "completed" and [c.card.outcome for c in view.cards] == ["executed", "executed"]
 
 
+async def test_generate_flags_narrow_the_run_switches(ip, tmp_path):
+    import json
+
+    line = 'generate example:library "Generate a FastAPI backend" --provider none --no-repair --no-import-smoke-check'
+    view = ip.run_line_magic("besser", line)
+    assert (await view.wait(timeout=240)).status == "completed"
+    events = [json.loads(x) for x in (tmp_path / "besser_runs" / view.state.run_id / "events.jsonl").read_text().splitlines()]
+    assert any(e["type"] == "finding" and "enable_import_smoke_check" in e["message"] for e in events)
+    with pytest.raises(UsageError):
+        ip.run_line_magic("besser", 'generate example:library "x" --repair-rounds many')
+
+
+def test_a_bad_operator_setting_is_a_short_error(ip, tmp_path, monkeypatch):
+    monkeypatch.setenv("BESSER_EXTRA_ROOTS", "not/absolute")
+    with pytest.raises(UsageError, match="configuration: extra fence root 'not/absolute'"):
+        ip.run_line_magic("besser", 'generate example:library "Generate a FastAPI backend" --provider none')
+    assert run_dirs(tmp_path) == []
+
+
 async def test_attach_replays_a_finished_run_after_a_restart(ip, tmp_path):
     first = ip.run_line_magic("besser", "scenario side-effects --allow edit")
     await approve_all(first, count=1)

@@ -85,6 +85,26 @@ async def test_round_budget_is_at_least_five_and_grows_with_turns_left(tmp_path)
     assert more.rounds == 8
 
 
+async def test_an_explicit_round_count_within_the_cap_and_zero_turns_repair_off(tmp_path):
+    app, snaps = setup(tmp_path)
+    (app / "main.py").write_text("x = 50\n")
+    calls = []
+
+    async def repair(report, round_no):
+        calls.append(round_no)
+        (app / "main.py").write_text(f"x = {len(report.blockers) - 1}\n")
+        return RoundOutcome()
+
+    two = await run_phase3(app, snaps, file_validator(app), repair, turns_left=30, rounds=2)
+    assert two.rounds == 2 and two.stop_reason.startswith("round budget (2)")
+    capped = await run_phase3(app, snaps, file_validator(app), repair, rounds=9, rounds_cap=3)
+    assert capped.rounds == 3
+    calls.clear()
+    off = await run_phase3(app, snaps, file_validator(app), repair, rounds=0)
+    assert off.rounds == 0 and calls == [] and off.stop_reason.startswith("repair is off")
+    assert len(off.report.blockers) == 45  # validated, not repaired
+
+
 async def test_without_a_repairer_it_only_validates(tmp_path):
     app, snaps = setup(tmp_path)
     (app / "main.py").write_text("x = 2\n")

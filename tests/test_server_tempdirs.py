@@ -108,3 +108,28 @@ def test_a_closed_host_never_makes_its_folder_again():
         app_host(state)  # a worker thread still finishing the ended run's validation
     assert app_host(RunState(run_id=state.run_id)) is not made  # a new run of the same id is served
     close_app_hosts(state.run_id)
+
+
+@pytest.mark.parametrize("sweep", [True, False])
+def test_the_server_sweeps_stale_temporary_homes_at_start(tmp_path, sweep):
+    """Homes a killed server left a day ago go at start (only with the prefixes, only stale ones); the traitlet turns it off."""
+    import os
+
+    tmpdir = tmp_path / "tmp"
+    stale = [tmpdir / "besser-home-r1-abc", tmpdir / "besser-oneoff-home-x", tmpdir / "besser-apphost-y"]
+    fresh, other = tmpdir / "besser-home-now", tmpdir / "someone-elses-old"
+    for folder in (*stale, fresh, other):
+        (folder / "inside").mkdir(parents=True)
+    old = time.time() - 2 * 24 * 3600
+    for folder in (*stale, other):
+        os.utime(folder / "inside", (old, old))
+        os.utime(folder, (old, old))
+    process = start_server(tmp_path, args=() if sweep else ("--BesserAgentApp.sweep_temp_homes=False",))
+    try:
+        deadline = time.monotonic() + 20
+        while sweep and any(f.exists() for f in stale) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert all(f.exists() != sweep for f in stale), process.log_tail()
+        assert fresh.exists() and other.exists()
+    finally:
+        process.stop()

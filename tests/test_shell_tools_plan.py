@@ -110,3 +110,39 @@ def test_denied_card_runs_nothing(tmp_path):
     before = h.tree()
     result = h.call("sh_run", command="touch made-by-model")
     assert result.error.code == "approval_denied" and h.tree() == before
+
+
+SINK_AND_SWEEP = [
+    ("mv app.db /dev/null", "move"),
+    ("cp /dev/null main.py", "copy"),
+    ("sudo mv -t /dev/null a b", "move"),
+    ("chmod -R 777 /", "chmod"),
+    ("chown -R nobody $HOME", "chown"),
+    ("chgrp --recursive staff /home/alice/", "chgrp"),
+]
+
+
+@pytest.mark.parametrize(("command", "op"), SINK_AND_SWEEP)
+def test_sinks_and_sweeping_permission_changes_are_destructive(command, op):
+    plan = classify(command).as_dict()
+    assert plan["category"] == "destructive" and plan["reversible"] is False
+    assert any(effect["op"] == op for effect in plan["effects"])
+
+
+@pytest.mark.parametrize("command", ["chmod -R 755 app/static", "chmod 700 ~", "cp x /dev/stdout", "mv a.txt b.txt"])
+def test_ordinary_moves_and_permission_changes_stay_mutating(command):
+    assert classify(command).category == "mutating"
+
+
+def test_sh_plan_through_the_cli_rates_sinks_destructive(tmp_path):
+    """The tool CLI: ``python -m kernel_ext tool --enable-shell sh_plan`` (a read tool; nothing runs)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "data.db").write_text("rows", encoding="utf-8")
+    for command in ("mv data.db /dev/null", "chmod -R 000 ~"):
+        proc = subprocess.run([sys.executable, "-m", "kernel_ext", "tool", "--workspace", str(tmp_path), "--enable-shell",
+                               "sh_plan", json.dumps({"command": command})], capture_output=True, text=True, timeout=120)
+        result = json.loads(proc.stdout)
+        assert result["ok"] is True and result["data"]["category"] == "destructive", proc.stdout
+    assert (tmp_path / "data.db").read_text(encoding="utf-8") == "rows"

@@ -22,7 +22,7 @@ from kernel_ext.sandbox.shtools.shell import Shell
 def test_quiet_result_has_only_what_matters(h):
     result = h.call("sh_run", command="echo hi")
     assert result.ok
-    assert set(result.data) == {"id", "exit", "ok", "ms", "stdout_lines", "tier", "risk", "stdout"} | (
+    assert set(result.data) == {"id", "exit", "ok", "ms", "stdout_lines", "tier", "sandboxed", "risk", "stdout"} | (
         {"secrets_env_scrubbed"} if "secrets_env_scrubbed" in result.data else set()
     )
     assert result.data["exit"] == 0 and result.data["ok"] is True and result.data["stdout"] == "hi"

@@ -25,8 +25,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kernel_ext.hosting.options import ConfigurationError
+
     args = build_parser().parse_args(argv)
-    return int(args.handler(args) or 0)
+    try:
+        return int(args.handler(args) or 0)
+    except ConfigurationError as exc:  # the operator's environment, named: no traceback
+        print(f"error: configuration: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

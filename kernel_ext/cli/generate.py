@@ -15,6 +15,8 @@ import json
 import sys
 from pathlib import Path
 
+from kernel_ext.hosting.flags import add_switch_flags
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("generate", help="run Phase 1 (a BESSER generator) for a model")
@@ -30,6 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-runtime", type=float, default=None, metavar="SECONDS",
                         help="the run's wall-time budget, enforced while a reply streams (default 1800)")
     parser.add_argument("--max-cost", type=float, default=None, metavar="USD", help="the run's cost budget (default 2.0)")
+    add_switch_flags(parser)
     parser.add_argument("--options", default="{}", help="the generator's options as a JSON object")
     parser.add_argument("--no-check", action="store_true", help="skip the syntax, import and app-import checks")
     parser.add_argument("--json", action="store_true", help="print the Phase 1 result as JSON")

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kernel_ext.hosting.flags import switches_from
 from kernel_ext.safetext import shown_text
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 def _budgets(args: argparse.Namespace) -> BudgetArgs:
     """The budgets the command line names (one not given keeps the request's default)."""
-    budgets: BudgetArgs = {"max_turns": args.max_turns}
+    budgets: BudgetArgs = {"max_turns": args.max_turns, **switches_from(args)}
     if getattr(args, "max_runtime", None) is not None:
         budgets["max_runtime_s"] = args.max_runtime
     if getattr(args, "max_cost", None) is not None:

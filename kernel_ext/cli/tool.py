@@ -49,7 +49,10 @@ def handle(args: argparse.Namespace) -> int:
     if unknown:
         print(f"error: unknown category {', '.join(unknown)}; choose from {', '.join(sorted(known))}", file=sys.stderr)
         return 2
-    context = ToolContext(services={"workspace": Workspace(args.workspace)})
+    from kernel_ext.hosting.options import OperatorSettings
+
+    extra = OperatorSettings.from_environment().extra_roots  # the operator's extra fence roots (BESSER_EXTRA_ROOTS)
+    context = ToolContext(services={"workspace": Workspace(args.workspace, extra)})
     if args.model:
         from kernel_ext.errors import ToolFailure
 

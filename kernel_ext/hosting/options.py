@@ -26,11 +26,14 @@ BUDGET_CAPS = ("max_turns", "max_cost_usd", "max_runtime_s")
 
 
 class BudgetArgs(TypedDict, total=False):
-    """A run's budgets as a library caller passes them (any left out keeps ``RunRequest``'s default)."""
+    """A run's budgets and switches as a library caller passes them (any left out keeps ``RunRequest``'s default)."""
 
     max_turns: int
     max_cost_usd: float
     max_runtime_s: float
+    auto_fix: bool
+    repair_rounds: int
+    enable_import_smoke_check: bool
 
 
 class RunRequest(BaseModel):
@@ -49,6 +52,12 @@ class RunRequest(BaseModel):
     max_turns: int = Field(default=40, ge=1, le=400)
     max_cost_usd: float = Field(default=2.0, ge=0)
     max_runtime_s: float = Field(default=1800, gt=0)
+    # Switches a request may turn off (never on past the operator): see ``run_switches``.
+    auto_fix: bool | None = Field(default=None, description="Phase 3's repair rounds (default: the operator's, on)")
+    repair_rounds: int | None = Field(default=None, ge=0, le=100, description="Phase 3's round budget (default: at least 5, "
+                                      "up to the turns left), within the operator's cap")
+    enable_import_smoke_check: bool | None = Field(default=None, description="run the generated app (import, start-up, "
+                                                   "create probes) in validation (default: the operator's, on)")
 
 
 ScenarioStep = Literal["edit", "test"]
@@ -82,6 +91,15 @@ class OperatorSettings:
     max_turns: int | None = None
     max_cost_usd: float | None = None
     max_runtime_s: float | None = None
+    # Phase 3 repair (``BESSER_LLM_ENABLE_AUTO_FIX``), its round cap (``BESSER_LLM_MAX_REPAIR_ROUNDS``),
+    # the runtime probes (``BESSER_LLM_ENABLE_IMPORT_SMOKE_CHECK``), Phase 2's shell runbook
+    # (``BESSER_LLM_SHELL_RUNBOOK``), and folders the file tools may use beside the run's app
+    # (``BESSER_EXTRA_ROOTS``, absolute folders separated by ``os.pathsep``).
+    auto_fix: bool = True
+    max_repair_rounds: int | None = None
+    import_smoke_check: bool = True
+    shell_runbook: bool = True
+    extra_roots: tuple[str, ...] = ()
 
     def budget_caps(self) -> dict[str, int | float]:
         """The caps the operator set, by budget name (what ``%besser config`` shows)."""
@@ -99,6 +117,63 @@ class OperatorSettings:
             "provider": env.get("BESSER_LLM_PROVIDER") or None,
             "llm_model": env.get("BESSER_LLM_MODEL") or None,
             "model_method_bodies": method_mode(env.get(METHOD_BODIES_ENV)),
+            "auto_fix": _on_unless_off(env.get("BESSER_LLM_ENABLE_AUTO_FIX")),
+            "max_repair_rounds": _count(env, "BESSER_LLM_MAX_REPAIR_ROUNDS"),
+            "import_smoke_check": _on_unless_off(env.get("BESSER_LLM_ENABLE_IMPORT_SMOKE_CHECK")),
+            "shell_runbook": _on_unless_off(env.get("BESSER_LLM_SHELL_RUNBOOK")),
+            "extra_roots": tuple(p for p in (env.get("BESSER_EXTRA_ROOTS") or "").split(os.pathsep) if p.strip()),
         }
         values.update({k: v for k, v in explicit.items() if v is not None})
+        values["extra_roots"] = extra_roots(values.get("extra_roots", ()))
         return cls(**values)
+
+
+class ConfigurationError(ValueError):
+    """An operator setting that cannot be used (a bad ``BESSER_*`` value or traitlet), named at start."""
+
+
+def _on_unless_off(value: str | None) -> bool:
+    """A switch that is on by default: unset or empty keeps it on, ``0`` / ``false`` / ``no`` / ``off`` turn it off."""
+    return True if not (value or "").strip() else env_flag(value)
+
+
+def _count(env: dict[str, str], name: str) -> int | None:
+    text = (env.get(name) or "").strip()
+    if not text:
+        return None
+    if not text.isdigit():
+        raise ConfigurationError(f"{name}={text!r}: expected a whole number of rounds (0 turns repair off)")
+    return int(text)
+
+
+def extra_roots(paths: Any) -> tuple[str, ...]:
+    """The operator's extra fence roots: absolute, existing folders (a configuration error is named, at start)."""
+    found = []
+    for path in paths:
+        text = os.fspath(path).strip()
+        if not os.path.isabs(text) or not os.path.isdir(text):
+            raise ConfigurationError(f"extra fence root {text!r} (BESSER_EXTRA_ROOTS / extra_roots) is not an existing absolute folder")
+        found.append(os.path.realpath(text))
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class RunSwitches:
+    """What a run does, decided once from the request within the operator's settings."""
+
+    repair_rounds: int | None  # 0: no repair; None: Phase 3's own rule
+    rounds_cap: int | None
+    enable_import_smoke_check: bool  # the run option ``tools/api_test.runtime_enabled`` reads (``services["run_options"]``)
+    shell_runbook: bool
+
+
+def run_switches(request: RunRequest, operator: OperatorSettings) -> RunSwitches:
+    """A request narrows the operator's switches, never widens them: repair and the runtime probes
+    run only when both allow, and a round count above the operator's cap gets the cap."""
+    repair = operator.auto_fix and request.auto_fix is not False
+    rounds = request.repair_rounds if repair else 0
+    return RunSwitches(
+        repair_rounds=rounds, rounds_cap=operator.max_repair_rounds,
+        enable_import_smoke_check=operator.import_smoke_check and request.enable_import_smoke_check is not False,
+        shell_runbook=operator.shell_runbook,
+    )

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
+from kernel_ext.hosting.flags import add_switch_flags, switches_from
+
 if TYPE_CHECKING:  # each loads with the first command that needs it
     from besser.BUML.metamodel.structural import DomainModel
     from IPython.core.interactiveshell import InteractiveShell
@@ -60,6 +62,7 @@ def build_parser() -> _Parser:
     generate.add_argument("--max-cost", type=float, help="USD")
     generate.add_argument("--max-runtime", type=float, help="seconds")
     generate.add_argument("--base-run", help="continue an earlier run's workspace")
+    add_switch_flags(generate)
     scenario = commands.add_parser("scenario", help="host an authored teaching scenario")
     scenario.add_argument("name", choices=["side-effects"])
     scenario.add_argument("--allow", default="edit,test", help="categories the policy allows besides read (comma-separated)")
@@ -97,6 +100,7 @@ class BesserMagics(Magics):
             args = build_parser().parse_args(_split(line))
         except _HelpShown:
             return None
+        from kernel_ext.hosting.options import ConfigurationError
         from kernel_ext.magics.backends import BackendError
 
         try:
@@ -104,6 +108,8 @@ class BesserMagics(Magics):
             return command(args)
         except BackendError as exc:
             raise UsageError(f"{exc.code}: {exc}") from None
+        except ConfigurationError as exc:  # the operator's environment (in-process runs read it here)
+            raise UsageError(f"configuration: {exc}") from None
 
     @cell_magic
     def test_api(self, line: str, cell: str) -> RequestReport | None:
@@ -125,7 +131,7 @@ class BesserMagics(Magics):
         fields: dict[str, Any] = {"kind": "generate", "request": " ".join(args.request), **self._model_source(args.model)}
         options = {"target": args.target, "provider": args.provider, "llm_model": args.llm_model, "approve": args.approve,
                    "max_turns": args.max_turns, "max_cost_usd": args.max_cost, "max_runtime_s": args.max_runtime,
-                   "base_run_id": args.base_run}
+                   "base_run_id": args.base_run, **switches_from(args)}
         fields.update({k: v for k, v in options.items() if v is not None})
         return self._start(_request(fields))
 

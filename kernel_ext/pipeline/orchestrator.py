@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kernel_ext.boundary import ExecutionPolicy, Executor
 from kernel_ext.errors import ToolFailure
 from kernel_ext.findings import Finding, ValidationReport
-from kernel_ext.hosting.options import OperatorSettings, RunRequest
+from kernel_ext.hosting.options import OperatorSettings, RunRequest, run_switches
 from kernel_ext.hosting.run import RunContext
 from kernel_ext.pipeline import phase3, planner, prompts
 from kernel_ext.pipeline.approve_mode import ModeApprover
@@ -64,7 +64,8 @@ class Orchestrator:
         self.tasks = TaskList()
         self.timer: dict[str, float] = {}
         self.budgets = Budgets(request.max_turns, max_cost_usd=request.max_cost_usd, max_runtime_s=request.max_runtime_s)
-        self.workspace = Workspace(ctx.layout.app_dir)  # the fence's defaults: workspace/internal.py
+        self.switches = run_switches(request, operator)  # repair, runtime probes, runbook: the request within the operator's
+        self.workspace = Workspace(ctx.layout.app_dir, operator.extra_roots)  # the fence's defaults: workspace/internal.py
         self.tool_context = self._tool_context()
         self.executor: Executor | None = None
         self.mode_approver: ModeApprover | None = None
@@ -226,7 +227,7 @@ class Orchestrator:
         result = await phase3.run_phase3(
             layout.app_dir, layout.snapshots_dir, self._validation_sweep, repair,
             turns_left=self.budgets.turns_left(), should_continue=lambda: self.budgets.spent() is None,
-            emit=self.events.emit,
+            emit=self.events.emit, rounds=self.switches.repair_rounds, rounds_cap=self.switches.rounds_cap,
         )
         for finding in result.report.findings:
             if finding.severity != "blocker":  # blockers were reported by the sweep that found them
@@ -313,6 +314,7 @@ class Orchestrator:
             "workspace": self.workspace,
             "domain_model": self.model,
             TASKS: self.tasks,
+            "run_options": self.switches,
         }
         if self.operator.shell_tools_enabled:
             services["shell"] = shell_for_run(self.ctx, self.operator)
@@ -349,7 +351,8 @@ class Orchestrator:
     def _conversation(self) -> Conversation:
         backend = self.generator in ("fastapi_backend", "web_app")
         system = prompts.system_prompt(frontend=self.intent.needed, shell=self.operator.shell_tools_enabled,
-                                       fastapi_backend=backend, model_overview=self._overview(), tasks=self.tasks.render())
+                                       fastapi_backend=backend, model_overview=self._overview(), tasks=self.tasks.render(),
+                                       runbook=self.switches.shell_runbook)
         conversation = Conversation(system=system)
         conversation.user(prompts.first_message(self.request.request, self._phase1_findings()))
         return conversation

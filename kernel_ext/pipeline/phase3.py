@@ -63,7 +63,11 @@ async def run_phase3(
     turns_left: int = 0,
     should_continue: Callable[[], bool] = lambda: True,
     emit: Emit | None = None,
+    rounds: int | None = None,
+    rounds_cap: int | None = None,
 ) -> Phase3Result:
+    """Validate, then repair in rounds: ``rounds`` of them when given (0: repair off), else at least
+    ``MIN_ROUNDS`` and up to ``turns_left``; never more than the operator's ``rounds_cap``."""
     emit = emit or (lambda *a, **k: None)
     report = await validate()
     best_report = report
@@ -72,12 +76,17 @@ async def run_phase3(
     if best is not None:
         emit("snapshot", snapshot_id=best.snapshot_id, reason="the tree before Phase 3", rank=list(report.rank()), skipped=best.skipped)
     result = Phase3Result(report)
-    max_rounds = max(MIN_ROUNDS, turns_left)
+    max_rounds = rounds if rounds is not None else max(MIN_ROUNDS, turns_left)
+    if rounds_cap is not None:
+        max_rounds = min(max_rounds, rounds_cap)
     no_progress = plateau = 0
 
     while True:
         if not report.blockers:
             result.stop_reason = "no blockers left"
+            break
+        if max_rounds == 0:
+            result.stop_reason = "repair is off for this run (auto_fix off, or 0 repair rounds)"
             break
         if repair is None:
             result.stop_reason = "no provider to repair with"

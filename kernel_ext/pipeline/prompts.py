@@ -1,9 +1,10 @@
 """The Phase 2 system prompt, assembled from the parts this run needs and nothing more.
 
 The complete-CRUD-frontend rule appears only when a frontend is needed; the runtime
-verification runbook only when shell tools are on and a FastAPI backend is present. The first
-message is the request followed by what Phase 1's output checks found (``first_message``), so
-a pre-existing issue reaches the model as context instead of being discovered in Phase 3.
+verification runbook only when shell tools are on, a FastAPI backend is present and the
+operator did not turn it off. The first message is the request followed by what Phase 1's
+output checks found (``first_message``), so a pre-existing issue reaches the model as context
+instead of being discovered in Phase 3.
 """
 
 from __future__ import annotations
@@ -41,12 +42,13 @@ OVERVIEW_CHARS = 24_000
 CHECKLIST_CHARS = 24_000  # tasks are short (tools/task_list.py); this bounds the whole list too
 
 
-def system_prompt(*, frontend: bool, shell: bool, fastapi_backend: bool, model_overview: str, tasks: str) -> str:
-    """The prompt, each variable part bounded: it is re-sent on every turn."""
+def system_prompt(*, frontend: bool, shell: bool, fastapi_backend: bool, model_overview: str, tasks: str, runbook: bool = True) -> str:
+    """The prompt, each variable part bounded: it is re-sent on every turn. ``runbook=False``
+    (the operator's ``BESSER_LLM_SHELL_RUNBOOK=0``) leaves the runtime runbook out."""
     parts = [BASE]
     if frontend:
         parts.append(FRONTEND_RULE)
-    if shell and fastapi_backend:
+    if shell and fastapi_backend and runbook:
         parts.append(RUNBOOK)
     parts.append(f"Domain model overview:\n{summarise(model_overview, OVERVIEW_CHARS)}")
     parts.append(f"Checklist:\n{summarise(tasks, CHECKLIST_CHARS)}")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Bool, Float, Int, Unicode
+from traitlets import Bool, Float, Int, List, Unicode
 
 from kernel_ext.hosting.bodies import preload
 from kernel_ext.hosting.manager import RunManager
@@ -42,9 +42,26 @@ class BesserAgentApp(ExtensionApp):
     max_turns = Int(None, allow_none=True, config=True, help="Cap on a run's LLM turns; a request asking for more gets this.")
     max_cost_usd = Float(None, allow_none=True, config=True, help="Cap on a run's LLM cost in USD.")
     max_runtime_s = Float(None, allow_none=True, config=True, help="Cap on a run's wall time in seconds.")
+    auto_fix = Bool(None, allow_none=True, config=True,
+                    help="Phase 3 repair rounds; a request may turn them off, not on (default: BESSER_LLM_ENABLE_AUTO_FIX, on).")
+    max_repair_rounds = Int(None, allow_none=True, config=True,
+                            help="Cap on Phase 3's repair rounds; a request asking for more gets this "
+                                 "(default: BESSER_LLM_MAX_REPAIR_ROUNDS).")
+    import_smoke_check = Bool(None, allow_none=True, config=True,
+                              help="Run the generated app (import, start-up, create probes) in validation; a request may turn it off "
+                                   "(default: BESSER_LLM_ENABLE_IMPORT_SMOKE_CHECK, on).")
+    shell_runbook = Bool(None, allow_none=True, config=True,
+                         help="Phase 2's runtime verification runbook when shell tools are on (default: BESSER_LLM_SHELL_RUNBOOK, on).")
+    extra_roots = List(Unicode(), default_value=None, allow_none=True, config=True,
+                       help="Absolute folders the file tools may use beside a run's app/ (default: BESSER_EXTRA_ROOTS).")
     heartbeat_interval = Float(15.0, config=True, help="Seconds between SSE heartbeats on a quiet stream.")
     export_to_kernels = Bool(True, config=True, help="Export BESSER_AGENT_URL and BESSER_AGENT_TOKEN to kernels started by this server.")
     max_body_bytes = Int(MAX_BODY_BYTES, config=True, help="Largest request body the extension's endpoints read (413 beyond it).")
+    sweep_temp_homes = Bool(
+        True, config=True,
+        help="Remove this user's sandbox temporary homes (besser-home-*, besser-oneoff-home-*, besser-apphost-*) "
+             "left in the temp dir for over 24 h, at start and hourly.",
+    )
     bind_kernel_token = Bool(
         True, config=True,
         help="Accept the kernels' token only from this server's own processes over a direct connection (not through a "
@@ -70,6 +87,11 @@ class BesserAgentApp(ExtensionApp):
             max_turns=self.max_turns,
             max_cost_usd=self.max_cost_usd,
             max_runtime_s=self.max_runtime_s,
+            auto_fix=self.auto_fix,
+            max_repair_rounds=self.max_repair_rounds,
+            import_smoke_check=self.import_smoke_check,
+            shell_runbook=self.shell_runbook,
+            extra_roots=tuple(self.extra_roots) if self.extra_roots is not None else None,
         )
         capability = Capability.new()
         manager = RunManager(
@@ -101,6 +123,10 @@ class BesserAgentApp(ExtensionApp):
         # Every kind's run body is imported here, once, not by the first POST runs on the event
         # loop (~0.1-0.15 s of imports every follower would wait through).
         preload()
+        if self.sweep_temp_homes:
+            from kernel_ext.sandbox.tempsweep import TempSweeper
+
+            self._sweeper = TempSweeper().start()  # its first sweep runs now, on its own thread
 
         # What start-up imported lives as long as the server: move it out of the collector's
         # reach, so a full collection set off by a run's worker thread (which holds the GIL while
@@ -113,6 +139,8 @@ class BesserAgentApp(ExtensionApp):
             await state.manager.shutdown()
         if getattr(self, "_export", None) is not None:
             self._export.withdraw()
+        if getattr(self, "_sweeper", None) is not None:
+            self._sweeper.stop()
 
     def _publish(self) -> None:
         url = direct_url(self.serverapp)

@@ -26,6 +26,11 @@ def describe_configuration(
         "features": {
             "shell_tools_enabled": operator.shell_tools_enabled,
             "toolchain_validation": operator.toolchain_validation,
+            "auto_fix": operator.auto_fix,
+            "max_repair_rounds": operator.max_repair_rounds,
+            "import_smoke_check": operator.import_smoke_check,
+            "shell_runbook": operator.shell_runbook,
+            "extra_roots": list(operator.extra_roots),
             "kinds": list(KINDS),
             "scenarios": list(SCENARIOS),
         },

@@ -9,6 +9,7 @@ wrappers, interpreters, ``find -exec``) lives in ``plan``, ``git`` in ``git``.
 
 from __future__ import annotations
 
+from kernel_ext.shellplan.reach import worse_by_reach
 from kernel_ext.shellplan.verdict import (
     Verdict,
     bad,
@@ -68,6 +69,9 @@ RUNS_PROJECT_CODE = frozenset(
 
 def classify_program(name: str, args: list[str]) -> Verdict | None:
     """Verdict for a known program, or None when the name is not in any table."""
+    worse = worse_by_reach(name, args)
+    if worse is not None:
+        return worse
     rule = _RULES.get(name)
     if rule is not None:
         return rule(args)

@@ -70,7 +70,7 @@ class ShCheckpointArgs(ToolArgs):
 
 
 class ShCheckpointsArgs(ToolArgs):
-    pass
+    dir: str | None = Field(default=None, description="only the checkpoints taken of this folder (default: every folder of the workspace)")
 
 
 def _toolkit(ctx: ToolContext) -> Shell:
@@ -201,10 +201,11 @@ def sh_restore(args: ShCheckpointArgs, ctx: ToolContext) -> ToolOutcome:
 
 
 def sh_checkpoints(args: ShCheckpointsArgs, ctx: ToolContext) -> ToolOutcome:
-    found = _toolkit(ctx).checkpoints()
+    found = _toolkit(ctx).checkpoints(args.dir)
     text = "\n".join(f"{c['label']}  {c['origin']}  {c['files']} files  "
                      f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(c['created_at']))}" for c in found)
-    return ToolOutcome(text or "no checkpoints in this project", {"checkpoints": found})
+    empty = f"no checkpoints of {args.dir!r} in this project" if args.dir is not None else "no checkpoints in this project"
+    return ToolOutcome(text or empty, {"checkpoints": found})
 
 
 _SHELL = frozenset({"shell"})
@@ -255,7 +256,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "sh_checkpoints", Category.READ, ShCheckpointsArgs,
-        "List this project's checkpoints (label, folder, size, time).",
+        "List this project's checkpoints (label, folder, size, time); dir lists only those taken of that folder.",
         sh_checkpoints, None, _SHELL, blocking=True,
     ),
 )

@@ -5,11 +5,14 @@ session by key; the session asks for a live slot each time it starts a shell (pa
 the command runs in a one-off sandbox instead). A daemon thread closes shells idle for
 ``idle_seconds`` (their directory and environment are kept for the next command). Closing a
 run, closing the registry, or the interpreter exiting kills every process of every session.
+A run whose folder is removed (the person deleted it in the file browser) is over too: the same
+thread notices the watched workspace is gone or replaced and ends that run's session (``watch``).
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 import time
 import weakref
@@ -18,6 +21,15 @@ from collections.abc import Callable
 from kernel_ext.sandbox.session.persistent import ShellSession
 
 IDLE_NOTE = "the shell was closed after {seconds:g} s without commands"
+GONE_CHECK_S = 2.0  # how often the watched run folders are looked at (one lstat each)
+
+
+def _identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 class SessionRegistry:
@@ -30,6 +42,7 @@ class SessionRegistry:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._reaper: threading.Thread | None = None
+        self._watched: dict[str, tuple[str, tuple[int, int] | None, Callable[[], object] | None]] = {}
         self.closed = False
         atexit.register(_close_at_exit, weakref.ref(self))
 
@@ -51,9 +64,31 @@ class SessionRegistry:
     def get(self, key: str) -> ShellSession | None:
         return self._sessions.get(key)
 
+    def watch(self, key: str, workspace: str | os.PathLike[str], on_gone: Callable[[], object] | None = None) -> None:
+        """End run ``key``'s session (and call ``on_gone``) once ``workspace`` is removed or replaced."""
+        ident = _identity(workspace)
+        with self._lock:
+            if self.closed or ident is None:  # nothing there yet: nothing that could be removed
+                return
+            self._watched[key] = (os.fspath(workspace), ident, on_gone)
+            self._start_reaper()
+
+    def reap_gone(self) -> list[str]:
+        """End the runs whose watched folder no longer exists (or is another folder now); their keys."""
+        with self._lock:
+            gone = [(k, hook) for k, (path, ident, hook) in self._watched.items() if _identity(path) != ident]
+            for key, _ in gone:
+                del self._watched[key]
+        for key, hook in gone:
+            self.close_run(key)
+            if hook is not None:
+                hook()
+        return [key for key, _ in gone]
+
     def close_run(self, key: str) -> None:
         """The run finished, failed or was cancelled: kill its processes, forget its session."""
         with self._lock:
+            self._watched.pop(key, None)
             found = self._sessions.pop(key, None)
         if found is not None:
             found.dispose()
@@ -99,10 +134,10 @@ class SessionRegistry:
         return [key for key, found in candidates if found.close_if_idle(self.idle_seconds, self.clock, note)]
 
     def _start_reaper(self) -> None:
-        if self._reaper is not None or self.idle_seconds <= 0:
+        if self._reaper is not None:
             return
         ref = weakref.ref(self)
-        interval = max(0.05, min(30.0, self.idle_seconds / 4))
+        interval = max(0.05, min(GONE_CHECK_S, self.idle_seconds / 4)) if self.idle_seconds > 0 else GONE_CHECK_S
         stop = self._stop
 
         def loop() -> None:
@@ -111,6 +146,7 @@ class SessionRegistry:
                 if registry is None:
                     return
                 registry.reap_idle()
+                registry.reap_gone()
                 del registry
 
         self._reaper = threading.Thread(target=loop, name="besser-shell-idle", daemon=True)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.sandbox import tempsweep
 from kernel_ext.sandbox.config import (
     ShellSettings,
     shell_tools_enabled,
@@ -79,6 +80,8 @@ class ShellService:
         self.registry = registry or SessionRegistry(self.settings.max_sessions, self.settings.idle_seconds)
         self._own_home = home is None
         self.home = Path(home) if home is not None else Path(tempfile.mkdtemp(prefix=f"besser-home-{run_id}-"))
+        if self._own_home:
+            tempsweep.hold(self.home)  # a long-lived notebook Shell's home is never "stale"
         self.home.mkdir(parents=True, exist_ok=True)
         self._choice: TierChoice | None = None
         # Where this run's command records are kept (the ``sh_*`` toolkit's store, shared), so
@@ -86,6 +89,7 @@ class ShellService:
         self.records: RecordStore | None = None
         self.state_dir: Path | None = None
         self._on_close: list[Callable[[], object]] = []
+        self.registry.watch(run_id, self.workspace, self._folder_removed)
 
     # -- the tier -----------------------------------------------------------------------------
 
@@ -131,6 +135,8 @@ class ShellService:
 
     def session(self) -> ShellSession:
         choice = self.check_enabled()
+        if not self.workspace.is_dir():
+            raise ToolFailure(ErrorCode.NOT_FOUND, "the run's folder was removed, so its shell session has ended")
         return self.registry.session(
             self.run_id,
             lambda: ShellSession(choice, self.workspace, self.home, network=self.settings.session_network, hidden=self.hidden),
@@ -173,6 +179,12 @@ class ShellService:
         (the ``sh_*`` toolkit stops its background jobs this way)."""
         self._on_close.append(callback)
 
+    def _folder_removed(self) -> None:
+        """The registry saw the run's folder go: its session is already ended; stop what the close hooks own
+        (the ``sh_*`` background jobs) too. The home stays until the host closes the run."""
+        for callback in list(self._on_close):
+            callback()
+
     def close(self) -> None:
         """The run ended: kill everything it started (close hooks, session, prepared check sandboxes),
         remove its temporary home."""
@@ -187,6 +199,7 @@ class ShellService:
             self.registry.close()
         if self._own_home:
             shutil.rmtree(self.home, ignore_errors=True)
+            tempsweep.release(self.home)
 
 
 def shell_service_for_run(

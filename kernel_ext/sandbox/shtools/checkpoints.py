@@ -232,7 +232,9 @@ class CheckpointStore:
     def _skip(meta: dict[str, Any]) -> frozenset[str]:
         return frozenset(meta.get("skipped", DEFAULT_SKIP))
 
-    def list(self) -> list[dict[str, Any]]:
+    def list(self, origin: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+        """Every checkpoint of the project, oldest first; with ``origin``, those taken of that folder."""
+        wanted = str(self.project.joinpath(*self.locate(origin).parts)) if origin is not None else None
         if not self.root.is_dir():
             return []
         found = []
@@ -241,6 +243,8 @@ class CheckpointStore:
                 try:
                     meta = json.loads((self.root / os.readlink(entry.path) / "meta.json").read_text(encoding="utf-8"))
                 except (OSError, ValueError):
+                    continue
+                if wanted is not None and meta.get("origin") != wanted:
                     continue
                 found.append({k: meta[k] for k in ("label", "origin", "created_at", "files", "bytes", "method")}
                              | {"entries": meta.get("files", 0) + meta.get("dirs", 0) + meta.get("links", 0)})

@@ -114,8 +114,7 @@ def build(facts: Facts, failed: list[str] | None) -> dict[str, Any]:
     if facts.files_changed is not None and not facts.changes_complete:
         result["files_changed_partial"] = True
     result["tier"] = facts.tier
-    if facts.tier == "off":
-        result["sandboxed"] = False
+    result["sandboxed"] = facts.tier != "off"  # always said, so a reader never has to infer it from the tier
     if facts.placement.confined_writes:
         result["writes_confined_to"] = facts.placement.cwd
     if not facts.placement.conf.network:
@@ -138,6 +137,9 @@ def build(facts: Facts, failed: list[str] | None) -> dict[str, Any]:
     tips = advice(facts, result)
     if tips:
         result["advice"] = tips
+    next_step = hint(facts, result)
+    if next_step:
+        result["hint"] = next_step
     for name in ("stdout", "stderr"):
         if views[name].text:
             result[name] = views[name].text
@@ -161,6 +163,28 @@ def advice(facts: Facts, result: dict[str, Any]) -> list[str]:
         tips.append("a destructive command ran with no checkpoint of this project; "
                     "sh_checkpoint first makes such a step undoable")
     return tips
+
+
+def hint(facts: Facts, result: dict[str, Any]) -> str:
+    """One line for a call that did not do what was asked: where to look next (empty when it did).
+
+    ``advice`` says how to run such a command better; ``hint`` says what to read about this one,
+    from the stored record, so the model does not re-run a command to see why it failed.
+    """
+    last, rid = facts.last, facts.record_id
+    if last.timed_out:
+        return f"inconclusive: the command was stopped at its timeout; its output so far is stored (sh_detail {{id: {rid!r}}})"
+    if last.exit_code == 127:
+        return "the shell could not find the program: check its name, or install it with install_dependencies"
+    if result.get("signal"):
+        return f"the command was killed by signal {result['signal']}; sh_detail {{id: {rid!r}, selector: 'meta'}} has what is known"
+    if not result["ok"]:
+        stream = "stderr" if last.stderr else "stdout"
+        return (f"exit {last.exit_code}: find the cause without re-running: "
+                f"sh_detail {{id: {rid!r}, selector: {stream!r}, match: 'error|Error|FAIL'}}")
+    if result.get("assertions_failed"):
+        return "the command ran, but the expect post-conditions in assertions_failed did not hold"
+    return ""
 
 
 def succeeded(request: RunRequest, result: dict[str, Any]) -> bool:

@@ -260,7 +260,7 @@ class Shell:
         self.jobs.add(background)
         removed = meta["secrets_env_scrubbed"]
         result = {"id": record_id, "pid": background.pid, "status": "running", "background": True, "tier": str(p.choice.tier),
-                  "risk": p.plan.category}
+                  "sandboxed": p.choice.tier is not Tier.OFF, "risk": p.plan.category}
         if removed:
             result["secrets_env_scrubbed"] = removed
         if req.no_store:
@@ -307,8 +307,9 @@ class Shell:
         """What ``restore`` would do (files written, entries removed), counted but not done: for approval cards."""
         return self.checkpoint_store.preview(label, dir)
 
-    def checkpoints(self) -> list[dict[str, Any]]:
-        return [{**m, "origin": self._rel(Path(m["origin"]))} for m in self.checkpoint_store.list()]
+    def checkpoints(self, dir: str | None = None) -> list[dict[str, Any]]:
+        """This project's checkpoints; with ``dir``, only those taken of that folder."""
+        return [{**m, "origin": self._rel(Path(m["origin"]))} for m in self.checkpoint_store.list(dir)]
 
     # -- sh_plan, sh_detail, sh_logs ------------------------------------------------------------
 

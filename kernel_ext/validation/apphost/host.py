@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from kernel_ext.appenv.environment import AppEnvironment, EnvironmentDescription, environment_for
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.sandbox import tempsweep
 from kernel_ext.sandbox.frames import JSONValue, as_object, number
 from kernel_ext.validation.staging import Source
 
@@ -88,6 +89,7 @@ class AppHost:
         self.standby = standby
         self.start_timeout = start_timeout
         self.scratch = Path(tempfile.mkdtemp(prefix="besser-apphost-"))
+        tempsweep.hold(self.scratch)  # a warm host may outlive a day in a long-running server
         for sub in ("src", "rw", "home/.tmp"):
             (self.scratch / sub).mkdir(parents=True, exist_ok=True)
         self.ready: Reply = {}
@@ -213,6 +215,7 @@ class AppHost:
             self._closed = True
             self._terminate()
             shutil.rmtree(self.scratch, ignore_errors=True)
+            tempsweep.release(self.scratch)
 
     # -- source -----------------------------------------------------------------------------------
 
