@@ -97,6 +97,22 @@ def test_imports_point_down_the_layers():
     assert upward == [], "upward imports:\n" + "\n".join(upward)
 
 
+# The sandbox's facade and its two subpackage facades are its public surface; frames is the wire
+# format both sides of the boundary share (programs inside the sandbox import it directly).
+SANDBOX_PUBLIC = {"kernel_ext.sandbox", "kernel_ext.sandbox.session", "kernel_ext.sandbox.shtools", "kernel_ext.sandbox.frames"}
+
+
+def test_outside_the_sandbox_only_its_facades_are_imported():
+    private = []
+    for source, targets in EDGES.items():
+        if source == "kernel_ext.sandbox" or source.startswith("kernel_ext.sandbox."):
+            continue
+        for target, line in targets:
+            if target.startswith("kernel_ext.sandbox.") and target not in SANDBOX_PUBLIC:
+                private.append(f"{GRAPH[source].relative_to(ROOT)}:{line} imports {target}")
+    assert private == [], "imports past the sandbox's facade:\n" + "\n".join(private)
+
+
 def test_no_import_cycle():
     index: dict[str, int] = {}
     low: dict[str, int] = {}

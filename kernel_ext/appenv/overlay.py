@@ -124,7 +124,7 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _build(requirements: Sequence[Requirement], settings: AppEnvSettings, key: str, policy: str | None) -> Overlay:
-    from kernel_ext.sandbox.oneoff import run_confined
+    from kernel_ext.sandbox import run_confined
 
     started = time.perf_counter()
     scratch = Path(tempfile.mkdtemp(prefix=f".build-{key}-", dir=settings.cache))

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernel_ext.sandbox.config import env_flag
+from kernel_ext.sandbox import env_flag
 
 WHEELHOUSE_ENV = "BESSER_APP_WHEELHOUSE"
 NETWORK_ENV = "BESSER_APP_ENV_NETWORK"

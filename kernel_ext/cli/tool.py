@@ -61,7 +61,7 @@ def handle(args: argparse.Namespace) -> int:
         except ToolFailure as exc:
             print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
             return 2
-    from kernel_ext.sandbox.session.service import shell_service_for_run
+    from kernel_ext.sandbox import shell_service_for_run
 
     shell = shell_service_for_run(args.workspace, run_id="cli", enable=True if args.enable_shell else None)
     if shell is not None:

@@ -168,7 +168,7 @@ def _imports(tree: ast.Module) -> list[tuple[str, int]]:
 def _check_app_import(report: CheckReport, files: dict[str, bytes], root: PurePosixPath, entrypoint: str,
                       timeout: float, policy: str | None) -> None:
     from kernel_ext.errors import ToolFailure
-    from kernel_ext.sandbox.tiers import OFF_WARNING, Tier
+    from kernel_ext.sandbox import OFF_WARNING, Tier
 
     try:
         ok, detail, tier = _import_entry(files, root, entrypoint, timeout, policy)
@@ -190,7 +190,7 @@ def _check_app_import(report: CheckReport, files: dict[str, bytes], root: PurePo
 def _import_entry(files: dict[str, bytes], root: PurePosixPath, entrypoint: str, timeout: float,
                   policy: str | None) -> tuple[bool, str, str]:
     """(imported, why not, tier): import the entry module in a one-off sandbox over a temporary copy."""
-    from kernel_ext.sandbox.oneoff import run_confined
+    from kernel_ext.sandbox import run_confined
 
     with tempfile.TemporaryDirectory(prefix="besser-phase1-check-") as tmp:
         base, home = Path(tmp) / "app", Path(tmp) / "home"

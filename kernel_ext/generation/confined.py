@@ -38,8 +38,7 @@ def produce_confined(spec: GeneratorSpec, models: dict[str, Any], scratch: Path,
 
     Raises ``ToolFailure``: ``sandbox_unavailable`` (nothing ran), ``timeout``, ``generation_failed``.
     """
-    from kernel_ext.sandbox.boot import package_program
-    from kernel_ext.sandbox.oneoff import run_confined
+    from kernel_ext.sandbox import package_program, run_confined
 
     job = scratch / _JOB
     try:
@@ -68,7 +67,7 @@ def produce_confined(spec: GeneratorSpec, models: dict[str, Any], scratch: Path,
 
 def off_findings(spec_label: str, tier: str) -> list[Finding]:
     """The named warning when a confined generator ran under the operator's ``off`` tier."""
-    from kernel_ext.sandbox.tiers import OFF_WARNING, Tier
+    from kernel_ext.sandbox import OFF_WARNING, Tier
 
     if tier != str(Tier.OFF):
         return []

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kernel_ext.model.method_bodies import ENV as METHOD_BODIES_ENV
 from kernel_ext.model.method_bodies import method_mode
-from kernel_ext.sandbox.config import env_flag
+from kernel_ext.sandbox import env_flag
 
 ApproveMode = Literal["none", "edits", "shell", "all"]
 

@@ -15,7 +15,7 @@ __all__ = ["active_tier", "shell_for_run"]
 
 def active_tier(policy: str) -> str:
     """The sandbox tier in force for ``policy`` (self-tested once per process), for every run's metadata."""
-    from kernel_ext.sandbox.tiers import choose_tier
+    from kernel_ext.sandbox import choose_tier
 
     choice = choose_tier(policy)
     return str(choice.tier) if choice.available else f"unavailable ({policy})"
@@ -23,6 +23,6 @@ def active_tier(policy: str) -> str:
 
 def shell_for_run(ctx: RunContext, operator: OperatorSettings) -> ShellAccess | None:
     """The run's ``shell`` service, or None when the operator did not enable shell tools."""
-    from kernel_ext.sandbox.session.service import shell_service_for_run
+    from kernel_ext.sandbox import shell_service_for_run
 
     return shell_service_for_run(ctx.layout.app_dir, run_id=ctx.run_id, enable=operator.shell_tools_enabled)

@@ -23,7 +23,27 @@ in ``kernel_ext.shellplan``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kernel_ext.lazy import lazy_exports
+
+if TYPE_CHECKING:  # the real types for a type checker; at run time each name is imported on first use
+    from kernel_ext.sandbox.boot import package_program
+    from kernel_ext.sandbox.capture import StreamResult
+    from kernel_ext.sandbox.config import ShellSettings, env_flag, shell_tools_enabled
+    from kernel_ext.sandbox.confined import Confined, require_tier
+    from kernel_ext.sandbox.env import scrub_environment
+    from kernel_ext.sandbox.oneoff import release_workspace, run_confined
+    from kernel_ext.sandbox.record import CommandRecord
+    from kernel_ext.sandbox.session.persistent import ShellSession
+    from kernel_ext.sandbox.session.registry import SessionRegistry
+    from kernel_ext.sandbox.session.service import DISABLED_MESSAGE, INSTALL_TIMEOUT_S, ShellService, shell_service_for_run
+    from kernel_ext.sandbox.shtools.shell import Shell
+    from kernel_ext.sandbox.spec import Confinement
+    from kernel_ext.sandbox.tempsweep import TempSweeper, hold_temp_home, release_temp_home
+    from kernel_ext.sandbox.tiers import OFF_WARNING, Tier, TierChoice, choose_tier
+    from kernel_ext.sandbox.workers import WarmWorker, WorkerPlan, start_worker
+
 
 _EXPORTS = {
     "run_confined": "oneoff",
@@ -47,9 +67,20 @@ _EXPORTS = {
     "StreamResult": "capture",
     "scrub_environment": "env",
     "Confinement": "spec",
+    "package_program": "boot",
+    "OFF_WARNING": "tiers",
+    "TempSweeper": "tempsweep",
+    "hold_temp_home": "tempsweep",
+    "release_temp_home": "tempsweep",
+    "env_flag": "config",
+    "DISABLED_MESSAGE": "session.service",
+    "INSTALL_TIMEOUT_S": "session.service",
 }
 
 __all__ = [
+    "DISABLED_MESSAGE",
+    "INSTALL_TIMEOUT_S",
+    "OFF_WARNING",
     "CommandRecord",
     "Confined",
     "Confinement",
@@ -59,11 +90,16 @@ __all__ = [
     "ShellSession",
     "ShellSettings",
     "StreamResult",
+    "TempSweeper",
     "Tier",
     "TierChoice",
     "WarmWorker",
     "WorkerPlan",
     "choose_tier",
+    "env_flag",
+    "hold_temp_home",
+    "package_program",
+    "release_temp_home",
     "release_workspace",
     "require_tier",
     "run_confined",

@@ -109,3 +109,6 @@ class TempSweeper:
                 log.info("removed %d stale temporary folder(s): %s", len(found), ", ".join(found))
             if self._stop.wait(self.interval_s):
                 return
+
+
+hold_temp_home, release_temp_home = hold, release  # the names the sandbox's facade gives them

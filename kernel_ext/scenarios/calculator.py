@@ -103,7 +103,7 @@ def _prepare_test(args: TestArgs, ctx: ToolContext) -> Preparation:
 def _test(args: TestArgs, ctx: ToolContext) -> ToolOutcome:
     # A fixed argument vector, a working directory and a timeout, in a one-off sandbox: the
     # driver imports calculator.py, which the model edits, so it runs confined like any check.
-    from kernel_ext.sandbox.oneoff import run_confined
+    from kernel_ext.sandbox import run_confined
 
     record = run_confined([sys.executable, "-B", DRIVER], ctx.required_workspace().root, 30, network=False,
                           env={"PYTHONDONTWRITEBYTECODE": "1"}, spill_output=False, label=f"python {DRIVER}")

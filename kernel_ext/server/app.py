@@ -124,7 +124,7 @@ class BesserAgentApp(ExtensionApp):
         # loop (~0.1-0.15 s of imports every follower would wait through).
         preload()
         if self.sweep_temp_homes:
-            from kernel_ext.sandbox.tempsweep import TempSweeper
+            from kernel_ext.sandbox import TempSweeper
 
             self._sweeper = TempSweeper().start()  # its first sweep runs now, on its own thread
 

@@ -54,7 +54,7 @@ def describe_app_environment() -> dict[str, Any]:
 
 def describe_sandbox(operator: OperatorSettings) -> dict[str, Any]:
     """The policy and the tier its self-test chose (checked once per process)."""
-    from kernel_ext.sandbox.tiers import choose_tier
+    from kernel_ext.sandbox import choose_tier
 
     choice = choose_tier(operator.sandbox_policy)
     return {

@@ -133,7 +133,7 @@ def shell_service(ctx: ToolContext) -> ShellAccess:
     operator enabled it: the gate is checked again at call time, not only when tools are offered."""
     service: ShellAccess = ctx.service("shell")
     if not getattr(service, "enabled", False):
-        from kernel_ext.sandbox.session.service import DISABLED_MESSAGE
+        from kernel_ext.sandbox import DISABLED_MESSAGE
 
         raise ToolFailure(ErrorCode.SHELL_DISABLED, DISABLED_MESSAGE)
     return service

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox.shtools.options import MAX_COMMAND_CHARS
+from kernel_ext.shellplan.words import MAX_COMMAND_CHARS
 from kernel_ext.tools.base import (
     Category,
     Preparation,
@@ -139,7 +139,7 @@ def prepare_install(args: InstallDependenciesArgs, ctx: ToolContext) -> Preparat
 
 
 def install_dependencies(args: InstallDependenciesArgs, ctx: ToolContext) -> ToolOutcome:
-    from kernel_ext.sandbox.session.service import INSTALL_TIMEOUT_S
+    from kernel_ext.sandbox import INSTALL_TIMEOUT_S
 
     service = shell_service(ctx)
     service.check_enabled()

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from kernel_ext.errors import ErrorCode, ToolFailure
 
 if TYPE_CHECKING:
-    from kernel_ext.sandbox.workers import WorkerPlan
+    from kernel_ext.sandbox import WorkerPlan
 
 GUARDED_NAMES = frozenset({"sql_alchemy.py", "pydantic_classes.py"})
 DEFAULT_PRELOAD = ("sqlalchemy", "sqlalchemy.orm", "pydantic", "enum", "datetime", "decimal", "typing", "uuid")
@@ -70,7 +70,7 @@ class ImportChecker:
         timeout: float = 10.0,
         policy: str | None = None,
     ):
-        from kernel_ext.sandbox.workers import WarmWorker
+        from kernel_ext.sandbox import WarmWorker
 
         self.root = root
         self.python = python
@@ -88,7 +88,7 @@ class ImportChecker:
         return self._worker.tier
 
     def command(self) -> list[str]:
-        from kernel_ext.sandbox.boot import package_program
+        from kernel_ext.sandbox import package_program
 
         return package_program(PROGRAM, *self.preload, python=self.python)
 
@@ -130,8 +130,7 @@ class ImportChecker:
 
     def _plan(self) -> WorkerPlan:
         """The worker's confinement: the project readable, a scratch folder of its own writable."""
-        from kernel_ext.sandbox.spec import Confinement
-        from kernel_ext.sandbox.workers import WorkerPlan
+        from kernel_ext.sandbox import Confinement, WorkerPlan
 
         if self._scratch is None:
             self._scratch = Path(tempfile.mkdtemp(prefix="besser-import-check-"))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox.shtools.options import MAX_COMMAND_CHARS, RunRequest
+from kernel_ext.sandbox.shtools import MAX_COMMAND_CHARS, ShRunRequest
 from kernel_ext.tools.base import (
     Category,
     Preparation,
@@ -32,11 +32,11 @@ from kernel_ext.tools.base import (
 )
 
 if TYPE_CHECKING:  # imported when a tool runs, so offering the tools stays cheap
-    from kernel_ext.sandbox.shtools.shell import Shell
+    from kernel_ext.sandbox import Shell
 
 
-class ShRunArgs(ToolArgs, RunRequest):
-    """``sh_run``'s arguments are ``RunRequest``'s fields (see ``kernel_ext.sandbox.shtools.options``)."""
+class ShRunArgs(ToolArgs, ShRunRequest):
+    """``sh_run``'s arguments are ``ShRunRequest``'s fields (see ``kernel_ext.sandbox.shtools.options``)."""
 
 
 class ShDetailArgs(ToolArgs):
@@ -76,8 +76,7 @@ class ShCheckpointsArgs(ToolArgs):
 def _toolkit(ctx: ToolContext) -> Shell:
     """The ``sh_*`` toolkit over the run's shell service (gated by ``shell_service``)."""
     service = shell_service(ctx)
-    from kernel_ext.sandbox.session.service import ShellService
-    from kernel_ext.sandbox.shtools.shell import Shell
+    from kernel_ext.sandbox import Shell, ShellService
 
     if not isinstance(service, ShellService):  # the toolkit needs the sandbox's own service, not any ShellAccess
         raise ToolFailure(ErrorCode.SHELL_DISABLED, "the sh_* tools need the sandbox's shell service")
@@ -105,7 +104,7 @@ def prepare_sh_run(args: ShRunArgs, ctx: ToolContext) -> Preparation:
 
 
 def sh_run(args: ShRunArgs, ctx: ToolContext) -> ToolOutcome:
-    from kernel_ext.sandbox.shtools.results import render, succeeded
+    from kernel_ext.sandbox.shtools import render, succeeded
 
     result = _toolkit(ctx).execute(args)
     text = render(result)
@@ -139,7 +138,7 @@ def sh_detail(args: ShDetailArgs, ctx: ToolContext) -> ToolOutcome:
 
 
 def sh_logs(args: ShLogsArgs, ctx: ToolContext) -> ToolOutcome:
-    from kernel_ext.sandbox.shtools.results import render
+    from kernel_ext.sandbox.shtools import render
 
     result = _toolkit(ctx).logs(args.id, args.stream, args.stdout_cursor, args.stderr_cursor, args.full)
     return ToolOutcome(render(result), result)
@@ -158,7 +157,7 @@ def sh_plan(args: ShPlanArgs, ctx: ToolContext) -> ToolOutcome:
 
 
 def prepare_sh_kill(args: ShKillArgs, ctx: ToolContext) -> Preparation:
-    from kernel_ext.sandbox.shtools.jobs import signal_name
+    from kernel_ext.sandbox.shtools import signal_name
 
     shell = _toolkit(ctx)
     name = signal_name(args.signal)

@@ -66,7 +66,7 @@ def stdout_regex(pattern: str):
         raise ValueError(f"{exc.code}: {exc.message}") from None
 
 
-class RunRequest(_Strict):
+class ShRunRequest(_Strict):
     command: str = Field(max_length=MAX_COMMAND_CHARS, description="the shell command line (bash), run in a fresh sandbox")
     cwd: str | None = Field(default=None, description="working folder inside the workspace (default: its root)")
     full: bool = Field(default=False, description="return stdout/stderr uncondensed (bounded) instead of head and tail")

@@ -15,7 +15,7 @@ from typing import Any
 
 from kernel_ext.sandbox.shtools import condense
 from kernel_ext.sandbox.shtools.effects import changed_paths
-from kernel_ext.sandbox.shtools.options import Expect, RunRequest, stdout_regex
+from kernel_ext.sandbox.shtools.options import Expect, ShRunRequest, stdout_regex
 from kernel_ext.sandbox.shtools.runner import Attempt, Placement
 from kernel_ext.shellplan.plan import Plan
 from kernel_ext.shellplan.verdict import DESTRUCTIVE
@@ -26,7 +26,7 @@ class Facts:
     """Everything known after a foreground run, for the result and the stored record."""
 
     record_id: str
-    request: RunRequest
+    request: ShRunRequest
     plan: Plan
     placement: Placement
     tier: str
@@ -48,7 +48,7 @@ def as_list(value: str | list[str] | None) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def expected_exit(request: RunRequest) -> int:
+def expected_exit(request: ShRunRequest) -> int:
     return request.expect.exit if request.expect is not None and request.expect.exit is not None else 0
 
 
@@ -187,7 +187,7 @@ def hint(facts: Facts, result: dict[str, Any]) -> str:
     return ""
 
 
-def succeeded(request: RunRequest, result: dict[str, Any]) -> bool:
+def succeeded(request: ShRunRequest, result: dict[str, Any]) -> bool:
     """What the caller asked for happened: the expected exit (default 0), in time, every assertion held."""
     if result.get("timed_out") or result.get("output_capped"):
         return False

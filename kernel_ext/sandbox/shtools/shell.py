@@ -42,7 +42,7 @@ from kernel_ext.sandbox.shtools.jobs import (
     background_captures,
     signal_name,
 )
-from kernel_ext.sandbox.shtools.options import RunRequest
+from kernel_ext.sandbox.shtools.options import ShRunRequest
 from kernel_ext.sandbox.shtools.records import RecordStore, default_state_dir
 from kernel_ext.sandbox.shtools.results import (
     Facts,
@@ -74,9 +74,9 @@ _ATTACHED = "_besser_shell_tools"
 _attach_lock = threading.Lock()
 
 
-def parse_request(command: str, options: dict[str, Any]) -> RunRequest:
+def parse_sh_request(command: str, options: dict[str, Any]) -> ShRunRequest:
     try:
-        return RunRequest.model_validate({"command": command, **options})
+        return ShRunRequest.model_validate({"command": command, **options})
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
                              for e in exc.errors(include_url=False))
@@ -87,7 +87,7 @@ def parse_request(command: str, options: dict[str, Any]) -> RunRequest:
 class Prepared:
     """A run request checked against the gate, the policy and the tier; nothing has run yet."""
 
-    request: RunRequest
+    request: ShRunRequest
     choice: TierChoice
     plan: Plan
     placement: Placement
@@ -164,7 +164,7 @@ class Shell:
 
     # -- sh_run ---------------------------------------------------------------------------------
 
-    def prepare(self, request: RunRequest) -> Prepared:
+    def prepare(self, request: ShRunRequest) -> Prepared:
         """Every check that needs no execution: gate, policy, options, tier, paths, timeout."""
         choice = self.service.check_enabled()
         check_command(request.command, self.service.settings.allowed_programs)
@@ -188,9 +188,9 @@ class Shell:
 
     def run(self, command: str, **options: Any) -> dict[str, Any]:
         """Run ``command``; returns the quiet result (a failing command is a result, not an error)."""
-        return self.execute(parse_request(command, options))
+        return self.execute(parse_sh_request(command, options))
 
-    def execute(self, request: RunRequest) -> dict[str, Any]:
+    def execute(self, request: ShRunRequest) -> dict[str, Any]:
         prepared = self.prepare(request)
         if request.background:
             return self._start_background(prepared)
@@ -375,7 +375,7 @@ def _paths(value: str | list[str] | None) -> list[str]:
     return [] if value is None else [value] if isinstance(value, str) else list(value)
 
 
-def _retryable(request: RunRequest, attempt: Any) -> bool:
+def _retryable(request: ShRunRequest, attempt: Any) -> bool:
     if attempt.timed_out:
         return True
     if attempt.exit_code == expected_exit(request):

@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING, TypedDict
 
 from kernel_ext.appenv.environment import AppEnvironment, EnvironmentDescription, environment_for
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox import tempsweep
+from kernel_ext.sandbox import hold_temp_home, release_temp_home
 from kernel_ext.sandbox.frames import JSONValue, as_object, number
 from kernel_ext.validation.staging import Source
 
 if TYPE_CHECKING:
     import subprocess
 
-    from kernel_ext.sandbox.workers import WorkerPlan
+    from kernel_ext.sandbox import WorkerPlan
 
 log = logging.getLogger(__name__)
 
@@ -83,13 +83,13 @@ class AppHost:
     """One sandboxed warm host (lazily started). Thread-safe."""
 
     def __init__(self, *, policy: str | None = None, standby: bool = True, start_timeout: float = START_TIMEOUT_S):
-        from kernel_ext.sandbox.workers import WarmWorker
+        from kernel_ext.sandbox import WarmWorker
 
         self.policy = policy
         self.standby = standby
         self.start_timeout = start_timeout
         self.scratch = Path(tempfile.mkdtemp(prefix="besser-apphost-"))
-        tempsweep.hold(self.scratch)  # a warm host may outlive a day in a long-running server
+        hold_temp_home(self.scratch)  # a warm host may outlive a day in a long-running server
         for sub in ("src", "rw", "home/.tmp"):
             (self.scratch / sub).mkdir(parents=True, exist_ok=True)
         self.ready: Reply = {}
@@ -155,9 +155,7 @@ class AppHost:
         return thread
 
     def _plan(self) -> WorkerPlan:
-        from kernel_ext.sandbox.boot import package_program
-        from kernel_ext.sandbox.spec import Confinement
-        from kernel_ext.sandbox.workers import WorkerPlan
+        from kernel_ext.sandbox import Confinement, WorkerPlan, package_program
 
         overlay = list(self._paths)
         conf = Confinement.for_run(self.scratch / "rw", self.scratch / "home", network=False,
@@ -215,7 +213,7 @@ class AppHost:
             self._closed = True
             self._terminate()
             shutil.rmtree(self.scratch, ignore_errors=True)
-            tempsweep.release(self.scratch)
+            release_temp_home(self.scratch)
 
     # -- source -----------------------------------------------------------------------------------
 
