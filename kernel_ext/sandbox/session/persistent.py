@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox import proctree
+from kernel_ext.sandbox import netns, proctree
 from kernel_ext.sandbox.capture import StreamCapture
 from kernel_ext.sandbox.confined import spawn_confined
 from kernel_ext.sandbox.oneoff import execute
@@ -65,18 +65,22 @@ class ShellSession:
         workspace: str | os.PathLike[str],
         home: str | os.PathLike[str],
         *,
-        network: bool = True,
+        network: bool | str = True,
         hidden: tuple[str, ...] = (),
         registry: Any = None,
         key: str = "",
     ):
+        """``network``: a mode (``off`` / ``private`` / ``host``, see ``netns``); a bool means off or host."""
         if choice.tier is None:
             raise ValueError("a session needs an available tier")
         self.choice = choice
         self.key = key
         self.registry = registry
         self.ctl = Path(tempfile.mkdtemp(prefix="besser-shell-", dir=_control_root()))
-        self.conf = Confinement.for_run(workspace, home, network=network, writable=(self.ctl,), hidden=hidden)
+        mode = network if isinstance(network, str) else ("host" if network else "off")
+        net = netns.plan(mode, choice.tier)
+        self.conf = Confinement.for_run(workspace, home, network=net.network, writable=(self.ctl,), hidden=hidden,
+                                        private_net=net.private, network_limits=net.limits)
         self.cwd = self.conf.workspace
         self.last_used = time.monotonic()
         self._proc: subprocess.Popen | None = None
@@ -151,6 +155,8 @@ class ShellSession:
                                          cwd=self.conf.workspace, stable=True)
             self._proc = started.process
             self._secrets_removed = started.secrets_removed
+            if started.net_note:
+                self._pending_notes.append(started.net_note)
         except OSError as exc:
             if self.registry is not None:
                 self.registry.release(self)
@@ -276,7 +282,7 @@ class ShellSession:
             stderr=stderr.result(),
             timeout_s=timeout,
             notes=tuple(notes),
-            limits=self.choice.limits(self.conf.network),
+            limits=(*self.choice.limits(self.conf.network), *self.conf.network_limits),
             secrets_removed=self._secrets_removed,
             started_at=started_at,
             extra={"session": "shell"},

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.sandbox import netns
 from kernel_ext.sandbox.config import (
     ShellSettings,
     shell_tools_enabled,
@@ -89,6 +90,8 @@ class ShellService:
             "sandbox_tier": str(choice.tier) if choice.tier else "unavailable",
             "sandbox_limits": list(choice.limits(self.settings.session_network)),
             "session_network": self.settings.session_network,
+            "network_mode": self.settings.network_mode,
+            "network_limits": list(netns.plan(self.settings.network_mode, choice.tier).limits),
         }
 
     # -- running --------------------------------------------------------------------------------
@@ -118,7 +121,7 @@ class ShellService:
         choice = self.check_enabled()
         return self.registry.session(
             self.run_id,
-            lambda: ShellSession(choice, self.workspace, self.home, network=self.settings.session_network, hidden=self.hidden),
+            lambda: ShellSession(choice, self.workspace, self.home, network=self.settings.network_mode, hidden=self.hidden),
         )
 
     def run(
