@@ -127,6 +127,7 @@ class Attachment:
             pid = _child_pid(self.info_read, time.monotonic() + timeout)
             if pid is None:
                 return "the sandbox did not report its namespace: no outbound network"
+            _await_loopback(pid, time.monotonic() + timeout)
             return _start_pasta(pid, timeout)
         finally:
             try:
@@ -162,6 +163,27 @@ def _child_pid(fd: int, deadline: float) -> int | None:
         except (ValueError, KeyError, TypeError):
             continue
     return None
+
+
+def _await_loopback(pid: int, deadline: float) -> None:
+    """Wait until bubblewrap has set up the namespace's loopback: pasta configuring it at the same
+    time makes bubblewrap's own setup fail (``loopback: Failed RTM_NEWADDR``). Up means ``::1``
+    listed, or, without IPv6, ``127.0.0.1`` a local address."""
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/net/if_inet6") as six:
+                if any(line.rstrip().endswith(" lo") for line in six):
+                    return
+        except FileNotFoundError:
+            try:
+                with open(f"/proc/{pid}/net/fib_trie") as trie:
+                    if "127.0.0.1" in trie.read():
+                        return
+            except OSError:
+                return
+        except OSError:
+            return  # the sandbox is gone (pasta will say so)
+        time.sleep(0.002)
 
 
 def _start_pasta(pid: int, timeout: float) -> str | None:
