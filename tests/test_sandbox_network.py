@@ -15,14 +15,15 @@ import sys
 import threading
 
 import pytest
-from sandbox_fixtures import free_port, make_run, port_answers, processes_with, tier_param
+from sandbox_fixtures import free_port, make_run, port_answers, processes_with, tier_param, wait_until
 
 from kernel_ext.sandbox import config, netns, proctree
 from kernel_ext.sandbox.config import ShellSettings
 from kernel_ext.sandbox.session.service import ShellService
 
 pytestmark = pytest.mark.parametrize("tier", [tier_param("bwrap")])
-NEEDS_PASTA = pytest.mark.skipif(netns.missing_cause() is not None, reason=f"no private network here: needs {netns.missing_cause()}")
+NEEDS_PASTA = pytest.mark.skipif(netns.missing_cause() is not None,
+                                 reason=f"no private network here: needs {netns.missing_cause()}")
 # Connect to 127.0.0.1:PORT; print what happened (the probe a run would use on its own server).
 PROBE = ("import socket,sys\ntry:\n    socket.create_connection(('127.0.0.1', int(sys.argv[1])), 3).close(); print('REACHED')\n"
          "except OSError as e:\n    print('REFUSED', e)\n")
@@ -54,8 +55,8 @@ def run(tmp_path):
 def _cli(ws, mode: str, command: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != config.ENABLE_VAR}
     env[config.NETWORK_VAR] = mode
-    done = subprocess.run([sys.executable, "-m", "kernel_ext", "tool", "--workspace", str(ws), "--allow", "shell", "--approve", "yes",
-                           "--enable-shell", "run_command", json.dumps({"command": command})],
+    done = subprocess.run([sys.executable, "-m", "kernel_ext", "tool", "--workspace", str(ws), "--allow", "shell",
+                           "--approve", "yes", "--enable-shell", "run_command", json.dumps({"command": command})],
                           capture_output=True, text=True, timeout=120, env=env, check=False)
     return json.loads(done.stdout)
 
@@ -92,7 +93,9 @@ def test_a_runs_server_answers_its_own_commands_only(tier, run, host_listener):
         assert not port_answers(port)  # the host's loopback does not have it either
         assert second.run(f"python3 probe.py {host_listener}").stdout.text.startswith("REFUSED")
         # the same port is free in run 2's own loopback
-        assert second.run(f"(python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1 &); sleep 1; python3 probe.py {port}").stdout.text.startswith("REACHED")
+        own = second.run(f"(python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1 &); for i in $(seq 50); do "
+                         f"python3 probe.py {port} | grep -q REACHED && break; sleep 0.1; done; python3 probe.py {port}")
+        assert own.stdout.text.strip().endswith("REACHED")
     finally:
         first.close()
         second.close()
@@ -108,7 +111,6 @@ def test_pasta_ends_with_the_sandbox(tier, run):
         assert any(processes_with(f"/proc/{pid}/ns/net") for pid in chain)
     finally:
         service.close()
-    from sandbox_fixtures import wait_until
     assert wait_until(lambda: not any(processes_with(f"/proc/{pid}/ns/net") for pid in chain))
 
 
