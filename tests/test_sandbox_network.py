@@ -105,7 +105,8 @@ def test_a_runs_server_answers_its_own_commands_only(tier, run, host_listener):
 def test_pasta_ends_with_the_sandbox(tier, run):
     service = _service(run, run.ws, "private", "net-c")
     try:
-        assert service.run("true").exit_code == 0
+        devices = service.run("cut -d: -f1 /proc/net/dev | tail -n +3").stdout.text.split()
+        assert "lo" in devices and len(devices) >= 2  # pasta's interface, configured before the command ran
         session = service.registry.get("net-c")
         chain = proctree.descendants(session.pid)
         assert any(processes_with(f"/proc/{pid}/ns/net") for pid in chain)
@@ -148,5 +149,6 @@ def test_settings_name_three_modes(tier):
         ShellSettings.from_environment({config.NETWORK_VAR: "bridge"})
     assert ShellSettings.from_environment({}).network_mode == "private"
     assert ShellSettings(session_network=False).network_mode == "off"
+    assert not netns._default(["0" * 32, "00"], ["lo"]) and netns._default(["0" * 32, "00"], ["eth0"])
     assert netns.plan("host", "bwrap").limits == (netns.HOST_LIMIT,)
     assert netns.plan("private", "landlock") == netns.NetPlan("private", False, False, netns.plan("private", "landlock").limits)

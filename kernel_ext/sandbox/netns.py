@@ -7,7 +7,8 @@ its own: ``--unshare-net`` makes it, bubblewrap reports the sandbox's pid on ``-
 and holds the command on ``--block-fd`` until pasta (Debian package ``passt``, a user-mode
 network stack) has attached to that namespace and configured its interface. pasta forwards
 no port in either direction and does not map the gateway to the host, so only outbound
-connections leave; nothing outside reaches in. pasta is killed when the sandbox ends.
+connections leave; nothing outside reaches in. pasta runs in the foreground as the server's
+child (it dies with the server) and is stopped when the sandbox ends.
 
 ``host`` shares the server's network: the operator's explicit choice, named on every result.
 Where pasta, ``/dev/net/tun`` or bubblewrap is missing, ``private`` becomes no network at all
@@ -22,9 +23,7 @@ import os
 import select
 import selectors
 import shutil
-import signal
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -187,7 +186,10 @@ def _await_loopback(pid: int, deadline: float) -> None:
 
 
 def _start_pasta(pid: int, timeout: float) -> str | None:
-    """pasta configures the namespace of ``pid`` and goes to the background; it is killed when ``pid`` ends."""
+    """pasta serves the namespace of ``pid`` until that process ends (or the server: its parent-death
+    signal, set by ``setpriv``); ready once the namespace has a default route."""
+    from kernel_ext.sandbox.supervisor import spawn
+
     binary = pasta_path()
     if binary is None:
         return "pasta is not installed: no outbound network"
@@ -195,26 +197,45 @@ def _start_pasta(pid: int, timeout: float) -> str | None:
         sandbox = os.pidfd_open(pid)
     except OSError:
         return "the sandbox ended before its network was set up"
-    with tempfile.TemporaryDirectory(prefix="besser-pasta-") as scratch:
-        pidfile = os.path.join(scratch, "pid")
-        argv = [binary, *PASTA_OPTIONS, "--runas", str(os.geteuid()), "--pid", pidfile,
-                "--userns", f"/proc/{pid}/ns/user", "--netns", f"/proc/{pid}/ns/net"]
-        try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False)
-            daemon = int(open(pidfile).read().strip())
-            helper = os.pidfd_open(daemon)
-        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
-            os.close(sandbox)
-            log.warning("pasta could not attach to a sandbox's network: %s", exc)
-            return "pasta could not set up the sandbox's network: no outbound network (loopback only)"
-    if done.returncode != 0:
-        log.warning("pasta exited %s: %s", done.returncode, done.stderr.decode(errors="replace")[-400:])
+    setpriv = shutil.which("setpriv")
+    argv = [*([setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []), binary, *PASTA_OPTIONS, "-f",
+            "--runas", str(os.geteuid()), "--userns", f"/proc/{pid}/ns/user", "--netns", f"/proc/{pid}/ns/net"]
+    try:
+        helper = spawn(argv, stable=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError as exc:
+        os.close(sandbox)
+        log.warning("pasta could not start: %s", exc)
+        return "pasta could not start: no outbound network (loopback only)"
     _watcher().watch(sandbox, helper)
+    if not _await_route(pid, helper, time.monotonic() + timeout):
+        log.warning("pasta did not configure a sandbox's network (exit %s)", helper.poll())
+        return "pasta could not set up the sandbox's network: no outbound network (loopback only)"
     return None
 
 
+def _await_route(pid: int, helper: subprocess.Popen, deadline: float) -> bool:
+    """True once the namespace of ``pid`` has a default route (IPv4 or IPv6): pasta configured it."""
+    while time.monotonic() < deadline and helper.poll() is None:
+        try:
+            with open(f"/proc/{pid}/net/route") as four:
+                if any(_default(line.split()[1:2], line.split()[:1]) for line in four):
+                    return True
+            with open(f"/proc/{pid}/net/ipv6_route") as six:  # not the kernel's "unreachable" ::/0 on lo
+                if any(_default(line.split()[:2], line.split()[-1:]) for line in six):
+                    return True
+        except OSError:
+            return False
+        time.sleep(0.002)
+    return False
+
+
+def _default(destination: list[str], device: list[str]) -> bool:
+    """A route table line's destination fields say "default" and it leaves through pasta's interface."""
+    return bool(destination) and all(set(f) == {"0"} for f in destination) and device not in ([], ["lo"])
+
+
 class _Watcher:
-    """One thread: when a sandbox ends, the pasta serving its namespace is killed (pidfds: no pid reuse)."""
+    """One thread: when a sandbox ends, the pasta serving its namespace is stopped and reaped (a pidfd: no pid reuse)."""
 
     def __init__(self) -> None:
         self._selector = selectors.DefaultSelector()
@@ -223,7 +244,7 @@ class _Watcher:
         self._lock = threading.Lock()
         threading.Thread(target=self._loop, name="besser-netns-watcher", daemon=True).start()
 
-    def watch(self, sandbox: int, helper: int) -> None:
+    def watch(self, sandbox: int, helper: subprocess.Popen) -> None:
         with self._lock:
             self._selector.register(sandbox, selectors.EVENT_READ, helper)
         os.write(self._wake_write, b"w")
@@ -236,12 +257,17 @@ class _Watcher:
                     continue
                 with self._lock:
                     self._selector.unregister(key.fd)
-                try:
-                    signal.pidfd_send_signal(key.data, signal.SIGTERM)
-                except OSError:
-                    pass
                 os.close(key.fd)
-                os.close(key.data)
+                _stop(key.data)
+
+
+def _stop(helper: subprocess.Popen) -> None:
+    helper.terminate()
+    try:
+        helper.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        helper.kill()
+        helper.wait()
 
 
 @cache
