@@ -67,10 +67,11 @@ def test_cli_private_run_cannot_reach_the_hosts_loopback_and_host_can(tier, run,
     assert private["ok"], private
     assert private["data"]["stdout"].startswith("REFUSED")
     assert not any("host" in line for line in private["data"]["sandbox_limits"])
+    assert private["data"]["network_mode"] == "private" and "(network private)" in private["observation"]
     host = _cli(run.ws, "host", f"python3 probe.py {host_listener}")
     assert host["data"]["stdout"].startswith("REACHED")
     assert any(line.startswith("network: host") for line in host["data"]["sandbox_limits"])  # named on the result
-    assert "network: host" in host["observation"]
+    assert "network: host" in host["observation"] and host["data"]["network_mode"] == "host"
     assert sorted(p.name for p in run.ws.iterdir()) == ["probe.py", "project.txt", "sub"]
 
 

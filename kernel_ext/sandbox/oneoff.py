@@ -155,6 +155,7 @@ def _record(
         limits=(*choice.limits(conf.network), *conf.network_limits),
         secrets_removed=secrets_removed,
         started_at=time.time() - outcome.duration_s,
+        extra={"network_mode": "host" if choice.tier is Tier.OFF else conf.network_mode},
     )
     return attach_spill(record, conf.workspace) if spill_output else record
 

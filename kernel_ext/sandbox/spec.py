@@ -71,6 +71,11 @@ class Confinement:
             network_limits=network_limits,
         )
 
+    @property
+    def network_mode(self) -> str:
+        """``private`` (a namespace of its own), ``host`` (the server's network) or ``off``."""
+        return "private" if self.private_net else "host" if self.network else "off"
+
     def writable_paths(self) -> tuple[Path, ...]:
         return _unique((self.workspace, self.home, *self.writable))
 

@@ -285,7 +285,7 @@ class ShellSession:
             limits=(*self.choice.limits(self.conf.network), *self.conf.network_limits),
             secrets_removed=self._secrets_removed,
             started_at=started_at,
-            extra={"session": "shell"},
+            extra={"session": "shell", "network_mode": "host" if self.choice.tier is Tier.OFF else self.conf.network_mode},
         )
         return attach_spill(record, self.conf.workspace)
 
