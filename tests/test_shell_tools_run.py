@@ -118,6 +118,7 @@ def test_network_false_cuts_the_network(tmp_path):
         probe = f"python -c \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=5); print('reached')\""
         reached = h.call("sh_run", command=probe)
         assert reached.ok and reached.data["stdout"] == "reached"
+        assert reached.data["network_limits"][0].startswith("network: host")  # the operator's choice, named
         cut = h.call("sh_run", command=probe, sandbox={"network": False})
         assert not cut.ok and cut.data["network"] is False and "reached" not in cut.data.get("stdout", "")
         own = private.call("sh_run", command=probe)
