@@ -9,10 +9,12 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 from sandbox_fixtures import free_port, make_run, port_answers, processes_with, tier_param, wait_until
@@ -153,3 +155,32 @@ def test_settings_name_three_modes(tier):
     assert not netns._default(["0" * 32, "00"], ["lo"]) and netns._default(["0" * 32, "00"], ["eth0"])
     assert netns.plan("host", "bwrap").limits == (netns.HOST_LIMIT,)
     assert netns.plan("private", "landlock") == netns.NetPlan("private", False, False, netns.plan("private", "landlock").limits)
+
+
+@NEEDS_PASTA
+def test_the_runtime_probe_reaches_its_runs_backend_only(tier, run):
+    """probe.py (the runbook's runtime probe) through run_command: up, then req in the same run; another run's
+    probe and the host's loopback do not reach that backend."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    probe = Path(netns.__file__).parents[1] / "pipeline" / "data" / "probe.py"
+    app = "from fastapi import FastAPI\napp = FastAPI()\n\n@app.get('/hello')\ndef hello():\n    return {'hi': 1}\n"
+    for ws in (run.ws, run.other_ws):
+        shutil.copy(probe, ws / "probe.py")
+        (ws / "backend").mkdir()
+        (ws / "backend" / "main_api.py").write_text(app)
+    port = free_port()
+    first, second = _service(run, run.ws, "private", "net-p1"), _service(run, run.other_ws, "private", "net-p2")
+    try:
+        booted = first.run(f"python probe.py up --port {port}")
+        assert booted.exit_code == 0, booted.stdout.text
+        answered = first.run("python probe.py req GET /hello")
+        assert answered.exit_code == 0 and '{"hi":1}' in answered.stdout.text
+        (run.other_ws / ".besser_probe").mkdir()
+        (run.other_ws / ".besser_probe" / "port").write_text(str(port))  # run 2 aims its probe at run 1's port
+        stranger = second.run("python probe.py req GET /hello")
+        assert '{"hi":1}' not in stranger.stdout.text
+        assert not port_answers(port)
+    finally:
+        first.close()
+        second.close()
