@@ -1,6 +1,8 @@
 """The sandboxed shell against bare processes, measured side by side in the same run.
 
 1. Session round trip: ``true`` in a live session (bwrap) against ``subprocess.run(["true"])``.
+1b. The same round trip per network mode (``off``, ``host``, ``private``: its own namespace with
+   pasta attached), sessions interleaved in one run, and each mode's first command (pasta's start).
 2. First command of a session: starting the sandboxed shell plus its first ``true`` (tier
    self-tests are done before timing; they run once per server).
 3. One-off confined ``true`` (``run_confined``, network off as checks use it, and on) against
@@ -113,6 +115,41 @@ def bench_round_trip(workspace: Path, home: Path) -> list:
     _row("session.run('true') [bwrap]", session, bare)
     return [figure("session round trip 'true'", session, "ms", baseline=("subprocess.run(['true'])", bare),
                    target=Target("<=", 2.0, on_ratio=True), group="shell")]
+
+
+def bench_network_modes(workspace: Path, home: Path) -> list:
+    from kernel_ext.sandbox import netns
+    from kernel_ext.sandbox.session.persistent import ShellSession
+    from kernel_ext.sandbox.tiers import choose_tier
+
+    choice = choose_tier("bwrap")
+    modes = ("off", "host", "private")
+    trips: dict[str, list[float]] = {m: [] for m in modes}
+    firsts: dict[str, list[float]] = {m: [] for m in modes}
+    for _ in range(ROUNDS):
+        shells = {m: ShellSession(choice, workspace, home, network=m) for m in modes}
+        try:
+            for m in modes:
+                firsts[m].append(_timed(lambda m=m, shells=shells: shells[m].run("true", timeout=30)))
+            rounds: dict[str, list[float]] = {m: [] for m in modes}
+            for _ in range(ROUND_TRIPS):
+                for m in modes:
+                    rounds[m].append(_timed(lambda m=m, shells=shells: shells[m].run("true", timeout=30)))
+            for m in modes:
+                trips[m].append(_med(rounds[m]))
+        finally:
+            for shell in shells.values():
+                shell.dispose()
+    where = "" if netns.missing_cause() is None else f" (no private network here: needs {netns.missing_cause()})"
+    print(f"1b. round trip and first command per network mode, same run{where}")
+    for m in modes:
+        _row(f"session.run('true') network={m}", trips[m], trips["off"])
+    for m in modes:
+        _row(f"new session + 'true' network={m}", firsts[m], firsts["off"])
+    base = ("session round trip, network off", trips["off"])
+    shown = [figure(f"session round trip 'true', network {m}", trips[m], "ms", baseline=base, group="shell") for m in ("host", "private")]
+    return [*shown, figure("first command of a new session, network private", firsts["private"], "ms",
+                baseline=("first command, network off", firsts["off"]), group="shell")]
 
 
 def bench_first_command(workspace: Path, home: Path) -> list:
@@ -294,7 +331,7 @@ def main() -> None:
     home.mkdir()
     try:
         print(f"sandboxed shell bench: {ROUNDS} rounds, medians [min-max of round medians]; python {sys.version.split()[0]}")
-        figures = [*bench_round_trip(workspace, home), *bench_first_command(workspace, home),
+        figures = [*bench_round_trip(workspace, home), *bench_network_modes(workspace, home), *bench_first_command(workspace, home),
                    *bench_one_off(workspace, home), *bench_flood(workspace, home), *bench_plan(), *bench_policy()]
         emit(figures)
     finally:

@@ -74,14 +74,16 @@ def h(tmp_path):
     found.service.close()
 
 
-def harness(tmp_path: Path, *, enabled: bool = True, network: bool = True, approve: bool = True, programs=None,
+def harness(tmp_path: Path, *, enabled: bool = True, network: bool | str = True, approve: bool = True, programs=None,
             max_background: int | None = None) -> Harness:
     cause = tiers.self_test(tiers.Tier.BWRAP)
     if cause is not None:
         pytest.skip(f"bubblewrap cannot start here: {cause}")
     run = make_run(tmp_path)
     state = tmp_path / "state"
-    settings = ShellSettings(policy="bwrap", session_network=network, allowed_programs=frozenset(programs) if programs else None)
+    mode = network if isinstance(network, str) else "private" if network else "off"  # on: the default, private
+    settings = ShellSettings(policy="bwrap", session_network=mode != "off", network_mode=mode,
+                             allowed_programs=frozenset(programs) if programs else None)
     service = ShellService(run.ws, run_id="t", enabled=enabled, home=run.home, settings=settings)
     shell = Shell.for_service(service, state_dir=state, max_background=max_background)
     requests: list[ApprovalRequest] = []

@@ -30,7 +30,16 @@ def poll_until(h, record, predicate, **cursors):
     return box["r"]
 
 
-def test_background_server_polled_by_cursor_then_killed_with_its_children(h):
+@pytest.fixture
+def host_h(tmp_path):
+    """The harness with the server's network (``host``): the test itself talks to the run's server."""
+    found = harness(tmp_path, network="host")
+    yield found
+    found.service.close()
+
+
+def test_background_server_polled_by_cursor_then_killed_with_its_children(host_h):
+    h = host_h
     port, marker = free_port(), token()
     command = f"(sleep {marker} &); python -u -m http.server {port} --bind 127.0.0.1"
     started = h.call("sh_run", command=command, background=True)

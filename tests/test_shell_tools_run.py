@@ -101,7 +101,12 @@ def test_binary_and_capped_output_are_flagged(h):
     assert flood.data["output_capped"] is True and flood.data["stdout_truncated"] is True and not flood.ok
 
 
-def test_network_false_cuts_the_network(h):
+def test_network_false_cuts_the_network(tmp_path):
+    """``host`` (the operator's choice) reaches the host's loopback, ``network: false`` cuts it; the
+    default, ``private``, never reaches it (a namespace of the call's own)."""
+    h = harness(tmp_path, network="host")
+    private = harness(tmp_path / "private", network=True)
+
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
@@ -113,11 +118,16 @@ def test_network_false_cuts_the_network(h):
         probe = f"python -c \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=5); print('reached')\""
         reached = h.call("sh_run", command=probe)
         assert reached.ok and reached.data["stdout"] == "reached"
+        assert reached.data["network_limits"][0].startswith("network: host")  # the operator's choice, named
         cut = h.call("sh_run", command=probe, sandbox={"network": False})
         assert not cut.ok and cut.data["network"] is False and "reached" not in cut.data.get("stdout", "")
+        own = private.call("sh_run", command=probe)
+        assert not own.ok and "reached" not in own.data.get("stdout", "")
     finally:
         server.shutdown()
         server.server_close()
+        h.service.close()
+        private.service.close()
 
 
 def test_sandbox_confines_writes_to_cwd_and_writable_roots(h):

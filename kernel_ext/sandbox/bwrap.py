@@ -55,7 +55,7 @@ def bwrap_argv(conf: Confinement, argv: Sequence[str], *, executable: str | None
 def bwrap_options(conf: Confinement) -> list[str]:
     """The flags and mounts for ``conf`` (what a parked launcher hands bubblewrap through ``--args``)."""
     args = [*NAMESPACE_FLAGS, "--hostname", "sandbox"]
-    if not conf.network:
+    if not conf.network or conf.private_net:  # private: pasta serves the new namespace (netns)
         args.append("--unshare-net")
     args += _base_mounts(conf.network)
     args += _mounts(conf)

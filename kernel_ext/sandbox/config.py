@@ -12,6 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from kernel_ext.sandbox.netns import MODES as NETWORK_MODES
+from kernel_ext.sandbox.netns import parse_mode
+
 ENABLE_VAR = "BESSER_LLM_ENABLE_SHELL_TOOLS"
 POLICY_VAR = "BESSER_SANDBOX"
 IDLE_VAR = "BESSER_LLM_SHELL_SESSION_IDLE_SECONDS"
@@ -52,8 +55,16 @@ class ShellSettings:
     max_sessions: int = 10
     session_network: bool = True
     allowed_programs: frozenset[str] | None = None
+    # off / private (its own namespace and loopback, outbound through pasta) / host (the server's
+    # network: the operator's explicit choice). ``session_network=False`` means off.
+    network_mode: str = "private"
 
     def __post_init__(self) -> None:
+        if self.network_mode not in NETWORK_MODES:
+            raise ValueError(f"shell network {self.network_mode!r} is not one of {', '.join(NETWORK_MODES)}")
+        if not self.session_network or self.network_mode == "off":
+            object.__setattr__(self, "session_network", False)
+            object.__setattr__(self, "network_mode", "off")
         if self.policy not in POLICIES:
             raise ValueError(f"sandbox policy {self.policy!r} is not one of {', '.join(POLICIES)}")
         if self.max_sessions < 0 or self.idle_seconds < 0:
@@ -63,11 +74,13 @@ class ShellSettings:
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> ShellSettings:
         env = os.environ if environ is None else environ
         programs = env.get(PROGRAMS_VAR, "").strip()
+        mode = parse_mode(env.get(NETWORK_VAR, "private"))
         return cls(
             policy=(env.get(POLICY_VAR, "auto").strip().lower() or "auto"),
             idle_seconds=float(env.get(IDLE_VAR, "900") or 900),
             max_sessions=int(env.get(MAX_SESSIONS_VAR, "10") or 10),
-            session_network=(env.get(NETWORK_VAR, "on").strip().lower() not in ("off", "0", "false", "no")),
+            session_network=mode != "off",
+            network_mode=mode,
             allowed_programs=frozenset(p.strip() for p in programs.split(",") if p.strip()) if programs else None,
         )
 

@@ -11,7 +11,9 @@ the app host, the import checker). So each gets the same three things, from one 
 - the tier's launch line for a ``Confinement`` (bubblewrap or the launcher), which applies the
   resource caps (``resource_caps``: file size, core files, the task cap);
 - the environment from ``scrub_environment``, the one allowlist: a caller adds explicit extra
-  variables (``env``), and secret names among them are still removed.
+  variables (``env``), and secret names among them are still removed;
+- the network the confinement names: a private one (``netns``: pasta attached before the
+  command starts) or none or the server's.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox.config import startup_settings
 from kernel_ext.sandbox.env import scrub_environment
+from kernel_ext.sandbox.netns import Attachment
 from kernel_ext.sandbox.spec import Confinement
 from kernel_ext.sandbox.supervisor import Stream, spawn
 from kernel_ext.sandbox.tiers import (
@@ -45,6 +48,7 @@ class Confined:
     network: bool
     notes: tuple[str, ...]
     secrets_removed: int
+    net_note: str | None = None  # a private network's outbound traffic could not be set up
 
 
 def require_tier(policy: str | None = None) -> TierChoice:
@@ -83,7 +87,15 @@ def spawn_confined(
         chosen = require_tier(policy).tier
         assert chosen is not None
         tier = chosen
-    ready = launch(tier, conf, argv, parked=parked)
+    attach = Attachment.open() if conf.private_net and tier is Tier.BWRAP else None
+    try:
+        ready = launch(tier, conf, argv, parked=parked and attach is None,
+                       extra_options=attach.bwrap_options() if attach else ())
+    except BaseException:
+        if attach:
+            attach.close()
+        raise
+    net_note = None
     try:
         if not ready.private_tmp:
             (conf.home / ".tmp").mkdir(parents=True, exist_ok=True)
@@ -91,8 +103,14 @@ def spawn_confined(
         where = os.fspath(cwd) if cwd is not None else str(conf.working_dir())
         process = ready.start(scrubbed.env) if parked else None
         if process is None:
-            process = spawn(ready.argv, stable=stable, stdin=stdin, stdout=stdout, stderr=stderr, env=scrubbed.env, cwd=where)
+            process = spawn(ready.argv, stable=stable, stdin=stdin, stdout=stdout, stderr=stderr, env=scrubbed.env, cwd=where,
+                            pass_fds=attach.child_fds() if attach else ())
+        if attach:
+            attach.started()
+            net_note = attach.connect()
     finally:
         ready.dismiss()
+        if attach:
+            attach.close()
     off = tier is Tier.OFF
-    return Confined(process, tier, conf.network or off, (OFF_WARNING,) if off else (), scrubbed.secrets_removed)
+    return Confined(process, tier, conf.network or off, (OFF_WARNING,) if off else (), scrubbed.secrets_removed, net_note)

@@ -120,6 +120,7 @@ def execute(
     if started.process.stdin is not None:
         feed_stdin(started.process, stdin or b"")
     outcome = Job(started.process).run(timeout)
+    notes = [*notes, started.net_note] if started.net_note else notes
     return _record(choice, conf, conf.working_dir(), argv, outcome, started.secrets_removed, label, spill_output, notes)
 
 
@@ -151,9 +152,10 @@ def _record(
         stderr=outcome.stderr.result(),
         timeout_s=outcome.timeout_s,
         notes=tuple(all_notes),
-        limits=choice.limits(conf.network),
+        limits=(*choice.limits(conf.network), *conf.network_limits),
         secrets_removed=secrets_removed,
         started_at=time.time() - outcome.duration_s,
+        extra={"network_mode": "host" if choice.tier is Tier.OFF else conf.network_mode},
     )
     return attach_spill(record, conf.workspace) if spill_output else record
 

@@ -66,7 +66,8 @@ class CommandRecord:
             state = "exit 0 (success)"
         else:
             state = f"exit {self.exit_code} (failure)"
-        net = "network on" if self.network else "network off"
+        mode = self.extra.get("network_mode")  # private / host / off where the sandbox said which
+        net = f"network {mode}" if mode else "network on" if self.network else "network off"
         return f"{state} · {self.duration_ms:.0f} ms · sandbox {self.tier} ({net}) · cwd {self.cwd}"
 
     def view(self, which: str, limit: int = VIEW_CHARS) -> tuple[str, bool]:

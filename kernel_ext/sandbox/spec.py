@@ -4,7 +4,8 @@ A ``Confinement`` names the writable set (the run's workspace, its ``$HOME``, ex
 host adds), the read-only set (system folders, the interpreter the server runs under,
 wherever it lives, ``/tmp`` included), what must stay hidden, and whether the network is on.
 ``bwrap.py`` turns it into mounts, ``landlock.py`` into a ruleset; both read the same lists
-here, so the two tiers cannot drift apart.
+here, so the two tiers cannot drift apart. ``private_net``: the network is on through a namespace
+of the sandbox's own (``netns``), not the server's; ``network_limits`` are what results say about it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class Confinement:
     readable: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()
     cwd: Path | None = None
+    private_net: bool = False
+    network_limits: tuple[str, ...] = ()
 
     @classmethod
     def for_run(
@@ -52,6 +55,8 @@ class Confinement:
         readable: Iterable[str | os.PathLike[str]] = (),
         hidden: Iterable[str | os.PathLike[str]] = (),
         cwd: str | os.PathLike[str] | None = None,
+        private_net: bool = False,
+        network_limits: tuple[str, ...] = (),
     ) -> Confinement:
         real = _resolve
         return cls(
@@ -62,7 +67,14 @@ class Confinement:
             readable=tuple(real(p) for p in readable),
             hidden=tuple(real(p) for p in hidden),
             cwd=real(cwd) if cwd is not None else None,
+            private_net=private_net and network,
+            network_limits=network_limits,
         )
+
+    @property
+    def network_mode(self) -> str:
+        """``private`` (a namespace of its own), ``host`` (the server's network) or ``off``."""
+        return "private" if self.private_net else "host" if self.network else "off"
 
     def writable_paths(self) -> tuple[Path, ...]:
         return _unique((self.workspace, self.home, *self.writable))

@@ -193,13 +193,15 @@ class Launch:
             self.parked.dismiss()
 
 
-def launch(tier: Tier, conf: Confinement, argv: Sequence[str], *, parked: bool = False) -> Launch:
+def launch(tier: Tier, conf: Confinement, argv: Sequence[str], *, parked: bool = False,
+           extra_options: Sequence[str] = ()) -> Launch:
     """The command line that runs ``argv`` confined by ``conf`` under ``tier``, with its resource caps.
 
     ``parked`` (callers that spawn with stdin, stdout and stderr piped, then use ``start``):
     take the launcher parked in the sandbox's group when there is one, and have launchers
     parked ahead from now on. Raises ``OSError`` when the sandbox's task cap cannot be set up
     (callers treat it as a failed start, like a failed spawn: the command does not run uncapped).
+    ``extra_options``: more bubblewrap options for this start only (``netns``'s synchronisation pipes).
     """
     if tier is Tier.BWRAP and parked:
         resource_caps.want_launchers(ParkedLauncher.park)
@@ -209,7 +211,7 @@ def launch(tier: Tier, conf: Confinement, argv: Sequence[str], *, parked: bool =
     if taken is not None and waiting is None:
         taken.dismiss()  # this caller spawns its own way: the group serves it as a plain one
     if tier is Tier.BWRAP:
-        options = bwrap_options(conf)
+        options = [*bwrap_options(conf), *extra_options]
         full = [*resource_caps.bwrap_prefix(caps), bwrap_path() or "bwrap", *options, "--", *argv]
         return Launch(full, tier, True, tuple(options), tuple(argv), waiting)
     spec: LauncherSpec = {"cwd": str(conf.working_dir()), "landlock": None, "drop_caps": False,
@@ -230,7 +232,7 @@ def landlock_rules(conf: Confinement) -> LandlockRules:
         "listable": [str(p) for p in listable],
         "write": [str(p) for p in conf.writable_paths()],
         "devices": ["/dev"],
-        "deny_tcp": not conf.network,
+        "deny_tcp": not conf.network or conf.private_net,  # Landlock has no namespace to offer: closed
     }
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox import proctree
+from kernel_ext.sandbox import netns, proctree
 from kernel_ext.sandbox.capture import StreamCapture
 from kernel_ext.sandbox.confined import spawn_confined
 from kernel_ext.sandbox.oneoff import execute
@@ -40,6 +40,7 @@ from kernel_ext.sandbox.session.protocol import (
     ControlChannel,
     Marker,
     command_line,
+    control_root,
     init_script,
     oneoff_script,
     read_and_remove,
@@ -75,18 +76,22 @@ class ShellSession:
         workspace: str | os.PathLike[str],
         home: str | os.PathLike[str],
         *,
-        network: bool = True,
+        network: bool | str = True,
         hidden: tuple[str, ...] = (),
         registry: Slots | None = None,
         key: str = "",
     ):
+        """``network``: a mode (``off`` / ``private`` / ``host``, see ``netns``); a bool means off or host."""
         if choice.tier is None:
             raise ValueError("a session needs an available tier")
         self.choice = choice
         self.key = key
         self.registry = registry
-        self.ctl = Path(tempfile.mkdtemp(prefix="besser-shell-", dir=_control_root()))
-        self.conf = Confinement.for_run(workspace, home, network=network, writable=(self.ctl,), hidden=hidden)
+        self.ctl = Path(tempfile.mkdtemp(prefix="besser-shell-", dir=control_root()))
+        mode = network if isinstance(network, str) else ("host" if network else "off")
+        net = netns.plan(mode, choice.tier)
+        self.conf = Confinement.for_run(workspace, home, network=net.network, writable=(self.ctl,), hidden=hidden,
+                                        private_net=net.private, network_limits=net.limits)
         self.cwd = self.conf.workspace
         self.last_used = time.monotonic()
         self._proc: subprocess.Popen[bytes] | None = None
@@ -162,6 +167,8 @@ class ShellSession:
                                          cwd=self.conf.workspace, stable=True)
             self._proc = started.process
             self._secrets_removed = started.secrets_removed
+            if started.net_note:
+                self._pending_notes.append(started.net_note)
         except OSError as exc:
             if self.registry is not None:
                 self.registry.release(self)
@@ -290,10 +297,10 @@ class ShellSession:
             stderr=stderr.result(),
             timeout_s=timeout,
             notes=tuple(notes),
-            limits=self.choice.limits(self.conf.network),
+            limits=(*self.choice.limits(self.conf.network), *self.conf.network_limits),
             secrets_removed=self._secrets_removed,
             started_at=started_at,
-            extra={"session": "shell"},
+            extra={"session": "shell", "network_mode": "host" if self.choice.tier is Tier.OFF else self.conf.network_mode},
         )
         return attach_spill(record, self.conf.workspace)
 
@@ -387,9 +394,3 @@ class ShellSession:
         if text:
             log.warning("shell session %s ended unexpectedly: %s", self.key or "?", text[-2000:])
 
-
-def _control_root() -> str | None:
-    """Where control folders live: shared memory when the host has it (the shell saves its
-    variables there after every command, ten times faster than on disk), else the temp dir."""
-    shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox import tempsweep
+from kernel_ext.sandbox import netns, tempsweep
 from kernel_ext.sandbox.config import (
     ShellSettings,
     shell_tools_enabled,
@@ -53,6 +53,8 @@ class ShellDescription(TypedDict):
     sandbox_tier: str
     sandbox_limits: list[str]
     session_network: bool
+    network_mode: str  # off | private | host
+    network_limits: list[str]
 
 
 class ShellService:
@@ -108,6 +110,8 @@ class ShellService:
             "sandbox_tier": str(choice.tier) if choice.tier else "unavailable",
             "sandbox_limits": list(choice.limits(self.settings.session_network)),
             "session_network": self.settings.session_network,
+            "network_mode": self.settings.network_mode,
+            "network_limits": list(netns.plan(self.settings.network_mode, choice.tier).limits),
         }
 
     # -- running --------------------------------------------------------------------------------
@@ -139,7 +143,7 @@ class ShellService:
             raise ToolFailure(ErrorCode.NOT_FOUND, "the run's folder was removed, so its shell session has ended")
         return self.registry.session(
             self.run_id,
-            lambda: ShellSession(choice, self.workspace, self.home, network=self.settings.session_network, hidden=self.hidden),
+            lambda: ShellSession(choice, self.workspace, self.home, network=self.settings.network_mode, hidden=self.hidden),
         )
 
     def run(

@@ -119,6 +119,8 @@ def build(facts: Facts, failed: list[str] | None) -> dict[str, Any]:
         result["writes_confined_to"] = facts.placement.cwd
     if not facts.placement.conf.network:
         result["network"] = False
+    if facts.placement.conf.network_limits:  # host (the operator's choice) or a private network that could not be
+        result["network_limits"] = list(facts.placement.conf.network_limits)
     if facts.placement.secrets_protected:
         result["secrets_protected"] = facts.placement.secrets_protected
     if last.secrets_removed:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox import landlock
+from kernel_ext.sandbox import landlock, netns
 from kernel_ext.sandbox.capture import CAPTURE_CAP, StreamCapture
 from kernel_ext.sandbox.confined import spawn_confined
 from kernel_ext.sandbox.shtools.options import SandboxOptions
@@ -83,10 +83,12 @@ def place(service: ShellService, choice: TierChoice, cwd: str | None, sandbox: b
     where = resolve_inside(workspace, workspace, cwd, "cwd") if cwd else workspace
     if not where.is_dir():
         raise ToolFailure(ErrorCode.NOT_FOUND, f"cwd {cwd!r} is not a directory")
-    network = bool(service.settings.session_network)
+    net = netns.plan(service.settings.network_mode, choice.tier)  # private: a namespace of this call's own
+    network = net.network
     rel = str(where.relative_to(workspace)) if where != workspace else "."
     if not sandbox:
-        conf = Confinement.for_run(workspace, service.home, network=network, hidden=service.hidden, cwd=where)
+        conf = Confinement.for_run(workspace, service.home, network=network, hidden=service.hidden, cwd=where,
+                                   private_net=net.private, network_limits=net.limits)
         return Placement(conf, rel, False)
     options = sandbox if isinstance(sandbox, SandboxOptions) else SandboxOptions()
     if choice.tier is Tier.OFF:
@@ -110,7 +112,8 @@ def place(service: ShellService, choice: TierChoice, cwd: str | None, sandbox: b
     hidden += secrets
     readable = (workspace,) if where != workspace else ()
     conf = Confinement.for_run(
-        where, service.home, network=network, writable=writable, readable=readable, hidden=(*service.hidden, *hidden), cwd=where
+        where, service.home, network=network, writable=writable, readable=readable, hidden=(*service.hidden, *hidden), cwd=where,
+        private_net=net.private, network_limits=net.limits if options.network is not False else ()
     )
     if choice.tier is Tier.LANDLOCK and any(is_within(h, w) for h in conf.hidden for w in conf.writable_paths()):
         raise ToolFailure(

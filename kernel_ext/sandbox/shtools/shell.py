@@ -121,8 +121,10 @@ class Shell:
             from kernel_ext.sandbox.session.service import ShellService
 
             settings = startup_settings()
-            settings = replace(settings, policy=policy or settings.policy,
-                               session_network=settings.session_network if network is None else network)
+            if network is not None:  # an explicit on keeps the operator's kind of network (private unless host)
+                mode = "off" if not network else settings.network_mode if settings.session_network else "private"
+                settings = replace(settings, session_network=bool(network), network_mode=mode)
+            settings = replace(settings, policy=policy or settings.policy)
             service = ShellService(workspace, run_id=f"shell-{secrets.token_hex(3)}", enabled=shell_tools_enabled(enable),
                                    settings=settings, home=home)
             self._own_service = True

@@ -1,0 +1,275 @@
+"""A run's own network: a private namespace (its own loopback) with outbound traffic through pasta.
+
+With the network on, a sandbox that shares the server's network namespace also shares its
+loopback: the Jupyter server and other runs' servers answer there. ``private`` (the default
+whenever the operator turns the network on) gives a bubblewrap sandbox a network namespace of
+its own: ``--unshare-net`` makes it, bubblewrap reports the sandbox's pid on ``--info-fd``
+and holds the command on ``--block-fd`` until pasta (Debian package ``passt``, a user-mode
+network stack) has attached to that namespace and configured its interface. pasta forwards
+no port in either direction and does not map the gateway to the host, so only outbound
+connections leave; nothing outside reaches in. pasta runs in the foreground as the server's
+child (it dies with the server) and is stopped when the sandbox ends.
+
+``host`` shares the server's network: the operator's explicit choice, named on every result.
+Where pasta, ``/dev/net/tun`` or bubblewrap is missing, ``private`` becomes no network at all
+with a note saying why: never, silently, the host's network.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import selectors
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from functools import cache
+
+log = logging.getLogger(__name__)
+
+MODES = ("off", "private", "host")
+_ALIASES = {"": "private", "on": "private", "1": "private", "true": "private", "yes": "private",
+            "auto": "private", "0": "off", "false": "off", "no": "off", "none": "off", "shared": "host"}
+ATTACH_TIMEOUT_S = 10.0
+HOST_LIMIT = ("network: host (the operator's choice): commands share the server's network and loopback, "
+              "so the Jupyter server and other runs' servers are reachable")
+# No port forwarded either way (-t/-u inbound, -T/-U from the namespace to the host), no gateway-to-host mapping.
+PASTA_OPTIONS = ("--config-net", "--quiet", "-t", "none", "-u", "none", "-T", "none", "-U", "none", "--no-map-gw")
+
+
+def parse_mode(text: str | None) -> str:
+    """``off`` / ``private`` / ``host`` from the operator's setting (``on`` and ``auto`` mean private)."""
+    value = (text or "").strip().lower()
+    mode = value if value in MODES else _ALIASES.get(value)
+    if mode is None:
+        raise ValueError(f"shell network {text!r} is not one of {', '.join(MODES)}")
+    return mode
+
+
+@cache
+def pasta_path() -> str | None:
+    return shutil.which("pasta")
+
+
+@cache
+def missing_cause() -> str | None:
+    """Why this host cannot give a sandbox a private network with outbound traffic (None: it can)."""
+    if pasta_path() is None:
+        return "pasta (Debian package passt), which is not installed"
+    if not os.path.exists("/dev/net/tun"):
+        return "/dev/net/tun, which this host does not have"
+    return None
+
+
+@dataclass(frozen=True)
+class NetPlan:
+    """What a sandbox's network will be: on or off, private or shared, and what results must say."""
+
+    mode: str
+    network: bool
+    private: bool
+    limits: tuple[str, ...] = ()
+
+
+def plan(mode: str, tier: str | None) -> NetPlan:
+    """The network a sandbox of ``tier`` (a ``tiers.Tier``, compared by name: this module stays
+    light for ``config``) gets for the operator's ``mode``."""
+    if mode == "off":
+        return NetPlan("off", False, False)
+    if mode == "host" or tier == "off":  # unconfined: its own limits already say the network is the server's
+        return NetPlan(mode, True, False, (HOST_LIMIT,) if mode == "host" else ())
+    cause = "bubblewrap, which is not the active sandbox" if tier != "bwrap" else missing_cause()
+    if cause:
+        return NetPlan("private", False, False, (
+            f"network: off: a private network needs {cause}; commands run without network "
+            "(the operator may install passt, or choose host explicitly)",))
+    return NetPlan("private", True, True)
+
+
+@dataclass
+class Attachment:
+    """The pipes between a starting bubblewrap and the pasta that will serve its namespace."""
+
+    info_read: int
+    info_write: int
+    block_read: int
+    block_write: int
+
+    @classmethod
+    def open(cls) -> Attachment:
+        info_read, info_write = os.pipe()
+        block_read, block_write = os.pipe()
+        return cls(info_read, info_write, block_read, block_write)
+
+    def bwrap_options(self) -> list[str]:
+        return ["--info-fd", str(self.info_write), "--block-fd", str(self.block_read)]
+
+    def child_fds(self) -> tuple[int, int]:
+        return (self.info_write, self.block_read)
+
+    def started(self) -> None:
+        """bubblewrap holds its copies now: close ours (its info pipe reaches EOF when it is done)."""
+        for fd in (self.info_write, self.block_read):
+            _close(fd)
+        self.info_write = self.block_read = -1
+
+    def connect(self, timeout: float = ATTACH_TIMEOUT_S) -> str | None:
+        """Attach pasta to the sandbox's namespace, then let the command start. A note when outbound failed.
+
+        The command starts either way: without pasta its namespace has a loopback only, never the host's.
+        """
+        try:
+            pid = _child_pid(self.info_read, time.monotonic() + timeout)
+            if pid is None:
+                return "the sandbox did not report its namespace: no outbound network"
+            _await_loopback(pid, time.monotonic() + timeout)
+            return _start_pasta(pid, timeout)
+        finally:
+            try:
+                os.write(self.block_write, b"1")
+            except OSError:
+                pass
+            self.close()
+
+    def close(self) -> None:
+        for fd in (self.info_read, self.info_write, self.block_read, self.block_write):
+            _close(fd)
+        self.info_read = self.info_write = self.block_read = self.block_write = -1
+
+
+def _close(fd: int) -> None:
+    if fd >= 0:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _child_pid(fd: int, deadline: float) -> int | None:
+    data = b""
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))
+        chunk = os.read(fd, 4096) if ready else b""
+        if not chunk:
+            break
+        data += chunk
+        try:
+            return int(json.loads(data)["child-pid"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def _await_loopback(pid: int, deadline: float) -> None:
+    """Wait until bubblewrap has set up the namespace's loopback: pasta configuring it at the same
+    time makes bubblewrap's own setup fail (``loopback: Failed RTM_NEWADDR``). Up means ``::1``
+    listed, or, without IPv6, ``127.0.0.1`` a local address."""
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/net/if_inet6") as six:
+                if any(line.rstrip().endswith(" lo") for line in six):
+                    return
+        except FileNotFoundError:
+            try:
+                with open(f"/proc/{pid}/net/fib_trie") as trie:
+                    if "127.0.0.1" in trie.read():
+                        return
+            except OSError:
+                return
+        except OSError:
+            return  # the sandbox is gone (pasta will say so)
+        time.sleep(0.002)
+
+
+def _start_pasta(pid: int, timeout: float) -> str | None:
+    """pasta serves the namespace of ``pid`` until that process ends (or the server: its parent-death
+    signal, set by ``setpriv``); ready once the namespace has a default route."""
+    from kernel_ext.sandbox.supervisor import spawn
+
+    binary = pasta_path()
+    if binary is None:
+        return "pasta is not installed: no outbound network"
+    try:
+        sandbox = os.pidfd_open(pid)
+    except OSError:
+        return "the sandbox ended before its network was set up"
+    setpriv = shutil.which("setpriv")
+    argv = [*([setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []), binary, *PASTA_OPTIONS, "-f",
+            "--runas", str(os.geteuid()), "--userns", f"/proc/{pid}/ns/user", "--netns", f"/proc/{pid}/ns/net"]
+    try:
+        helper = spawn(argv, stable=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError as exc:
+        os.close(sandbox)
+        log.warning("pasta could not start: %s", exc)
+        return "pasta could not start: no outbound network (loopback only)"
+    _watcher().watch(sandbox, helper)
+    if not _await_route(pid, helper, time.monotonic() + timeout):
+        log.warning("pasta did not configure a sandbox's network (exit %s)", helper.poll())
+        return "pasta could not set up the sandbox's network: no outbound network (loopback only)"
+    return None
+
+
+def _await_route(pid: int, helper: subprocess.Popen, deadline: float) -> bool:
+    """True once the namespace of ``pid`` has a default route (IPv4 or IPv6): pasta configured it."""
+    while time.monotonic() < deadline and helper.poll() is None:
+        try:
+            with open(f"/proc/{pid}/net/route") as four:
+                if any(_default(line.split()[1:2], line.split()[:1]) for line in four):
+                    return True
+            with open(f"/proc/{pid}/net/ipv6_route") as six:  # not the kernel's "unreachable" ::/0 on lo
+                if any(_default(line.split()[:2], line.split()[-1:]) for line in six):
+                    return True
+        except OSError:
+            return False
+        time.sleep(0.002)
+    return False
+
+
+def _default(destination: list[str], device: list[str]) -> bool:
+    """A route table line's destination fields say "default" and it leaves through pasta's interface."""
+    return bool(destination) and all(set(f) == {"0"} for f in destination) and device not in ([], ["lo"])
+
+
+class _Watcher:
+    """One thread: when a sandbox ends, the pasta serving its namespace is stopped and reaped (a pidfd: no pid reuse)."""
+
+    def __init__(self) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._wake_read, self._wake_write = os.pipe()
+        self._selector.register(self._wake_read, selectors.EVENT_READ, None)
+        self._lock = threading.Lock()
+        threading.Thread(target=self._loop, name="besser-netns-watcher", daemon=True).start()
+
+    def watch(self, sandbox: int, helper: subprocess.Popen) -> None:
+        with self._lock:
+            self._selector.register(sandbox, selectors.EVENT_READ, helper)
+        os.write(self._wake_write, b"w")
+
+    def _loop(self) -> None:
+        while True:
+            for key, _ in self._selector.select():
+                if key.data is None:
+                    os.read(self._wake_read, 4096)
+                    continue
+                with self._lock:
+                    self._selector.unregister(key.fd)
+                os.close(key.fd)
+                _stop(key.data)
+
+
+def _stop(helper: subprocess.Popen) -> None:
+    helper.terminate()
+    try:
+        helper.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        helper.kill()
+        helper.wait()
+
+
+@cache
+def _watcher() -> _Watcher:
+    return _Watcher()
