@@ -164,11 +164,11 @@ def test_the_runtime_probe_reaches_its_runs_backend_only(tier, run):
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
     probe = Path(netns.__file__).parents[1] / "pipeline" / "data" / "probe.py"
-    app = "from fastapi import FastAPI\napp = FastAPI()\n\n@app.get('/hello')\ndef hello():\n    return {'hi': 1}\n"
-    for ws in (run.ws, run.other_ws):
+    app = "from fastapi import FastAPI\napp = FastAPI()\n\n@app.get('/hello')\ndef hello():\n    return {'hi': %d}\n"
+    for number, ws in ((1, run.ws), (2, run.other_ws)):
         shutil.copy(probe, ws / "probe.py")
         (ws / "backend").mkdir()
-        (ws / "backend" / "main_api.py").write_text(app)
+        (ws / "backend" / "main_api.py").write_text(app % number)
     port = free_port()
     first, second = _service(run, run.ws, "private", "net-p1"), _service(run, run.other_ws, "private", "net-p2")
     try:
@@ -179,7 +179,9 @@ def test_the_runtime_probe_reaches_its_runs_backend_only(tier, run):
         (run.other_ws / ".besser_probe").mkdir()
         (run.other_ws / ".besser_probe" / "port").write_text(str(port))  # run 2 aims its probe at run 1's port
         stranger = second.run("python probe.py req GET /hello")
-        assert '{"hi":1}' not in stranger.stdout.text
+        # run 2's probe finds no server of its own on that port, starts its own backend there (the same
+        # port is free in its namespace) and reaches that one, never run 1's
+        assert '{"hi":1}' not in stranger.stdout.text and '{"hi":2}' in stranger.stdout.text, stranger.stdout.text
         assert not port_answers(port)
     finally:
         first.close()
