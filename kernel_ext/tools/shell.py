@@ -211,51 +211,102 @@ _SHELL = frozenset({"shell"})
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
-        "sh_run", Category.SHELL, ShRunArgs,
-        "Run a command in a fresh sandbox and get a quiet structured result: id, exit, ok (exit == 0), ms, and only "
-        "what matters (line counts, files_changed, condensed output, assertions). The full output is stored: use sh_detail "
-        "instead of re-running. expect checks post-conditions in the same call; background: true starts a server or watcher.",
-        sh_run, prepare_sh_run, _SHELL, blocking=True,
+        name="sh_run",
+        category=Category.SHELL,
+        args_model=ShRunArgs,
+        description=(
+            "Run a command in a fresh sandbox and get a quiet structured result: id, exit, ok (exit == 0), ms, and only "
+            "what matters (line counts, files_changed, condensed output, assertions). The full output is stored: use sh_detail "
+            "instead of re-running. expect checks post-conditions in the same call; background: true starts a server or watcher."
+        ),
+        run=sh_run,
+        prepare=prepare_sh_run,
+        requires=_SHELL,
+        blocking=True,
     ),
     ToolSpec(
-        "sh_detail", Category.READ, ShDetailArgs,
-        "Read a stored command's full stdout/stderr (paged), only the lines matching a pattern (with numbers), its metadata, or "
-        "its trace. Never re-runs.",
-        sh_detail, None, _SHELL, blocking=True,
+        name="sh_detail",
+        category=Category.READ,
+        args_model=ShDetailArgs,
+        description=(
+            "Read a stored command's full stdout/stderr (paged), only the lines matching a pattern (with numbers), its metadata, or "
+            "its trace. Never re-runs."
+        ),
+        run=sh_detail,
+        requires=_SHELL,
+        blocking=True,
     ),
     ToolSpec(
-        "sh_logs", Category.READ, ShLogsArgs,
-        "Poll a background command: only output after the byte cursors you pass back, plus status (running/exited/killed), exit "
-        "and line counts.",
-        sh_logs, None, _SHELL, blocking=True,
+        name="sh_logs",
+        category=Category.READ,
+        args_model=ShLogsArgs,
+        description=(
+            "Poll a background command: only output after the byte cursors you pass back, plus status (running/exited/killed), exit "
+            "and line counts."
+        ),
+        run=sh_logs,
+        requires=_SHELL,
+        blocking=True,
     ),
     ToolSpec(
-        "sh_kill", Category.SHELL, ShKillArgs,
-        "Stop a background command and every process it started (SIGTERM, then SIGKILL after 2 s). Answers already_exited once "
-        "it has ended.",
-        sh_kill, prepare_sh_kill, _SHELL, blocking=True,
+        name="sh_kill",
+        category=Category.SHELL,
+        args_model=ShKillArgs,
+        description=(
+            "Stop a background command and every process it started (SIGTERM, then SIGKILL after 2 s). Answers already_exited once "
+            "it has ended."
+        ),
+        run=sh_kill,
+        prepare=prepare_sh_kill,
+        requires=_SHELL,
+        blocking=True,
     ),
     ToolSpec(
-        "sh_plan", Category.READ, ShPlanArgs,
-        "Classify a command without running it: read-only, mutating, destructive, network, complex or unknown, with "
-        "reversibility and file effects.",
-        sh_plan, None, _SHELL, blocking=True,  # planning is linear but up to ~1 s at the length cap: off the loop
+        name="sh_plan",
+        category=Category.READ,
+        args_model=ShPlanArgs,
+        description=(
+            "Classify a command without running it: read-only, mutating, destructive, network, complex or unknown, with "
+            "reversibility and file effects."
+        ),
+        run=sh_plan,
+        requires=_SHELL,
+        blocking=True,  # planning is linear but up to ~1 s at the length cap: off the loop
     ),
     ToolSpec(
-        "sh_checkpoint", Category.PLAN, ShCheckpointArgs,
-        "Snapshot a folder of the workspace under a label (copy-on-write where possible) so a bad step can be undone with "
-        "sh_restore.",
-        sh_checkpoint, None, _SHELL, blocking=True,
+        name="sh_checkpoint",
+        category=Category.PLAN,
+        args_model=ShCheckpointArgs,
+        description=(
+            "Snapshot a folder of the workspace under a label (copy-on-write where possible) so a bad step can be undone with "
+            "sh_restore."
+        ),
+        run=sh_checkpoint,
+        requires=_SHELL,
+        blocking=True,
     ),
     ToolSpec(
-        "sh_restore", Category.SHELL, ShCheckpointArgs,
-        "Restore a folder to a checkpoint exactly (files added since are removed). Only into the folder the checkpoint was taken "
-        "of.",
-        sh_restore, prepare_sh_restore, _SHELL, blocking=True,
+        name="sh_restore",
+        category=Category.SHELL,
+        args_model=ShCheckpointArgs,
+        description=(
+            "Restore a folder to a checkpoint exactly (files added since are removed). Only into the folder the checkpoint was taken "
+            "of."
+        ),
+        run=sh_restore,
+        prepare=prepare_sh_restore,
+        requires=_SHELL,
+        blocking=True,
     ),
     ToolSpec(
-        "sh_checkpoints", Category.READ, ShCheckpointsArgs,
-        "List this project's checkpoints (label, folder, size, time); dir lists only those taken of that folder.",
-        sh_checkpoints, None, _SHELL, blocking=True,
+        name="sh_checkpoints",
+        category=Category.READ,
+        args_model=ShCheckpointsArgs,
+        description=(
+            "List this project's checkpoints (label, folder, size, time); dir lists only those taken of that folder."
+        ),
+        run=sh_checkpoints,
+        requires=_SHELL,
+        blocking=True,
     ),
 )
