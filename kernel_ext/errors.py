@@ -121,3 +121,8 @@ class ToolFailure(Exception):
         self.code = str(code)
         self.message = message
         self.data = dict(data or {})
+
+
+class ConfigurationError(ValueError):
+    """An operator setting that cannot be used (a bad ``BESSER_*`` value or traitlet), named at start:
+    the CLI and the magics print its one line, never a traceback."""

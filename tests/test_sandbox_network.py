@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from sandbox_fixtures import free_port, make_run, port_answers, processes_with, tier_param, wait_until
 
+from kernel_ext.errors import ConfigurationError
 from kernel_ext.sandbox import config, netns, proctree
 from kernel_ext.sandbox.config import ShellSettings
 from kernel_ext.sandbox.session.service import ShellService
@@ -146,8 +147,11 @@ def test_outbound_goes_through_pasta_in_private_mode(tier, run):
 
 
 def test_settings_name_three_modes(tier):
-    assert [netns.parse_mode(v) for v in ("off", "0", "on", "", "auto", "private", "host", "shared")] == \
-        ["off", "off", "private", "private", "private", "private", "host", "host"]
+    assert [netns.parse_mode(v) for v in ("off", "0", "on", "", "auto", "private", "host")] == \
+        ["off", "off", "private", "private", "private", "private", "host"]
+    for word in ("shared", "bridge"):  # only the documented words: the host's network is never reached by a synonym
+        with pytest.raises(ConfigurationError, match="not one of off, private, host"):
+            netns.parse_mode(word)
     with pytest.raises(ValueError, match="not one of off, private, host"):
         ShellSettings.from_environment({config.NETWORK_VAR: "bridge"})
     assert ShellSettings.from_environment({}).network_mode == "private"

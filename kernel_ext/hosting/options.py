@@ -15,6 +15,7 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kernel_ext.errors import ConfigurationError
 from kernel_ext.model.method_bodies import ENV as METHOD_BODIES_ENV
 from kernel_ext.model.method_bodies import method_mode
 from kernel_ext.sandbox import env_flag
@@ -126,10 +127,6 @@ class OperatorSettings:
         values.update({k: v for k, v in explicit.items() if v is not None})
         values["extra_roots"] = extra_roots(values.get("extra_roots", ()))
         return cls(**values)
-
-
-class ConfigurationError(ValueError):
-    """An operator setting that cannot be used (a bad ``BESSER_*`` value or traitlet), named at start."""
 
 
 def _on_unless_off(value: str | None) -> bool:

@@ -29,11 +29,13 @@ import time
 from dataclasses import dataclass
 from functools import cache
 
+from kernel_ext.errors import ConfigurationError
+
 log = logging.getLogger(__name__)
 
 MODES = ("off", "private", "host")
 _ALIASES = {"": "private", "on": "private", "1": "private", "true": "private", "yes": "private",
-            "auto": "private", "0": "off", "false": "off", "no": "off", "none": "off", "shared": "host"}
+            "auto": "private", "0": "off", "false": "off", "no": "off", "none": "off"}
 ATTACH_TIMEOUT_S = 10.0
 HOST_LIMIT = ("network: host (the operator's choice): commands share the server's network and loopback, "
               "so the Jupyter server and other runs' servers are reachable")
@@ -46,7 +48,8 @@ def parse_mode(text: str | None) -> str:
     value = (text or "").strip().lower()
     mode = value if value in MODES else _ALIASES.get(value)
     if mode is None:
-        raise ValueError(f"shell network {text!r} is not one of {', '.join(MODES)}")
+        raise ConfigurationError(f"BESSER_LLM_SHELL_NETWORK={text!r} is not one of {', '.join(MODES)} "
+                                 "(on, 1 and auto mean private; 0 and false mean off)")
     return mode
 
 

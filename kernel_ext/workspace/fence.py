@@ -130,7 +130,7 @@ class Workspace:
     @contextmanager
     def parent_dir(self, loc: Location, *, create: bool = False) -> Iterator[int]:
         """A descriptor of ``loc``'s parent directory, reached without following any link."""
-        fd = os.open(loc.root, DIR_FLAGS)
+        fd = _open_root(loc.root)
         try:
             walked: list[str] = []
             for part in loc.parts[:-1]:
@@ -150,7 +150,7 @@ class Workspace:
         ones (``mkdir`` relative to the parent's descriptor, so never through a link).
         """
         if not loc.parts:
-            fd = os.open(loc.root, DIR_FLAGS)
+            fd = _open_root(loc.root)
             try:
                 yield fd
             finally:
@@ -333,3 +333,15 @@ def _is_link(fd: int, part: str) -> bool:
         return stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode)
     except OSError:
         return False
+
+
+def _open_root(root: Path) -> int:
+    """The root's descriptor; a root that is gone or was replaced by a link or a file is a named
+    refusal (the run's folder no longer exists as the fence knew it), never an ``OSError``."""
+    try:
+        return os.open(root, DIR_FLAGS)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            raise ToolFailure(ErrorCode.NOT_FOUND, f"the workspace folder {str(root)!r} is gone or is no longer a "
+                                                   "folder (removed, or replaced by a link)") from None
+        raise

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -73,6 +74,7 @@ class ShellService:
         hidden: tuple[str, ...] = (),
     ):
         self.workspace = Path(os.path.realpath(workspace))
+        self._folder = _identity(self.workspace)  # the run's folder as it was: a swap ends the shell
         self.run_id = run_id
         self.enabled = bool(enabled)
         self.settings = settings or startup_settings()
@@ -123,6 +125,12 @@ class ShellService:
         if not choice.available:
             log.error("shell command refused, sandbox unavailable (policy %s): %s", choice.policy, choice.cause)
             raise ToolFailure(ErrorCode.SANDBOX_UNAVAILABLE, UNAVAILABLE_MESSAGE)
+        current = _identity(self.workspace)
+        if self._folder is None:  # made before its folder existed: the first folder seen is the run's
+            self._folder = current
+        if current is None or current != self._folder:  # removed, or replaced (by a link, or another folder)
+            raise ToolFailure(ErrorCode.NOT_FOUND, "the run's folder was removed or replaced, so its shell has ended; "
+                                                   "start a new run")
         return choice
 
     def timeout_for(self, requested: float | None, default: float = DEFAULT_TIMEOUT_S) -> float:
@@ -139,8 +147,6 @@ class ShellService:
 
     def session(self) -> ShellSession:
         choice = self.check_enabled()
-        if not self.workspace.is_dir():
-            raise ToolFailure(ErrorCode.NOT_FOUND, "the run's folder was removed, so its shell session has ended")
         return self.registry.session(
             self.run_id,
             lambda: ShellSession(choice, self.workspace, self.home, network=self.settings.network_mode, hidden=self.hidden),
@@ -222,3 +228,12 @@ def shell_service_for_run(
         return None
     return ShellService(workspace, run_id=run_id, enabled=True, home=home, registry=registry, settings=settings,
                         deadline=deadline, hidden=hidden)
+
+
+def _identity(folder: Path) -> tuple[int, int] | None:
+    """(device, inode) of ``folder`` itself, never through a link; None unless it is a directory."""
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
