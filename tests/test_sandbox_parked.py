@@ -109,6 +109,7 @@ def test_a_parked_start_is_the_sandbox_the_usual_start_gives(tmp_path, monkeypat
     assert parked["argv"] == usual["argv"] == WORDS
     assert parked["env"] == usual["env"]
     assert parked["env"]["HOME"] == str(run.home) and parked["env"]["EXTRA_FLAG"] == "on"
+    assert parked["env"]["TMPDIR"] == "/tmp"  # the sandbox's own /tmp, not a folder of the run's home
     assert not any(tiers.PARKED_HOME in value for value in parked["env"].values()), parked["env"]
     assert parked["stdin"] == usual["stdin"] == "given on stdin"
     four_gib = resource_caps.FILE_SIZE_LIMIT
@@ -318,3 +319,27 @@ def test_a_launcher_that_cannot_start_leaves_no_descriptor_behind(monkeypatch, t
         tiers.ParkedLauncher.park(Path(tmp_path))
     assert failure.value.errno == errno.EAGAIN  # the cause itself, for the server log
     assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+@needs_cgroups
+@pytest.mark.parametrize("tier, parked, asks", [(tiers.Tier.BWRAP, True, True), (tiers.Tier.BWRAP, False, False),
+                                                (tiers.Tier.LANDLOCK, True, False), (tiers.Tier.OFF, True, False)])
+def test_only_a_parked_bwrap_start_has_launchers_parked_ahead(tmp_path, monkeypatch, tier, parked, asks):
+    """A server whose sandboxes start their own way (sessions, workers, Landlock) keeps no process parked."""
+    run = make_run(tmp_path)
+    monkeypatch.setattr(resource_caps, "_park", None)
+    tiers.launch(tier, conf_for(run), ["true"], parked=parked).dismiss()
+    assert (resource_caps._park is not None) == asks
+
+
+def test_the_off_tier_needs_no_task_cap(tmp_path, monkeypatch):
+    """The operator's override runs where a task cap cannot be set up (it promises no confinement at all)."""
+    def broken(limit=None):
+        raise OSError(errno.EACCES, "the sandbox's task cap could not be set up")
+
+    run = make_run(tmp_path)
+    monkeypatch.setattr(resource_caps, "new_group", broken)
+    with pytest.raises(OSError):
+        tiers.launch(tiers.Tier.LANDLOCK, conf_for(run), ["true"])
+    ready = tiers.launch(tiers.Tier.OFF, conf_for(run), ["true"])
+    assert ready.tier is tiers.Tier.OFF and not any("cgroup.procs" in word for word in ready.argv)
