@@ -73,6 +73,9 @@ def explain(expected: dict[str, Any], actual: dict[str, Any], where: str) -> Div
     if role == "user" and str(new.get("text", "")).startswith("[host]"):
         return _observation("this machine's checks found something the recording's did not", old, new, "observation")
     if role == "user":
+        missing = _observation("", old, new, "request")  # Phase 1's findings in the first message may name one
+        if missing.cause == "missing_module":
+            return missing
         return Divergence("request", "the request sent to the model differs from the recording's (the request, the model, "
                                      "or the scaffold generated here)" + _lines_apart(old.get("text"), new.get("text")))
     return Divergence("reply", "the model's recorded reply was sent back changed (another version of this package?)")
