@@ -7,7 +7,7 @@ import asyncio
 from kernel_ext.pipeline.generation import generate
 from kernel_ext.providers.scripted import Script, ScriptedProvider, Turn, call
 
-__all__ = ["Script", "Turn", "call", "run_pipeline", "events_of"]
+__all__ = ["Script", "Turn", "call", "events_of", "recording", "run_pipeline"]
 
 
 def run_pipeline(tmp_path, request, turns=None, *, provider=None, approve="all", timeout=240, model="example:library", **options):
@@ -27,3 +27,16 @@ def run_pipeline(tmp_path, request, turns=None, *, provider=None, approve="all",
 
 def events_of(run, type_):
     return [e for e in run.events.events if e.type == type_]
+
+
+def recording(turns, seen):
+    """Scripted turns that also keep each request the model received in ``seen`` (to read it back)."""
+
+    def reply(turn):
+        def source(request):
+            seen.append(request)
+            return turn
+
+        return source
+
+    return [reply(t) for t in turns]

@@ -1,23 +1,14 @@
-"""Validation after a batch of writes (issue 19, item 8): a model turn with several writes is
+"""Validation after a batch of writes: a model turn with several writes is
 checked once, together, and the findings reach the model with that turn's results. Through the
 real pipeline with an authored (scripted) provider; the requests it receives are kept to read."""
 
 from __future__ import annotations
 
-from pipeline_helpers import Turn, call, events_of, run_pipeline
+from pipeline_helpers import Turn, call, events_of, recording, run_pipeline
 
 from kernel_ext.providers.messages import ToolResultMessage
 
 HELPERS = "import no_such_module_zz\nfrom models_zz import Thing\n\n\ndef helper():\n    return no_such_module_zz.VALUE\n"
-
-
-def _recording(turns, seen):
-    def reply(turn):
-        def source(request):
-            seen.append(request)
-            return turn
-        return source
-    return [reply(t) for t in turns]
 
 
 def _results(request):
@@ -35,7 +26,7 @@ def test_a_turn_of_several_writes_is_checked_once_and_the_model_reads_the_findin
         Turn("", (call("task_list", {"action": "blocked", "id": "T1", "reason": "scripted"}),)),
         Turn("done"),
     ] + [Turn("cannot fix")] * 12
-    run, _done = run_pipeline(tmp_path, "Generate a FastAPI backend", _recording(turns, seen))
+    run, _done = run_pipeline(tmp_path, "Generate a FastAPI backend", recording(turns, seen))
     after_batch = _results(seen[2])[-3:]  # the request right after the three-write turn
     assert [m.name for m in after_batch] == ["write_file"] * 3
     assert "[host] checked the" not in after_batch[0].content and "[host] checked the" not in after_batch[1].content

@@ -1,27 +1,18 @@
-"""Phase 1's findings reach Phase 2 (issue 19, item 4): what the output checks found is in the
+"""Phase 1's findings reach Phase 2: what the output checks found is in the
 model's first customisation message and in the gap plan's scaffold, bounded. Through the real
 pipeline with an authored (scripted) provider whose received requests are kept."""
 
 from __future__ import annotations
 
 from besser.BUML.metamodel.structural import Method, StringType
-from pipeline_helpers import Turn, call, run_pipeline
+from pipeline_helpers import Turn, call, recording, run_pipeline
 
+from kernel_ext.findings import Finding
 from kernel_ext.model.loading import load_model
 from kernel_ext.pipeline import prompts
-from kernel_ext.findings import Finding
 from kernel_ext.providers.messages import UserMessage
 
 BODY = "def shelf(self):\n    import no_such_module_zz\n    return no_such_module_zz.where(self)\n"
-
-
-def _recording(turns, seen):
-    def reply(turn):
-        def source(request):
-            seen.append(request)
-            return turn
-        return source
-    return [reply(t) for t in turns]
 
 
 def _first_user(request):
@@ -35,7 +26,7 @@ def test_the_first_customisation_message_carries_phase1_findings(tmp_path):
     turns = [Turn("", (call("submit_tasks", {"tasks": ["look at the scaffold"]}),)),
              Turn("", (call("task_list", {"action": "blocked", "id": "T1", "reason": "scripted"}),)),
              Turn("done")] + [Turn("cannot fix")] * 12
-    run_pipeline(tmp_path, "Generate a FastAPI backend", _recording(turns, seen), model=model)
+    run_pipeline(tmp_path, "Generate a FastAPI backend", recording(turns, seen), model=model)
     plan, first = _first_user(seen[0]), _first_user(seen[1])
     assert first.startswith("Generate a FastAPI backend\n\n[host] Phase 1's output checks found 2 issue(s)")
     assert "- [warning] phase1.imports: missing module: no_such_module_zz" in first
