@@ -13,7 +13,6 @@ and each JSON reader directly; nothing outside the run changes, and refused edit
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,10 @@ DEEP_JSON = "[" * (1024 * 1024) + "]" * (1024 * 1024)  # 2 MB
 MAX_CLI_RSS_KB = 400 * 1024  # the refusal must come before the parse (which took 1.4 GB)
 
 
+_MEASURE = ("import os, subprocess, sys; p = subprocess.Popen(sys.argv[2:]); _, s, u = os.wait4(p.pid, 0); "
+            "open(sys.argv[1], 'w').write(str(u.ru_maxrss))")
+
+
 def _cli(kind: str, ws: Path, name: str, arguments: dict) -> tuple[dict, int]:
     """One CLI process; returns its answer and its peak resident memory (KB, from ``wait4``)."""
     common = ["--workspace", str(ws), "--allow", "edit", "--approve", "yes"]
@@ -43,20 +46,24 @@ def _cli(kind: str, ws: Path, name: str, arguments: dict) -> tuple[dict, int]:
         argv, stdin = [sys.executable, "-m", "kernel_ext", "tool", *common, name, json.dumps(arguments)], ""
     else:
         argv, stdin = [sys.executable, "-m", "kernel_ext", "calls", *common, "-"], json.dumps([{"name": name, "arguments": arguments}])
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.PIPE, stdout=out, stderr=err, text=True)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, \
+            tempfile.NamedTemporaryFile("r", suffix=".rss") as peak:
+        # Started by a small fresh interpreter, so the CLI's peak is its own: a child forked straight
+        # from this test process would count the test process's pages (hundreds of MB late in a suite).
+        measured = [sys.executable, "-c", _MEASURE, peak.name, *argv]
+        proc = subprocess.Popen(measured, cwd=REPO, stdin=subprocess.PIPE, stdout=out, stderr=err, text=True)
         proc.stdin.write(stdin)
         proc.stdin.close()
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc.wait()
         out.seek(0), err.seek(0)
         stdout, stderr = out.read(), err.read()
+        max_rss = int(peak.read().strip() or 0)
     assert "Traceback" not in stderr, stderr[-2000:]
     answer = json.loads(stdout)
     answer = answer[0] if isinstance(answer, list) else answer
     error = answer.get("error") or {}
     return {"ok": answer["ok"], "code": error.get("code"), "observation": answer["observation"],
-            "data": error.get("data") or answer.get("data") or {}}, usage.ru_maxrss
+            "data": error.get("data") or answer.get("data") or {}}, max_rss
 
 
 def _api(ws: Path, name: str, arguments: dict) -> tuple[dict, int | None]:
