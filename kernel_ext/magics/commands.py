@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
-from kernel_ext.hosting.flags import add_switch_flags, switches_from
-
 if TYPE_CHECKING:  # each loads with the first command that needs it
     from besser.BUML.metamodel.structural import DomainModel
     from IPython.core.interactiveshell import InteractiveShell
@@ -62,6 +60,8 @@ def build_parser() -> _Parser:
     generate.add_argument("--max-cost", type=float, help="USD")
     generate.add_argument("--max-runtime", type=float, help="seconds")
     generate.add_argument("--base-run", help="continue an earlier run's workspace")
+    from kernel_ext.hosting.flags import add_switch_flags  # the parser is built on the first %besser, not at load
+
     add_switch_flags(generate)
     scenario = commands.add_parser("scenario", help="host an authored teaching scenario")
     scenario.add_argument("name", choices=["side-effects"])
@@ -128,6 +128,8 @@ class BesserMagics(Magics):
     # -- commands -------------------------------------------------------------------------
 
     def _generate(self, args: argparse.Namespace) -> RunView:
+        from kernel_ext.hosting.flags import switches_from
+
         fields: dict[str, Any] = {"kind": "generate", "request": " ".join(args.request), **self._model_source(args.model)}
         options = {"target": args.target, "provider": args.provider, "llm_model": args.llm_model, "approve": args.approve,
                    "max_turns": args.max_turns, "max_cost_usd": args.max_cost, "max_runtime_s": args.max_runtime,
