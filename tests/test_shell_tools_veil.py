@@ -106,11 +106,11 @@ def test_sweep_removes_only_stale_homes_of_this_user_never_through_links(tmp_pat
     for folder in (*stale.values(), held, other, touched):
         _aged(folder, day + 60)
     (touched / "new.txt").write_text("recent")  # something inside changed lately: not stale
-    tempsweep.hold(held)
+    tempsweep.hold_temp_home(held)
     try:
         removed = tempsweep.sweep(root)
     finally:
-        tempsweep.release(held)
+        tempsweep.release_temp_home(held)
     assert sorted(removed) == sorted(f.name for f in stale.values())
     assert sorted(os.listdir(root)) == sorted(["besser-home-fresh", "besser-apphost-held", "unrelated-old", "besser-home-link",
                                                "besser-oneoff-home-touched"])

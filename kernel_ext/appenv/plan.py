@@ -58,11 +58,6 @@ def installed(name: str, paths: Sequence[str | Path]) -> Distribution | None:
     return None
 
 
-def installed_version(name: str, paths: Sequence[str | Path]) -> str | None:
-    found = installed(name, paths)
-    return None if found is None else str(found.metadata["Version"])
-
-
 def plan_for(requirements: Sequence[Requirement]) -> EnvPlan:
     """Each requirement checked against the server's site folders: its version range, and the
     packages its extras add (``pydantic[email]`` needs email-validator too)."""

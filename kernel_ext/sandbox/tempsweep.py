@@ -33,13 +33,13 @@ _held: set[str] = set()
 _held_lock = threading.Lock()
 
 
-def hold(path: str | os.PathLike[str]) -> None:
+def hold_temp_home(path: str | os.PathLike[str]) -> None:
     """``path`` is in use by this process: never swept, however old."""
     with _held_lock:
         _held.add(os.path.realpath(path))
 
 
-def release(path: str | os.PathLike[str]) -> None:
+def release_temp_home(path: str | os.PathLike[str]) -> None:
     with _held_lock:
         _held.discard(os.path.realpath(path))
 
@@ -109,6 +109,3 @@ class TempSweeper:
                 log.info("removed %d stale temporary folder(s): %s", len(found), ", ".join(found))
             if self._stop.wait(self.interval_s):
                 return
-
-
-hold_temp_home, release_temp_home = hold, release  # the names the sandbox's facade gives them

@@ -85,7 +85,7 @@ class ShellService:
         self._own_home = home is None
         self.home = Path(home) if home is not None else Path(tempfile.mkdtemp(prefix=f"besser-home-{run_id}-"))
         if self._own_home:
-            tempsweep.hold(self.home)  # a long-lived notebook Shell's home is never "stale"
+            tempsweep.hold_temp_home(self.home)  # a long-lived notebook Shell's home is never "stale"
         self.home.mkdir(parents=True, exist_ok=True)
         self._choice: TierChoice | None = None
         # Where this run's command records are kept (the ``sh_*`` toolkit's store, shared), so
@@ -209,7 +209,7 @@ class ShellService:
             self.registry.close()
         if self._own_home:
             shutil.rmtree(self.home, ignore_errors=True)
-            tempsweep.release(self.home)
+            tempsweep.release_temp_home(self.home)
 
 
 def shell_service_for_run(
