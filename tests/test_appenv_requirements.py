@@ -1,0 +1,107 @@
+# ruff: noqa: F811 - the fixtures imported from appenv_fixtures are requested by name
+"""The app's requirements read, planned and configured (``kernel_ext.appenv``), with no sandbox:
+what a requirements.txt may ask for, what the server already meets, the cache key, the operator's
+switches, and the refusal when no source may provide a package (nothing written)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+from appenv_fixtures import no_sources  # noqa: F401 - a fixture, requested by name
+
+from kernel_ext.appenv.environment import environment_for
+from kernel_ext.appenv.overlay import overlay_key
+from kernel_ext.appenv.plan import plan_for
+from kernel_ext.appenv.requirements import read_requirements
+from kernel_ext.appenv.settings import AppEnvSettings
+from kernel_ext.errors import ToolFailure
+
+
+def test_lines_that_would_choose_where_packages_come_from_are_named_and_ignored():
+    listed = read_requirements(
+        "fastapi>=0.100  # the web framework\n--index-url https://evil.example/simple\n-r other.txt\n-e ./local\n"
+        "https://evil.example/pkg.whl\nsomething @ https://evil.example/x.whl\nnot a requirement!!\n"
+        "pywin32; sys_platform == 'win32'\nFastAPI<1\n\n# a comment\n"
+    )
+    assert [str(r) for r in listed.requirements] == ["fastapi<1,>=0.100"]  # two lines for one package: both hold
+    reasons = dict(listed.unusable)
+    assert set(reasons) == {"--index-url https://evil.example/simple", "-r other.txt", "-e ./local",
+                            "https://evil.example/pkg.whl", "something @ https://evil.example/x.whl", "not a requirement!!"}
+    assert "operator" in reasons["--index-url https://evil.example/simple"]
+    assert "operator" in reasons["something @ https://evil.example/x.whl"]
+
+
+def test_an_oversized_requirements_file_is_not_read():
+    listed = read_requirements(b"a\n" * 40_000)
+    assert listed.requirements == () and "not read" in listed.unusable[0][1]
+
+
+def test_the_plan_uses_what_the_server_has_and_names_what_it_lacks():
+    fastapi = importlib.metadata.version("fastapi")
+    listed = read_requirements(f"fastapi=={fastapi}\nfastapi-nope-besser>=1\npydantic<1\n")
+    plan = plan_for(listed.requirements)
+    assert [(p.name, p.version, p.where) for p in plan.provided] == [("fastapi", fastapi, "server")]
+    assert [r.name for r in plan.missing] == ["fastapi-nope-besser", "pydantic"]
+    assert [(r.name, v) for r, v in plan.wrong_version] == [("pydantic", importlib.metadata.version("pydantic"))]
+
+
+def test_the_cache_key_follows_the_requirements_set_not_its_order():
+    a = read_requirements("b>=1\na==2\n").requirements
+    b = read_requirements("a==2\nb>=1\n").requirements
+    c = read_requirements("a==3\nb>=1\n").requirements
+    assert overlay_key(a) == overlay_key(b) != overlay_key(c)
+
+
+# -- what cannot be provided ------------------------------------------------------------------------
+
+
+def test_without_a_source_a_missing_package_is_one_named_refusal(no_sources, tmp_path):
+    with pytest.raises(ToolFailure) as caught:
+        environment_for("besser-no-such-package==9\nfastapi\n")
+    assert caught.value.code == "requirements_unmet"
+    message = caught.value.message
+    assert "besser-no-such-package==9 (not installed)" in message and "fastapi" not in message.split("needs")[1].split("which")[0]
+    assert "BESSER_APP_WHEELHOUSE" in message and "BESSER_APP_ENV_NETWORK" in message
+    assert not (tmp_path / "cache").exists()  # nothing was built, nothing written
+
+
+def test_settings_come_from_the_operator_environment(tmp_path):
+    settings = AppEnvSettings.from_environment({"BESSER_APP_WHEELHOUSE": str(tmp_path), "BESSER_APP_ENV_NETWORK": "1",
+                                                "BESSER_APP_ENV_BUILD_SECONDS": "-5", "XDG_CACHE_HOME": str(tmp_path / "c")})
+    assert settings.wheelhouse == tmp_path and settings.network and settings.can_fetch
+    assert settings.build_seconds == 600.0  # a nonsense value keeps the default
+    assert settings.cache == tmp_path / "c" / "besser-agent" / "app-envs"
+    assert not AppEnvSettings.from_environment({}).can_fetch
+
+
+def test_extras_count_only_when_their_packages_are_installed():
+    import importlib.util
+
+    plan = plan_for(read_requirements("uvicorn\npydantic[besser-no-such-extra]\n").requirements)
+    assert [p.name for p in plan.provided] == ["uvicorn", "pydantic"]  # an unknown extra adds nothing
+    if importlib.util.find_spec("email_validator") is None:
+        plan = plan_for(read_requirements("pydantic[email]\n").requirements)
+        assert [r.name for r in plan.missing] == ["pydantic"]  # pydantic is here, email-validator is not
+
+
+def test_variables_and_file_names_are_not_requirements():
+    listed = read_requirements("zz===${PATH}\nx.whl\nrequirements.tar.gz\nfastapi\n")
+    assert [r.name for r in listed.requirements] == ["fastapi"]
+    reasons = dict(listed.unusable)
+    assert "environment variable" in reasons["zz===${PATH}"]
+    assert "file name" in reasons["x.whl"] and "file name" in reasons["requirements.tar.gz"]
+
+
+def test_the_configuration_says_where_an_apps_packages_may_come_from(tmp_path, monkeypatch):
+    from kernel_ext.hosting.options import OperatorSettings
+    from kernel_ext.server.report import describe_configuration
+
+    monkeypatch.delenv("BESSER_APP_ENV_NETWORK", raising=False)
+    monkeypatch.delenv("BESSER_APP_WHEELHOUSE", raising=False)
+    closed = describe_configuration(OperatorSettings())["app_environment"]
+    assert closed["fetches"] is False and closed["sources"].startswith("none")
+    monkeypatch.setenv("BESSER_APP_WHEELHOUSE", str(tmp_path))
+    monkeypatch.setenv("BESSER_APP_ENV_NETWORK", "1")
+    opened = describe_configuration(OperatorSettings())["app_environment"]
+    assert opened["fetches"] is True and str(tmp_path) in opened["sources"] and "package index" in opened["sources"]
