@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 
+from kernel_ext.boundary import ExecutionPolicy, Executor, always_approve
 from kernel_ext.errors import ToolFailure
 from kernel_ext.tools.base import Category, Preparation, ToolArgs, ToolContext, ToolOutcome, ToolSpec
-from kernel_ext.workspace import publish, snapshot
+from kernel_ext.tools.registry import ToolCatalog
+from kernel_ext.workspace import Workspace, publish, snapshot
 
 
 class PathArgs(ToolArgs):
@@ -57,3 +61,12 @@ TOOLS = (
     ToolSpec("crash", Category.READ, PathArgs, "Has a bug.", _crash),
     ToolSpec("sh", Category.SHELL, PathArgs, "Needs the shell service.", _shell, requires=frozenset({"shell"})),
 )
+
+
+# An Executor over some tools (edits and reads allowed), for tests of the boundary's own edges.
+EDIT = ExecutionPolicy.allowing([Category.EDIT, Category.READ])
+
+
+def executor(project: Path | None, *specs: ToolSpec, approver=always_approve) -> Executor:
+    services = {"workspace": Workspace(project)} if project is not None else {}
+    return Executor(ToolCatalog(specs), ToolContext(services=services), policy=EDIT, approver=approver)

@@ -5,12 +5,11 @@ mutants (``make mutation``, bench/MUTATION.md). Real workspace, real files.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import boundary_fixtures
 import pytest
+from boundary_fixtures import EDIT, executor
 
-from kernel_ext.boundary import ExecutionPolicy, Executor, ToolCall, always_approve
+from kernel_ext.boundary import Executor, ToolCall
 from kernel_ext.tools.base import (
     Category,
     ToolArgs,
@@ -20,13 +19,6 @@ from kernel_ext.tools.base import (
 )
 from kernel_ext.tools.registry import ToolCatalog
 from kernel_ext.workspace import Workspace
-
-EDIT = ExecutionPolicy.allowing([Category.EDIT, Category.READ])
-
-
-def executor(project: Path | None, *specs: ToolSpec, approver=always_approve) -> Executor:
-    services = {"workspace": Workspace(project)} if project is not None else {}
-    return Executor(ToolCatalog(specs), ToolContext(services=services), policy=EDIT, approver=approver)
 
 # -- arguments as sent: size, JSON, depth, text no tool can use ---------------------------------
 

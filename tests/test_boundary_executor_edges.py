@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from pathlib import Path
 
 import boundary_fixtures
 import pytest
+from boundary_fixtures import EDIT, executor
 from pydantic import model_validator
 
-from kernel_ext.boundary import ExecutionPolicy, Executor, ToolCall, always_approve
+from kernel_ext.boundary import Executor, ToolCall, always_approve
 from kernel_ext.errors import ToolFailure
 from kernel_ext.tools.base import (
     Category,
@@ -29,13 +29,6 @@ from kernel_ext.tools.base import (
 )
 from kernel_ext.tools.registry import ToolCatalog
 from kernel_ext.workspace import Workspace
-
-EDIT = ExecutionPolicy.allowing([Category.EDIT, Category.READ])
-
-
-def executor(project: Path | None, *specs: ToolSpec, approver=always_approve) -> Executor:
-    services = {"workspace": Workspace(project)} if project is not None else {}
-    return Executor(ToolCatalog(specs), ToolContext(services=services), policy=EDIT, approver=approver)
 
 
 def test_a_blocking_tool_runs_in_a_worker_thread_with_the_frozen_arguments_and_the_runs_context(project):
