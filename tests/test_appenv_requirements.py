@@ -105,3 +105,50 @@ def test_the_configuration_says_where_an_apps_packages_may_come_from(tmp_path, m
     monkeypatch.setenv("BESSER_APP_ENV_NETWORK", "1")
     opened = describe_configuration(OperatorSettings())["app_environment"]
     assert opened["fetches"] is True and str(tmp_path) in opened["sources"] and "package index" in opened["sources"]
+
+
+def _planted_scratch(tmp_path, victim):
+    """A build folder as a hostile package build could leave it: the manifest's name planted as a link
+    to a host file, a dist-info folder that is a link, a FIFO for metadata."""
+    import os
+
+    scratch = tmp_path / "cache" / ".build-k"
+    (scratch / "site" / "good_pkg-1.0.dist-info").mkdir(parents=True)
+    os.mkfifo(scratch / "site" / "good_pkg-1.0.dist-info" / "METADATA")
+    (scratch / "env.json").symlink_to(victim)
+    (scratch / "site" / "evil-6.6.6.dist-info").symlink_to(victim.parent)
+    return scratch
+
+
+def test_sealing_a_build_trusts_nothing_the_sandbox_wrote(tmp_path):
+    import time
+
+    from kernel_ext.appenv.overlay import _seal, cached_overlay
+
+    victim = tmp_path / "host" / "bashrc"
+    victim.parent.mkdir()
+    victim.write_text("the host's own file\n")
+    scratch = _planted_scratch(tmp_path, victim)
+    settings = AppEnvSettings(cache=tmp_path / "cache")
+    overlay = _seal(scratch, settings, "k", read_requirements("good-pkg==1.0\n").requirements, time.perf_counter())
+    assert victim.read_text() == "the host's own file\n"  # no write through the planted name
+    assert overlay.packages == (("good-pkg", "1.0"),)  # from folder names: no METADATA opened (a FIFO would hang)
+    manifest = tmp_path / "cache" / "k" / "env.json"
+    assert manifest.is_file() and not manifest.is_symlink()
+    assert cached_overlay(settings, "k").packages == overlay.packages
+
+
+def test_a_build_whose_site_is_a_link_is_refused_and_nothing_is_cached(tmp_path):
+    import time
+
+    from kernel_ext.appenv.overlay import _seal
+
+    host = tmp_path / "host"
+    host.mkdir()
+    scratch = tmp_path / "cache" / ".build-k"
+    scratch.mkdir(parents=True)
+    (scratch / "site").symlink_to(host)
+    with pytest.raises(ToolFailure) as caught:
+        _seal(scratch, AppEnvSettings(cache=tmp_path / "cache"), "k", (), time.perf_counter())
+    assert caught.value.code == "requirements_unmet" and "link" in caught.value.message
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [".build-k"] and list(host.iterdir()) == []

@@ -25,7 +25,6 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from importlib.metadata import Distribution
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -148,22 +147,51 @@ def _build(requirements: Sequence[Requirement], settings: AppEnvSettings, key: s
             text = f"{record.view('stdout', 20_000)[0]}\n{record.view('stderr', 20_000)[0]}"
             names = tuple(dict.fromkeys(canonicalize_name(n) for n in _NOT_FOUND.findall(text)))
             raise BuildFailed(names, _last_error(text) or record.status_line())
-        size = _size(scratch / "site")
-        if size > settings.max_bytes:
-            raise ToolFailure(ErrorCode.REQUIREMENTS_UNMET,
-                              f"the app's environment would take {size // 2**20} MiB, over the operator's limit of "
-                              f"{settings.max_bytes // 2**20} MiB (BESSER_APP_ENV_MAX_MB)")
-        packages = tuple(sorted({(canonicalize_name(d.metadata["Name"] or ""), str(d.version))
-                                 for d in Distribution.discover(path=[str(scratch / "site")])}))
-        built_s = round(time.perf_counter() - started, 2)
-        manifest = {"key": key, "requirements": [str(r) for r in requirements], "packages": packages,
-                    "python": sys.version.split()[0], "interpreter": sys.executable, "built_s": built_s,
-                    "sources": settings.sources()}
-        (scratch / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-        os.replace(scratch, settings.cache / key)
-        return Overlay(key, settings.cache / key / "site", packages, built_s)
+        return _seal(scratch, settings, key, requirements, started)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _seal(scratch: Path, settings: AppEnvSettings, key: str, requirements: Sequence[Requirement], started: float) -> Overlay:
+    """The host's half after pip. Everything in ``scratch`` was written inside the sandbox (a package's
+    build may run its own code there), so nothing in it is trusted: ``site`` must be a real folder,
+    not a link; the package list comes from its ``*.dist-info`` folder names, no file in it is read;
+    and the manifest is written into a folder the host makes afterwards, never through a name the
+    sandbox could have planted."""
+    site = scratch / "site"
+    if not _real_dir(site):
+        raise ToolFailure(ErrorCode.REQUIREMENTS_UNMET, "the app environment's build left no package folder (missing, or a link)")
+    size = _size(site)
+    if size > settings.max_bytes:
+        raise ToolFailure(ErrorCode.REQUIREMENTS_UNMET,
+                          f"the app's environment would take {size // 2**20} MiB, over the operator's limit of "
+                          f"{settings.max_bytes // 2**20} MiB (BESSER_APP_ENV_MAX_MB)")
+    packages = _installed(site)
+    built_s = round(time.perf_counter() - started, 2)
+    manifest = {"key": key, "requirements": [str(r) for r in requirements], "packages": packages,
+                "python": sys.version.split()[0], "interpreter": sys.executable, "built_s": built_s,
+                "sources": settings.sources()}
+    sealed = Path(tempfile.mkdtemp(prefix=f".seal-{key}-", dir=settings.cache))
+    try:
+        os.rename(site, sealed / "site")
+        with open(sealed / MANIFEST, "x", encoding="utf-8") as handle:
+            handle.write(json.dumps(manifest, indent=1))
+        os.replace(sealed, settings.cache / key)
+    finally:
+        shutil.rmtree(sealed, ignore_errors=True)  # gone already when the rename succeeded
+    return Overlay(key, settings.cache / key / "site", packages, built_s)
+
+
+def _installed(site: Path) -> tuple[tuple[str, str], ...]:
+    """(name, version) of each distribution, from its ``<name>-<version>.dist-info`` folder name."""
+    found = set()
+    with os.scandir(site) as entries:
+        for entry in entries:
+            if entry.name.endswith(".dist-info") and entry.is_dir(follow_symlinks=False):
+                name, _, version = entry.name.removesuffix(".dist-info").rpartition("-")
+                if name and version:
+                    found.add((canonicalize_name(name), version))
+    return tuple(sorted(found))
 
 
 def _last_error(text: str) -> str:
