@@ -39,6 +39,7 @@ def handle(args: argparse.Namespace) -> int:
     )
     from kernel_ext.tools.base import Category, ToolContext
     from kernel_ext.tools.registry import default_catalog
+    from kernel_ext.tools.task_list import SERVICE, TaskList
     from kernel_ext.workspace import Workspace
 
     if not args.workspace.is_dir():
@@ -55,7 +56,7 @@ def handle(args: argparse.Namespace) -> int:
         return 2
     executor = Executor(
         default_catalog(),
-        ToolContext(services={"workspace": Workspace(args.workspace)}),
+        ToolContext(services={"workspace": Workspace(args.workspace), SERVICE: TaskList()}),  # one checklist per list
         policy=ExecutionPolicy.allowing(args.allow),
         approver=always_approve if args.approve == "yes" else always_deny,
     )

@@ -126,7 +126,7 @@ def commit(ctx: ToolContext, plan: EditPlan) -> Committed:
     record = evidence_log(ctx.state).record(
         plan.tool, plan.loc.display, plan.new_sha, before_sha, plan.changed, fingerprint=plan.fingerprint
     )
-    written_lines(ctx.state).track(plan.loc.display, plan.old_lines, plan.new_lines, plan.changed, plan.new_sha, old_sha=before_sha)
+    written_lines(ctx.state).track(plan.loc.display, before_sha, plan.before.text if plan.before else None, plan.new_sha)
     store, key = read_store(ctx.state), lock_key(plan.loc)
     if plan.tool == "write_file" or (before_sha and store.known_version(key) == before_sha):
         store.learn(key, plan.new_sha)

@@ -141,7 +141,7 @@ def _run_delete(args: DeleteArgs, ctx: ToolContext) -> ToolOutcome:
         remove(ws, loc, expected=shot.identity)
         record = evidence_log(ctx.state).record("delete_file", loc.display, "", shot.sha256, (), deleted=True)
         read_store(ctx.state).forget(lock_key(loc))
-        written_lines(ctx.state).forget(loc.display)
+        written_lines(ctx.state).track(loc.display, shot.sha256, shot.text, "")  # the baseline outlives the file
     return ToolOutcome(
         f"deleted {loc.display}",
         {"path": loc.display, "status": "deleted", "written": True, "evidence_id": record.id, "before_sha256": shot.sha256},

@@ -23,7 +23,8 @@ from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.tools.base import Category, ToolArgs, ToolContext, ToolOutcome, ToolSpec
 from kernel_ext.tools.evidence import evidence_log
 from kernel_ext.tools.read_ids import read_store
-from kernel_ext.tools.written_lines import quote_span_written, written_lines
+from kernel_ext.tools.code_text import code_lines, meaningful, quote_code
+from kernel_ext.tools.written_lines import quote_on_changed, written_lines
 from kernel_ext.workspace import sha256_hex
 
 SERVICE = "task_list"
@@ -212,21 +213,26 @@ def _check_evidence(ctx: ToolContext, item: EvidenceItem, *, existing: bool) -> 
     quote = _normal(item.quote)
     if not quote or quote not in _normal(text):
         raise ToolFailure("evidence_not_found", f"the quote is not in {item.path!r} as it is now")
-    if not any(line.strip() and not line.strip().startswith(("#", "//", '"""', "'''")) for line in item.quote.splitlines()):
-        raise ToolFailure("evidence_not_code", "quote executable code, not comments or blank lines")
+    needle = quote_code(loc.display, item.quote)
+    if not meaningful(needle):
+        raise ToolFailure(ErrorCode.EVIDENCE_NOT_CODE, "quote executable code: at least a line with two words of code "
+                          "(comments, blank lines, or `}`, `pass`, `return` alone are not evidence)")
     if not existing:
-        _check_written(ctx, loc.display, text, item)
+        _check_written(ctx, loc.display, text, item, needle)
 
 
-def _check_written(ctx: ToolContext, path: str, text: str, item: EvidenceItem) -> None:
-    """A citation of a write must quote lines the write made, not untouched lines of an edited file."""
-    flags = written_lines(ctx.state).current(path, sha256_hex(text.encode("utf-8")))
-    if flags is None:
-        raise ToolFailure(ErrorCode.EVIDENCE_UNTOUCHED, f"{item.path!r} changed outside the file tools since this run last "
-                          "wrote it, so which lines this run wrote is not known; cite a file as the file tools left it")
-    if not quote_span_written(text, item.quote, flags):
+def _check_written(ctx: ToolContext, path: str, text: str, item: EvidenceItem, needle: str) -> None:
+    """A citation of a write must quote code this run wrote or changed (by content, against the
+    file as the run began), not untouched lines of an edited file."""
+    changed = written_lines(ctx.state).current(path, text, sha256_hex(text.encode("utf-8")))
+    if changed is None:
+        raise ToolFailure(ErrorCode.EVIDENCE_UNTOUCHED, f"{item.path!r} changed outside the file tools (before this run "
+                          "first wrote it, or since it last did), so what this run changed is not known; cite a file "
+                          "as the file tools left it")
+    if not quote_on_changed(code_lines(path, text), needle, changed):
         raise ToolFailure(ErrorCode.EVIDENCE_UNTOUCHED, f"the quote is in {item.path!r} but not on lines this run wrote or "
-                          "changed; quote the lines your edit wrote (or use existing=true for code you only read)")
+                          "changed (compared with the file as the run began; whitespace and comments do not count); "
+                          "quote the code your edit wrote (or use existing=true for code you only read)")
 
 
 def _block(tasks: TaskList, task_id: str, reason: str) -> str:

@@ -1,111 +1,140 @@
-"""Which lines of a file this run wrote: the ground a ``task_list`` citation must stand on.
+"""What this run changed in a file, by content: the ground a ``task_list`` citation must stand on.
 
-Every committed edit carries the file's lines before and after and the changed ranges of the
-new file. ``WrittenLines`` keeps, per file, one flag per current line (written by this run or
-not), carried through each later edit: unchanged lines keep their flag, changed lines are set.
-The flags belong to one version of the file (its sha256); a file changed since by anything but
-the file tools has no known written lines, and a citation of it is refused by name.
+For each file the file tools touch, ``WrittenLines`` keeps its *baseline*: its text before the
+run's first write of it (``""`` when the run created it), kept through deletes and re-creations,
+and the digest of the last version the file tools left. Which lines this run wrote is never
+taken from an edit's span; it is a line diff of the baseline against the current text, compared
+on code (``code_text``: comments dropped, whitespace collapsed), so rewriting a line unchanged,
+adding a trailing space or a comment, re-creating a deleted file with the same text, or moving
+an untouched line elsewhere changes nothing. A changed line whose code equals a line the same
+diff removed is a move, not new.
 
-``quote_span_written`` answers whether a quote, compared with whitespace collapsed as the
-checklist does, occurs somewhere in the file over lines that this run all wrote.
+The baseline is trusted only when it is the file as the run began: when the host recorded the
+tree's digests at the start of customisation (``record_start``), a first write that finds the
+file changed since (by a shell command, say) leaves the baseline unknown, and citations of that
+file are refused by name, as are citations of a file changed outside the file tools since their
+last write.
 """
 
 from __future__ import annotations
 
 import bisect
 import difflib
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kernel_ext.tools.base import RunState
+from kernel_ext.tools.code_text import code_lines
 
 WRITTEN_KEY = "written_lines"
 MAX_OCCURRENCES = 10_000  # a short quote in a large file: the search stops here (then: not found written)
 
 
 @dataclass
-class FileLines:
-    sha256: str
-    flags: list[bool]
+class FileHistory:
+    baseline: str | None  # the text before this run's first write; None: not known (changed before it)
+    sha256: str  # the version the file tools last left ("" after a delete)
 
 
 @dataclass
 class WrittenLines:
-    files: dict[str, FileLines] = field(default_factory=dict)
+    files: dict[str, FileHistory] = field(default_factory=dict)
+    start: dict[str, str] | None = None  # path -> sha256 of the tree when customisation began
+    _cache: dict[str, tuple[str, frozenset[int]]] = field(default_factory=dict)
 
-    def track(self, path: str, old: list[str], new: list[str], changed: tuple[tuple[int, int], ...], sha256: str,
-              *, old_sha: str = "") -> None:
-        """Carry the flags of ``path`` through one edit (``old`` -> ``new``)."""
-        previous = self.files.get(path)
-        prior = previous.flags if previous is not None and previous.sha256 == old_sha and len(previous.flags) == len(old) \
-            else [False] * len(old)
-        flags = [False] * len(new)
-        ranges = list(changed)  # an empty range (n, n - 1) marks a removal: nothing to flag, but it places the tail
-        for first, last in ranges:
-            for index in range(first - 1, min(last, len(new))):
-                flags[index] = True
-        _carry(prior, flags, ranges, old, new)
-        self.files[path] = FileLines(sha256, flags)
+    def record_start(self, digests: Mapping[str, str]) -> None:
+        """The host's digests of the workspace tree before the model could change it."""
+        self.start = dict(digests)
 
-    def forget(self, path: str) -> None:
-        self.files.pop(path, None)
+    def track(self, path: str, before_sha: str, before: str | None, sha256: str) -> None:
+        """One write or delete by the file tools: ``before_sha`` ("": the file did not exist) -> ``sha256``.
 
-    def current(self, path: str, sha256: str) -> list[bool] | None:
-        """The flags of ``path`` when its content is still the last version the file tools wrote."""
+        ``before`` is the text the write replaced (None: not readable as text, so not known).
+        """
         entry = self.files.get(path)
-        return entry.flags if entry is not None and entry.sha256 == sha256 else None
+        if entry is None:
+            entry = self.files[path] = FileHistory(self._first_baseline(path, before_sha, before), sha256)
+        entry.sha256 = sha256
+        self._cache.pop(path, None)
+
+    def _first_baseline(self, path: str, before_sha: str, before: str | None) -> str | None:
+        if self.start is None or path.startswith("/"):  # no digests, or an extra root (absolute) they do not cover
+            return "" if not before_sha else before
+        known = self.start.get(path)
+        if not before_sha:  # created now: new unless it existed when the run began
+            return "" if known is None else None
+        if known != before_sha:
+            return None  # not the file the run began with: what changed it is not known
+        return before
+
+    def current(self, path: str, text: str, sha256: str) -> frozenset[int] | None:
+        """Indices of the lines of ``text`` this run wrote or changed; None when that is not known."""
+        entry = self.files.get(path)
+        if entry is None or entry.baseline is None or entry.sha256 != sha256:
+            return None
+        cached = self._cache.get(path)
+        if cached is not None and cached[0] == sha256:
+            return cached[1]
+        changed = changed_lines(code_lines(path, entry.baseline), code_lines(path, text))
+        self._cache[path] = (sha256, changed)
+        return changed
 
 
-def _carry(prior: list[bool], flags: list[bool], ranges: list[tuple[int, int]], old: list[str], new: list[str]) -> None:
-    """Give each unchanged new line the flag of its old line.
+def changed_lines(old: list[str], new: list[str]) -> frozenset[int]:
+    """Indices of ``new`` whose code is new: not matched to ``old`` by a line diff, nor moved from it.
 
-    With at most one changed range the mapping is arithmetic (lines before it map one to one,
-    lines after it from the end); with several, the old and new lines are aligned (as
-    ``changed_ranges`` does) only when some old line was written, so a first edit costs nothing.
+    Blank (code-less) lines take no part. Common head and tail are cut before the diff, so a
+    usual edit costs a diff of the edited region only.
     """
-    if not any(prior):
-        return
-    old_len, new_len = len(old), len(flags)
-    if len(ranges) > 1:
-        matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-        for tag, i1, i2, j1, _j2 in matcher.get_opcodes():
-            if tag == "equal":
-                for k in range(i2 - i1):
-                    flags[j1 + k] = flags[j1 + k] or prior[i1 + k]
-        return
-    head = ranges[0][0] - 1 if ranges else min(new_len, old_len)
-    for index in range(min(head, old_len, new_len)):
-        flags[index] = flags[index] or prior[index]
-    tail = new_len - ranges[-1][1] if ranges else 0
-    for back in range(1, min(tail, old_len) + 1):
-        flags[new_len - back] = flags[new_len - back] or prior[old_len - back]
+    old_code = [line for line in old if line]
+    index = [i for i, line in enumerate(new) if line]
+    new_code = [new[i] for i in index]
+    head = 0
+    while head < min(len(old_code), len(new_code)) and old_code[head] == new_code[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old_code), len(new_code)) - head and old_code[-1 - tail] == new_code[-1 - tail]:
+        tail += 1
+    old_mid, new_mid = old_code[head:len(old_code) - tail], new_code[head:len(new_code) - tail]
+    removed: Counter[str] = Counter()
+    candidates: list[int] = []
+    matcher = difflib.SequenceMatcher(None, old_mid, new_mid, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            removed.update(old_mid[i1:i2])
+            candidates.extend(range(j1, j2))
+    changed = set()
+    for j in candidates:
+        if removed[new_mid[j]] > 0:
+            removed[new_mid[j]] -= 1  # a line moved, not written
+        else:
+            changed.add(index[head + j])
+    return frozenset(changed)
 
 
 def written_lines(state: RunState) -> WrittenLines:
     return state.store(WRITTEN_KEY, WrittenLines)
 
 
-def quote_span_written(text: str, quote: str, flags: list[bool]) -> bool:
-    """Does ``quote`` (whitespace collapsed) occur over lines whose non-blank ones were all written?"""
-    needle = " ".join(quote.split())
+def quote_on_changed(code: list[str], needle: str, changed: frozenset[int]) -> bool:
+    """Does ``needle`` (code, whitespace collapsed) occur over code lines that are all ``changed``?"""
     if not needle:
         return False
-    spans: list[tuple[int, int, int]] = []  # (start, end, line index) of each non-blank line in the collapsed text
-    parts: list[str] = []
+    spans: list[tuple[int, int, int]] = []  # (start, end, line index) of each code line in the joined text
     offset = 0
-    for index, line in enumerate(text.split("\n")):  # the indices of ``split_lines``
-        words = " ".join(line.split())
-        if words:
-            spans.append((offset, offset + len(words), index))
-            parts.append(words)
-            offset += len(words) + 1
-    haystack = " ".join(parts)
+    for index, line in enumerate(code):
+        if line:
+            spans.append((offset, offset + len(line), index))
+            offset += len(line) + 1
+    haystack = " ".join(line for line in code if line)
     starts = [start for start, _end, _index in spans]
     position, seen = haystack.find(needle), 0
     while position >= 0 and seen < MAX_OCCURRENCES:
         end = position + len(needle)
         first = max(bisect.bisect_right(starts, position) - 1, 0)
         covered = [index for start, stop, index in spans[first:bisect.bisect_left(starts, end)] if stop > position]
-        if covered and all(index < len(flags) and flags[index] for index in covered):
+        if covered and all(index in changed for index in covered):
             return True
         position, seen = haystack.find(needle, position + 1), seen + 1
     return False
