@@ -21,9 +21,9 @@ from pydantic import Field
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.tools.base import Category, ToolArgs, ToolContext, ToolOutcome, ToolSpec
+from kernel_ext.tools.code_text import code_lines, meaningful, quote_code
 from kernel_ext.tools.evidence import evidence_log
 from kernel_ext.tools.read_ids import read_store
-from kernel_ext.tools.code_text import code_lines, meaningful, quote_code
 from kernel_ext.tools.written_lines import quote_on_changed, written_lines
 from kernel_ext.workspace import sha256_hex
 
