@@ -32,6 +32,16 @@ def test_corpus_has_no_under_flags():
     assert exact / len(entries) >= 0.95, f"only {exact} of {len(entries)} classified exactly"
 
 
+def test_corpus_exact_entries_are_neither_under_nor_over_flagged():
+    """Entries marked ``exact`` (the red team's classes: a command run by find/xargs/a wrapper/sh -c at the
+    outer's targets, the folder a ``cd`` moved to, every sink name and target option) and their ordinary
+    neighbours must be classified exactly: the corpus's 95% tolerance does not cover them."""
+    exact = [e for e in corpus() if e.get("exact")]
+    assert len(exact) >= 50
+    wrong = [(e["c"], e["e"], got) for e in exact if (got := classify(e["c"]).category) != e["e"]]
+    assert wrong == []
+
+
 @pytest.mark.parametrize(
     ("command", "category"),
     [
@@ -119,6 +129,11 @@ SINK_AND_SWEEP = [
     ("chmod -R 777 /", "chmod"),
     ("chown -R nobody $HOME", "chown"),
     ("chgrp --recursive staff /home/alice/", "chgrp"),
+    ("cp x /dev/stdout", "copy"),  # every device is a sink for a transfer: no alias (/proc/self/fd/1) slips past
+    ("find / -exec chmod 777 {} +", "chmod"),
+    ("find / | xargs chown u", "chown"),
+    ("cd / && chmod -R 777 .", "chmod"),
+    ("mv --target-directory=/dev x", "move"),
 ]
 
 
@@ -129,7 +144,8 @@ def test_sinks_and_sweeping_permission_changes_are_destructive(command, op):
     assert any(effect["op"] == op for effect in plan["effects"])
 
 
-@pytest.mark.parametrize("command", ["chmod -R 755 app/static", "chmod 700 ~", "cp x /dev/stdout", "mv a.txt b.txt"])
+@pytest.mark.parametrize("command", ["chmod -R 755 app/static", "chmod 700 ~", "cp x backup/", "mv a.txt b.txt",
+                                     "find . -exec chmod 644 {} +", "cd app && chmod -R u+w ."])
 def test_ordinary_moves_and_permission_changes_stay_mutating(command):
     assert classify(command).category == "mutating"
 
@@ -140,7 +156,8 @@ def test_sh_plan_through_the_cli_rates_sinks_destructive(tmp_path):
     import sys
 
     (tmp_path / "data.db").write_text("rows", encoding="utf-8")
-    for command in ("mv data.db /dev/null", "chmod -R 000 ~"):
+    for command in ("mv data.db /dev/null", "chmod -R 000 ~", "find / | xargs chown u", "cd / && chmod -R 777 .",
+                    "mv data.db /proc/self/fd/1"):
         proc = subprocess.run([sys.executable, "-m", "kernel_ext", "tool", "--workspace", str(tmp_path), "--enable-shell",
                                "sh_plan", json.dumps({"command": command})], capture_output=True, text=True, timeout=120)
         result = json.loads(proc.stdout)

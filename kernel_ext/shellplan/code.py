@@ -56,6 +56,11 @@ _CODE_WRITE = Scan(
     r"open\([^)]*['\"](?:[wax]|r\+)|\.write\(|write_text|write_bytes|os\.rename|os\.replace|shutil\.(?:copy|move)"
     r"|os\.makedirs|os\.mkdir|\.mkdir\(|mkdirSync|writeFile|appendFile|renameSync|copyFile|File\.write|\.touch\(|os\.chmod|sqlite3"
 )
+# Moving or copying onto a sink (a device, a process's descriptor) in code: the data is thrown away.
+_CODE_SINK = Scan(
+    r"(?:shutil\.(?:move|copy\w*)|os\.(?:rename|replace)|\.rename\(|\.replace\(|copyFile|renameSync|FileUtils\.(?:mv|cp))"
+    r"[^;\n]*['\"]/+(?:dev|proc/[^/'\"]+/fd)(?:/|['\"])"
+)
 _SAFE_PY = frozenset(
     ["sys", "json", "math", "re", "platform", "string", "textwrap", "datetime", "time", "decimal", "fractions", "statistics",
      "itertools", "functools", "collections", "operator", "pprint", "base64", "hashlib", "uuid", "random", "typing", "enum",
@@ -68,6 +73,8 @@ def code_verdict(lang: str, code: str) -> Verdict:
     parts: list[Verdict] = []
     if _CODE_DESTROY.search(code):
         parts.append(bad("delete", (), f"the {lang} code deletes files or data"))
+    if _CODE_SINK.search(code):
+        parts.append(bad("move", (), f"the {lang} code moves or copies data onto a device or descriptor"))
     if _CODE_NETWORK.search(code):
         parts.append(net(f"the {lang} code uses the network"))
     if _CODE_EXEC.search(code):

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kernel_ext.shellplan.code import interpreter_verdict, is_interpreter, raw_scan
 from kernel_ext.shellplan.git import classify_git
 from kernel_ext.shellplan.lexer import Parsed, Redirect, Segment, Word, parse
+from kernel_ext.shellplan.reach import UNPLACED, Reach
 from kernel_ext.shellplan.rules import classify_program
 from kernel_ext.shellplan.scan import Scan, fork_bomb
+from kernel_ext.shellplan.segments import LEADING_KEYWORDS, assignment, cd_target, find_roots
 from kernel_ext.shellplan.verdict import (
     COMPLEX,
     DESTRUCTIVE,
@@ -40,9 +42,9 @@ from kernel_ext.shellplan.verdict import (
     value_of,
     worst,
 )
+from kernel_ext.shellplan.words import MAX_COMMAND_CHARS
 
 MAX_DEPTH = 8
-LEADING_KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}", "esac"})
 HEADER_KEYWORDS = frozenset({"for", "case", "select", "function", "coproc"})
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish"})
 # wrapper -> (options taking a value, operands before the wrapped command)
@@ -77,6 +79,8 @@ _XARGS_VALUED = frozenset(["-a", "--arg-file", "-d", "--delimiter", "-E", "-e", 
 _SSH_VALUED = frozenset(["-p", "-i", "-l", "-o", "-F", "-J", "-L", "-R", "-D", "-b", "-c", "-e", "-E", "-m", "-O", "-Q", "-S",
                          "-W", "-w", "-B"])
 _NEUTRAL_TARGETS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
+_CHDIR = {"env": ("-C", "--chdir"), "sudo": ("-D", "--chdir")}
+_POSITIONAL = re.compile(r"\$(?:\{[@*1-9]\}|[@*1-9])")  # "$1", $@, ${1}: the names find or xargs hands a shell
 _DEVICE = Scan(r">\s*/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk)|\bof=/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk)")
 
 
@@ -136,13 +140,16 @@ def classify(command: str) -> Plan:
     return Plan(command, verdict.category, verdict.reversible, verdict.effects, verdict.notes, tuple(segments))
 
 
-def _command(parsed: Parsed, text: str, depth: int) -> tuple[Verdict, list[tuple[str, str]]]:
+def _command(parsed: Parsed, text: str, depth: int, reach: Reach = UNPLACED) -> tuple[Verdict, list[tuple[str, str]]]:
     parts: list[Verdict] = []
     shown: list[tuple[str, str]] = []
     piped_network = False
     previous_op = ""
+    feed: tuple[str, ...] = ()  # what a ``find`` earlier in this pipeline names on its output
     for seg in parsed.segments:
-        verdict = _segment(seg, depth)
+        piped = previous_op in ("|", "|&")
+        feed = feed if piped else ()
+        verdict = _segment(seg, depth, replace(reach, feed=feed))
         if seg.op == "&":
             verdict = verdict.at_least(COMPLEX, "runs in the background")
         if verdict.runs_stdin and previous_op in ("|", "|&"):
@@ -152,6 +159,11 @@ def _command(parsed: Parsed, text: str, depth: int) -> tuple[Verdict, list[tuple
             if piped_network:
                 verdict = verdict.at_least(DESTRUCTIVE, "runs code downloaded from the network")
         piped_network = (piped_network if previous_op in ("|", "|&") else False) or verdict.category == NETWORK
+        roots = find_roots(seg)
+        feed = reach.fed(roots).feed if roots is not None else feed
+        if not piped and seg.op not in ("|", "|&", "&"):  # a cd in a pipeline or the background moves a subshell only
+            is_cd, folder = cd_target(seg)
+            reach = reach.moved(folder) if is_cd else reach
         previous_op = seg.op
         parts.append(verdict)
         shown.append((_segment_text(seg), verdict.category))
@@ -169,20 +181,21 @@ def _command(parsed: Parsed, text: str, depth: int) -> tuple[Verdict, list[tuple
     return worst(parts), shown
 
 
-def _classify_text(text: str, depth: int) -> Verdict:
+def _classify_text(text: str, depth: int, reach: Reach = UNPLACED) -> Verdict:
     if depth > MAX_DEPTH:
         return Verdict(COMPLEX, False, notes=("nested too deeply to analyse",))
-    return _command(parse(text), text, depth)[0]
+    return _command(parse(text), text, depth, reach)[0]
 
 
-def _segment(seg: Segment, depth: int) -> Verdict:
+def _segment(seg: Segment, depth: int, reach: Reach = UNPLACED) -> Verdict:
     parts: list[Verdict] = []
+    inherited = Reach(cwd=reach.cwd)  # a subshell or substitution starts in the same folder, with its own input
     for inner in seg.groups:
         empty = Verdict(COMPLEX, False, notes=("defines a function",))
-        parts.append(_classify_text(inner, depth + 1) if inner.strip() else empty)
+        parts.append(_classify_text(inner, depth + 1, inherited) if inner.strip() else empty)
     for word in seg.words:
         for sub in word.subs:
-            parts.append(_classify_text(sub, depth + 1).at_least(COMPLEX, "command substitution runs at run time"))
+            parts.append(_classify_text(sub, depth + 1, inherited).at_least(COMPLEX, "command substitution runs at run time"))
     words = list(seg.words)
     while words and not words[0].quoted and words[0].text in LEADING_KEYWORDS:
         words.pop(0)
@@ -191,16 +204,11 @@ def _segment(seg: Segment, depth: int) -> Verdict:
         return worst(parts)
     for redirect in seg.redirects:
         parts.append(_redirect(redirect))
-    while words and _assignment(words[0]):
+    while words and assignment(words[0]):
         words.pop(0)
     if words:
-        parts.append(_words(words, depth, seg))
+        parts.append(_words(words, depth, seg, reach))
     return worst(parts) if parts else ro()
-
-
-def _assignment(word: Word) -> bool:
-    name, eq, _ = word.raw.partition("=")
-    return bool(eq) and name.isidentifier()
 
 
 def _redirect(redirect: Redirect) -> Verdict:
@@ -217,7 +225,7 @@ def _redirect(redirect: Redirect) -> Verdict:
     return Verdict(COMPLEX, False, ((op, (target,)),), (note,))
 
 
-def _words(words: list[Word], depth: int, seg: Segment) -> Verdict:
+def _words(words: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED) -> Verdict:
     program = words[0]
     args = words[1:]
     texts = [w.text for w in args]
@@ -228,26 +236,26 @@ def _words(words: list[Word], depth: int, seg: Segment) -> Verdict:
         found = [Verdict(COMPLEX, False, notes=("the program name is computed at run time",))]
         if program.glob:
             expanded = " ".join(re.sub(r"[{},]", " ", w.text) for w in words)
-            found.append(_classify_text(expanded, depth + 1))
+            found.append(_classify_text(expanded, depth + 1, reach))
         return worst(found + floor)
     name = os.path.basename(program.text)
     if name in WRAPPERS:
-        return worst([_wrapper(name, args, depth, seg), *floor])
+        return worst([_wrapper(name, args, depth, seg, reach), *floor])
     if name in SHELLS:
-        return worst([_shell(args, depth, seg), *floor])
+        return worst([_shell(args, depth, seg, reach), *floor])
     if is_interpreter(name):
         return worst([interpreter_verdict(name, texts, seg.heredocs), *floor])
     if name == "find":
-        return worst([_find(args, depth), *floor])
+        return worst([_find(args, depth, reach), *floor])
     if name == "xargs":
-        return worst([_xargs(args, depth, seg), *floor])
+        return worst([_xargs(args, depth, seg, reach), *floor])
     if name == "eval":
-        return worst([_classify_text(" ".join(texts), depth + 1), *floor]) if texts else ro()
+        return worst([_classify_text(" ".join(texts), depth + 1, reach), *floor]) if texts else ro()
     if name in ("source", "."):
         return unknown("runs a script in the current shell")
     if name == "su":
         code = value_of(texts, ("-c", "--command"))
-        return _classify_text(code, depth + 1) if code is not None else unknown("su opens a root shell")
+        return _classify_text(code, depth + 1, reach) if code is not None else unknown("su opens a root shell")
     if name == "ssh":
         rest = _after_options(texts, _SSH_VALUED)
         remote = [net("ssh talks to the network")]
@@ -256,8 +264,8 @@ def _words(words: list[Word], depth: int, seg: Segment) -> Verdict:
         return worst(remote + floor)
     if name == "watch":
         rest = _after_options(texts, frozenset({"-n", "--interval", "-q", "--equexit", "-s", "--shell"}))
-        return _classify_text(" ".join(rest), depth + 1) if rest else ro()
-    verdict = classify_git(texts) if name == "git" else classify_program(name, texts)
+        return _classify_text(" ".join(rest), depth + 1, reach) if rest else ro()
+    verdict = classify_git(texts) if name == "git" else classify_program(name, texts, reach)
     if name in ("awk", "gawk", "mawk", "nawk") and verdict is not None and verdict.category != READ_ONLY:
         raw = raw_scan(" ".join(texts), loose=True)  # system("...") runs a shell command
         verdict = worst([verdict, raw]) if raw else verdict
@@ -267,19 +275,21 @@ def _words(words: list[Word], depth: int, seg: Segment) -> Verdict:
     return worst([verdict, *floor])
 
 
-def _wrapper(name: str, args: list[Word], depth: int, seg: Segment) -> Verdict:
+def _wrapper(name: str, args: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED) -> Verdict:
     valued, operands = WRAPPERS[name]
     texts = [w.text for w in args]
     if name == "command" and any(t in ("-v", "-V") for t in texts):
         return ro()
+    folder = value_of(texts, _CHDIR.get(name, ()))
+    reach = reach.moved(folder) if folder is not None else reach  # env -C DIR, sudo -D DIR: the command runs there
     if name == "env":
         split = value_of(texts, ("-S", "--split-string"))
         if split is not None:
-            return _classify_text(split, depth + 1)
+            return _classify_text(split, depth + 1, reach)
     if name == "flock":
         code = value_of(texts, ("-c", "--command"))
         if code is not None:
-            return _classify_text(code, depth + 1)
+            return _classify_text(code, depth + 1, reach)
     i = 0
     while i < len(args):
         if texts[i] == "--":
@@ -288,18 +298,18 @@ def _wrapper(name: str, args: list[Word], depth: int, seg: Segment) -> Verdict:
         if not texts[i].startswith("-") or texts[i] == "-":
             break
         i += 2 if texts[i] in valued else 1
-    while name == "env" and i < len(args) and _assignment(args[i]):
+    while name == "env" and i < len(args) and assignment(args[i]):
         i += 1
     i += operands
     rest = args[i:]
     note = f"{name} asks for root privileges (there is no root in the sandbox)" if name in ("sudo", "doas") else ""
     if not rest:
         return unknown(f"{name} without a command opens a shell") if name in ("sudo", "doas") else ro()
-    inner = _words(rest, depth, seg)
+    inner = _words(rest, depth, seg, reach)
     return worst([inner, ro(note)]) if note else inner
 
 
-def _shell(args: list[Word], depth: int, seg: Segment) -> Verdict:
+def _shell(args: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED) -> Verdict:
     i = 0
     code: Word | None = None
     while i < len(args):
@@ -315,14 +325,20 @@ def _shell(args: list[Word], depth: int, seg: Segment) -> Verdict:
             continue
         return unknown(f"runs the shell script {text!r}")
     if code is not None:
-        verdict = _classify_text(code.text, depth + 1)
+        names = " ".join(reach.sweep)
+        text = code.text
+        if reach.sweep and len(text) + len(names) * len(_POSITIONAL.findall(text)) <= MAX_COMMAND_CHARS:
+            text = _POSITIONAL.sub(lambda _m: names, text)  # find -exec sh -c '... "$1"' _ {}: the names are the swept ones
+        elif reach.sweep:
+            return _classify_text(text, depth + 1, reach).at_least(COMPLEX, "too many names to follow into the code")
+        verdict = _classify_text(text, depth + 1, reach)
         return verdict.at_least(COMPLEX, "the code is computed at run time") if code.dynamic else verdict
     if seg.heredocs:
-        return worst([_classify_text(body, depth + 1) for body in seg.heredocs])
+        return worst([_classify_text(body, depth + 1, reach) for body in seg.heredocs])
     return Verdict(UNKNOWN, False, notes=("a shell reading commands from its input",), runs_stdin=True)
 
 
-def _find(args: list[Word], depth: int) -> Verdict:
+def _find(args: list[Word], depth: int, reach: Reach = UNPLACED) -> Verdict:
     texts = [w.text for w in args]
     roots = []
     for text in texts:
@@ -340,8 +356,9 @@ def _find(args: list[Word], depth: int) -> Verdict:
             while j < len(texts) and texts[j] not in (";", "+"):
                 j += 1
             payload = args[i + 1 : j]
-            if payload:
-                parts.append(_words(payload, depth + 1, Segment()))
+            if payload:  # run on every match under the roots: a sweep of them
+                swept = reach.swept(roots, cwd_in_root=text in ("-execdir", "-okdir"))
+                parts.append(_words(payload, depth + 1, Segment(), swept))
             i = j
         elif text in ("-fprint", "-fprint0", "-fprintf", "-fls") and i + 1 < len(texts):
             parts.append(mut("write", (texts[i + 1],)))
@@ -349,7 +366,7 @@ def _find(args: list[Word], depth: int) -> Verdict:
     return worst(parts)
 
 
-def _xargs(args: list[Word], depth: int, seg: Segment) -> Verdict:
+def _xargs(args: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED) -> Verdict:
     texts = [w.text for w in args]
     i = 0
     while i < len(texts) and texts[i].startswith("-"):
@@ -357,7 +374,8 @@ def _xargs(args: list[Word], depth: int, seg: Segment) -> Verdict:
     payload = args[i:]
     if not payload:
         return ro()
-    return _words(payload, depth + 1, seg).at_least(READ_ONLY, "xargs runs the command on input it reads at run time")
+    inner = reach.swept(reach.feed, appends=True) if reach.feed else Reach(cwd=reach.cwd)  # names from a find in the pipe
+    return _words(payload, depth + 1, seg, inner).at_least(READ_ONLY, "xargs runs the command on input it reads at run time")
 
 
 def _after_options(texts: list[str], valued: frozenset[str]) -> list[str]:

@@ -1,52 +1,181 @@
 """Where an otherwise ordinary write lands decides how bad it is.
 
-``mv``, ``cp``, ``install`` and ``rsync`` are mutating when they move files around, but
-moving data onto a device (``mv db.sqlite /dev/null``) throws it away, and copying a device
-onto a file (``cp /dev/null main.py``) empties it: both are destructive. ``chmod``,
-``chown``, ``chgrp``, ``setfacl`` and ``chattr`` are mutating on a project folder, but applied
-recursively at ``/``, a top-level system folder or a home folder they change thousands of
-files nobody can put back by hand: destructive too. The checks are lexical (the command is
-never run), so a variable that names a home (``$HOME``) counts as that home.
+``mv``, ``cp``, ``install``, ``rsync`` and ``ln`` are mutating when they move files around, but
+moving data onto a sink (``mv db.sqlite /dev/null``, ``/dev/stdout``, ``/proc/self/fd/1``, a
+``--target-directory`` in ``/dev``) throws it away, and copying a device onto a file (``cp
+/dev/null main.py``) empties it: both are destructive. ``chmod``, ``chown``, ``chgrp``,
+``setfacl`` and ``chattr`` are mutating on a project folder, but applied recursively at ``/``, a
+top-level system folder or a home folder they change thousands of files nobody can put back by
+hand: destructive too.
+
+A word names a place only with the context it runs in, so ``Reach`` carries it down the plan:
+``cwd``, the folder an earlier ``cd`` of the same command moved to (``cd / && chmod -R 777 .``
+is ``chmod -R 777 /``), and ``sweep``, the folders a command is applied to file by file
+(``find ROOTS -exec CMD {} +`` and ``find ROOTS | xargs CMD`` run CMD on everything under
+ROOTS, which is a recursive CMD at ROOTS). The checks are lexical (the command is never run),
+so a variable that names a home (``$HOME``) counts as that home; every doubt reads worse.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from kernel_ext.shellplan.verdict import Verdict, bad, positional
 
-# Devices that only echo a stream back to the caller: copying onto them reads, it loses nothing.
-_STREAMS = re.compile(r"/dev/(stdout|stderr|stdin|tty|fd/\d+)")
 # ~, ~/, ~user, $HOME, ${HOME}, /root, /home/<user>, /Users/<user>: a home folder, spelled any usual way.
 _HOME = re.compile(r"(~[A-Za-z0-9._-]*|\$HOME|\$\{HOME\}|/root|/home(/[^/]+)?|/Users(/[^/]+)?)")
+_HOME_PREFIX = re.compile(r"^(~[A-Za-z0-9._-]*|\$HOME|\$\{HOME\})(?=/|$)")
+_HOME_BACK = re.compile(r"^/home/(~[A-Za-z0-9._-]*|\$HOME|\$\{HOME\})(?=/|$)")  # a home while a path is folded
+# Sinks: every device, and a process's descriptors (/proc/self/fd/1 is the caller's stdout).
+_SINK = re.compile(r"^/(dev(/.*)?|proc/[^/]+/fd(/.*)?)$")
 _RECURSIVE = ("-R", "--recursive")
+_MODE = re.compile(r"^([0-7]{1,4}|[ugoa]*[-+=][-+=rwxXstugo,]*([,][ugoa]*[-+=][-+=rwxXstugo]*)*)$")
 PERMISSION_PROGRAMS = frozenset(["chmod", "chown", "chgrp", "setfacl", "chattr"])
-TRANSFER_PROGRAMS = frozenset(["mv", "cp", "install", "rsync"])
+TRANSFER_PROGRAMS = frozenset(["mv", "cp", "install", "rsync", "ln"])
+_TARGET_OPTION = frozenset(["mv", "cp", "install", "ln"])  # -t DIR / --target-directory[=]DIR name the target
+_PERMISSION_VALUED = ("--reference", "-m", "-M", "-x", "-X")
+SWEEP_MARK = "{}"
+PATH_MAX = 4096  # a longer folder cannot be entered: the cwd is then not known
+MAX_ROOTS = 8  # a sweep keeps this many start folders: expanding ``{}`` by thousands would cost the planner
 
 
-def worse_by_reach(name: str, args: Sequence[str]) -> Verdict | None:
+@dataclass(frozen=True)
+class Reach:
+    """Where a command's relative words land (``cwd``) and what it is applied to (``sweep``)."""
+
+    cwd: str | None = None  # None: the session's own folder, not known statically
+    sweep: tuple[str, ...] = ()  # folders whose every file the command is applied to
+    feed: tuple[str, ...] = ()  # folders whose file names arrive on stdin (from ``find`` through a pipe)
+    appends: bool = False  # the swept names follow the arguments (xargs) rather than stand for ``{}`` (find)
+
+    def moved(self, word: str | None) -> Reach:
+        """After ``cd WORD`` (None: ``cd -`` or a computed folder: the folder is no longer known)."""
+        if word is None:
+            return replace(self, cwd=None)
+        target = resolve(word or "~", self.cwd)
+        known = (target.startswith("/") or _HOME_PREFIX.match(target)) and len(target) <= PATH_MAX
+        return replace(self, cwd=target if known else None)
+
+    def swept(self, roots: Sequence[str], *, cwd_in_root: bool = False, appends: bool = False) -> Reach:
+        """Applied file by file to everything under ``roots`` (``-execdir``: run inside them)."""
+        resolved = _kept(roots, self.cwd)
+        cwd = resolved[0] if cwd_in_root and len(resolved) == 1 else self.cwd
+        return Reach(cwd=cwd, sweep=resolved, appends=appends)
+
+    def fed(self, roots: Sequence[str]) -> Reach:
+        return replace(self, feed=_kept(roots, self.cwd))
+
+
+UNPLACED = Reach()
+
+
+def _kept(roots: Sequence[str], cwd: str | None) -> tuple[str, ...]:
+    """At most ``MAX_ROOTS`` resolved roots, the broad ones and sinks first (each ``{}`` is expanded by them)."""
+    resolved = [resolve(root, cwd) for root in roots] or [resolve(".", cwd)]
+    ranked = sorted(dict.fromkeys(resolved), key=lambda r: not (broad_target(r) or _SINK.match(r)))
+    return tuple(ranked[:MAX_ROOTS])
+
+
+def resolve(word: str, cwd: str | None) -> str:
+    """``word`` as a path: made absolute against a known ``cwd``, ``//``, ``.`` and ``..`` folded.
+
+    A home keeps its spelling (``~``, ``~user``, ``$HOME``); ``..`` out of it is ``/home``.
+    """
+    if not word or word.startswith("-"):
+        return word
+    if not word.startswith(("/", "~", "$")):
+        if cwd is None:
+            return word
+        word = f"{cwd}/{word}"
+    home = _HOME_PREFIX.match(word)
+    if home:
+        path = "/home/" + home.group(1) + word[home.end():]
+    elif word.startswith("/"):
+        path = word
+    else:
+        return word  # another variable: not known
+    folded = re.sub(r"^/+", "/", posixpath.normpath(re.sub(r"^/+", "/", path)))
+    back = _HOME_BACK.match(folded)
+    return back.group(1) + folded[back.end():] if back else folded
+
+
+def worse_by_reach(name: str, args: Sequence[str], reach: Reach = UNPLACED) -> Verdict | None:
     """A destructive verdict when where the command lands makes it one; None: judge it as usual."""
+    words = _applied(args, reach)
     if name in TRANSFER_PROGRAMS:
-        devices = device_operands(args)
-        if devices:
-            what = "moving data onto a device discards it" if name == "mv" else "copying to or from a device discards or overwrites data"
-            return bad("move" if name == "mv" else "copy", devices, f"{name} with {', '.join(devices)}: {what}")
+        sinks = sink_operands(name, words, reach.cwd)
+        if sinks:
+            what = "moving data onto a sink discards it" if name == "mv" else "copying to or from a device discards or overwrites data"
+            return bad("move" if name == "mv" else "copy" if name != "ln" else "link", sinks, f"{name} with {', '.join(sinks)}: {what}")
     if name in PERMISSION_PROGRAMS:
-        broad = sweeping_permission_change(args, positional(args, ("--reference", "-m", "-M", "-x", "-X")))
+        every = recursive(words)
+        targets = [resolve(t, reach.cwd) for t in _permission_files(name, words)]
+        broad = [t for t in targets if broad_target(t) and (every or t in reach.sweep)]
         if broad:
-            return bad(name, broad, f"recursive {name} at {', '.join(broad)} changes every file below it; it cannot be undone by hand")
+            how = "recursive " if every else "file by file, "
+            return bad(name, broad, f"{how}{name} at {', '.join(broad)} changes every file below it; it cannot be undone by hand")
     return None
 
 
-def device_operands(args: Sequence[str]) -> list[str]:
-    """The words that name a device under ``/dev`` (not the caller's own streams), options' values included."""
-    found = []
+def _permission_files(name: str, args: Sequence[str]) -> list[str]:
+    """The files of a permission change: its operands after the mode or owner (none with ``--reference``)."""
+    words = positional(args, _PERMISSION_VALUED)
+    if name in ("setfacl",) or any(a.startswith("--reference") for a in args):
+        return words
+    if name == "chmod" and words and not _MODE.match(words[0]):
+        return words  # a mode like -w was read as an option
+    return words[1:]
+
+
+def _applied(args: Sequence[str], reach: Reach) -> list[str]:
+    """The arguments with ``{}`` standing for the swept folders (xargs appends them when there is none)."""
+    if not reach.sweep:
+        return list(args)
+    if not any(SWEEP_MARK in arg for arg in args):
+        return [*args, *reach.sweep] if reach.appends else list(args)
+    out: list[str] = []
     for arg in args:
-        word = arg.split("=", 1)[1] if arg.startswith("--") and "=" in arg else arg
-        if word.startswith("/dev/") and not _STREAMS.fullmatch(word.rstrip("/")):
-            found.append(word)
-    return found
+        out.extend([arg.replace(SWEEP_MARK, root) for root in reach.sweep] if SWEEP_MARK in arg else [arg])
+    return out
+
+
+def sink_operands(name: str, args: Sequence[str], cwd: str | None = None) -> list[str]:
+    """The words that name a sink: any operand or option value for mv/cp/install/rsync, the target for ln."""
+    if name == "ln":
+        candidates = _ln_targets(args)
+    else:
+        candidates = [_option_value(name, arg) or arg for arg in args if arg not in ("--", "-")]
+        candidates += [args[i + 1] for i, arg in enumerate(args[:-1]) if _takes_target(name, arg)]
+    return list(dict.fromkeys(word for word in candidates if _SINK.match(resolve(word, cwd))))
+
+
+def _option_value(name: str, arg: str) -> str:
+    if arg.startswith("--") and "=" in arg:
+        return arg.split("=", 1)[1]
+    if name in _TARGET_OPTION and arg.startswith("-") and not arg.startswith("--") and "t" in arg[1:-1]:
+        return arg[arg.index("t", 1) + 1:]  # -t/dev, -vt/dev: the rest of the cluster is the value
+    return ""
+
+
+def _takes_target(name: str, arg: str) -> bool:
+    """``-t DIR``, ``-vt DIR``, ``--target-directory DIR`` (or any prefix GNU accepts, ``--target``)."""
+    if name not in _TARGET_OPTION:
+        return False
+    if arg.startswith("--"):
+        return len(arg) > 3 and "--target-directory".startswith(arg)
+    return arg.startswith("-") and arg.endswith("t") and len(arg) > 1
+
+
+def _ln_targets(args: Sequence[str]) -> list[str]:
+    named = [_option_value("ln", a) for a in args if _option_value("ln", a)]
+    named += [args[i + 1] for i, arg in enumerate(args[:-1]) if _takes_target("ln", arg)]
+    if named:
+        return named
+    words = positional(args, ("-S", "--suffix"))
+    return words[-1:] if len(words) > 1 else []
 
 
 def broad_target(path: str) -> bool:
@@ -55,7 +184,7 @@ def broad_target(path: str) -> bool:
     for tail in ("/*", "/.", "/"):
         while len(word) > len(tail) and word.endswith(tail):
             word = word[: -len(tail)]
-    if word in ("/", "/*", "/."):
+    if word in ("/", "/*", "/.", "//"):
         return True
     if _HOME.fullmatch(word):
         return True

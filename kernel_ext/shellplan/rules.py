@@ -9,7 +9,7 @@ wrappers, interpreters, ``find -exec``) lives in ``plan``, ``git`` in ``git``.
 
 from __future__ import annotations
 
-from kernel_ext.shellplan.reach import worse_by_reach
+from kernel_ext.shellplan.reach import UNPLACED, Reach, worse_by_reach
 from kernel_ext.shellplan.verdict import (
     Verdict,
     bad,
@@ -67,9 +67,9 @@ RUNS_PROJECT_CODE = frozenset(
 )
 
 
-def classify_program(name: str, args: list[str]) -> Verdict | None:
-    """Verdict for a known program, or None when the name is not in any table."""
-    worse = worse_by_reach(name, args)
+def classify_program(name: str, args: list[str], reach: Reach = UNPLACED) -> Verdict | None:
+    """Verdict for a known program, or None when the name is not in any table (``reach``: where it lands)."""
+    worse = worse_by_reach(name, args, reach)
     if worse is not None:
         return worse
     rule = _RULES.get(name)

@@ -1,0 +1,58 @@
+"""What a segment says about the ones after it: a ``cd`` moves them, a ``find`` feeds a pipe.
+
+``plan`` judges segments one by one; these readers give it the context that carries over
+(``reach.Reach``): the folder a ``cd``/``pushd`` names, and the start folders of a ``find``
+(or ``fd``) whose output a later ``xargs`` in the same pipeline turns into arguments.
+"""
+
+from __future__ import annotations
+
+import os
+
+from kernel_ext.shellplan.lexer import Segment, Word
+
+LEADING_KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}", "esac"})
+
+
+def assignment(word: Word) -> bool:
+    name, eq, _ = word.raw.partition("=")
+    return bool(eq) and name.isidentifier()
+
+
+
+def leading(seg: Segment) -> list[Word]:
+    """The segment's words from the program on: keywords and assignments before it dropped."""
+    words = list(seg.words)
+    while words and not words[0].quoted and words[0].text in LEADING_KEYWORDS:
+        words.pop(0)
+    while words and assignment(words[0]):
+        words.pop(0)
+    return words
+
+
+def cd_target(seg: Segment) -> tuple[bool, str | None]:
+    """``(True, folder)`` for ``cd``/``pushd``/``popd`` ("" for home, None when not known); ``(False, None)`` otherwise."""
+    words = leading(seg)
+    if not words or words[0].text not in ("cd", "pushd", "popd", "chdir"):
+        return False, None
+    rest = [w for w in words[1:] if not (w.text.startswith("-") and w.text != "-")]
+    if not rest:
+        return True, None if words[0].text == "popd" else ""
+    first = rest[0]
+    computed = first.dynamic and not first.text.startswith(("$HOME", "${HOME}"))
+    return True, None if words[0].text == "popd" or first.text == "-" or computed else first.text
+
+
+def find_roots(seg: Segment) -> list[str] | None:
+    """The start folders of a ``find`` that prints names (None: the segment is no such ``find``)."""
+    words = leading(seg)
+    if not words or os.path.basename(words[0].text) not in ("find", "fd", "fdfind"):
+        return None
+    if os.path.basename(words[0].text) != "find":  # fd PATTERN [PATH...]
+        return [w.text for w in words[1:] if not w.text.startswith("-")][1:]
+    roots = []
+    for word in words[1:]:
+        if word.text.startswith(("-", "(", "!")):
+            break
+        roots.append(word.text)
+    return roots
