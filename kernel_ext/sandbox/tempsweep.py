@@ -1,19 +1,24 @@
 """Temporary homes left behind: swept once a day old, only this user's, never through a link.
 
 Sandboxes get throwaway folders under the temp dir (``besser-home-*`` for a run's shell,
-``besser-oneoff-home-*`` for a one-off, ``besser-apphost-*`` for the app host). Their owners
-remove them on close, but a server killed with SIGKILL or a crashed kernel leaves them. The
-server sweeps at start-up and then periodically (``TempSweeper``): a folder is removed when its
-name has one of those prefixes, it is a real directory (not a link) owned by this user, no
-owner in this process holds it (``hold``), and neither it nor any entry directly in it changed
-in ``max_age_s`` (24 h). Removal walks descriptors and never follows a link
-(``workspace.treecopy.remove_entry``), so a link planted inside cannot point the sweep elsewhere.
+``besser-oneoff-home-*`` for a one-off, ``besser-apphost-*`` for the app host), made by
+``make_home``, whose name records the owning process (``o<pid>.<start ticks>-`` after the
+prefix: a pid alone could be reused). Their owners remove them on close, but a server killed
+with SIGKILL or a crashed kernel leaves them. The server sweeps at start-up and then
+periodically (``TempSweeper``): a folder is removed when its name has one of those prefixes, it
+is a real directory (not a link) owned by this user, its owner process is gone (another live
+server's homes are never touched), no owner in this process holds it (``hold``), and nothing in
+its tree changed in ``max_age_s`` (24 h: the newest modification time of every entry, a walk of
+at most ``MAX_WALK_ENTRIES``; a tree larger than that is kept, never judged by its top). Removal
+walks descriptors and never follows a link (``workspace.treecopy.remove_entry``), so a link
+planted inside cannot point the sweep elsewhere.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 import tempfile
 import threading
@@ -28,6 +33,8 @@ log = logging.getLogger(__name__)
 PREFIXES = ("besser-home-", "besser-oneoff-home-", "besser-apphost-")
 MAX_AGE_S = 24 * 3600.0
 INTERVAL_S = 3600.0
+MAX_WALK_ENTRIES = 50_000  # entries looked at per home before it is kept as "not known to be stale"
+_OWNER = re.compile(r"o(\d{1,10})\.(\d{1,20})-")
 
 _held: set[str] = set()
 _held_lock = threading.Lock()
@@ -44,19 +51,68 @@ def release_temp_home(path: str | os.PathLike[str]) -> None:
         _held.discard(os.path.realpath(path))
 
 
-def _newest_change(parent: int, name: str, st: os.stat_result) -> float:
-    """The latest modification time of the folder and of each entry directly in it (no link followed)."""
-    newest = st.st_mtime
+def _start_ticks(pid: int) -> str:
+    """When ``pid`` started (clock ticks since boot, /proc); "" when it is gone or not known."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return ""
+    if fields[0] in (b"Z", b"X"):  # a zombie has ended: its homes are no one's
+        return ""
+    return fields[19].decode() if len(fields) > 19 else ""
+
+
+def owner_tag(pid: int | None = None) -> str:
+    """The name part that records the owning process: ``o<pid>.<start ticks>-``."""
+    pid = os.getpid() if pid is None else pid
+    return f"o{pid}.{_start_ticks(pid) or 0}-"
+
+
+def make_home(prefix: str, label: str = "", *, root: str | os.PathLike[str] | None = None) -> Path:
+    """A new temporary home named ``<prefix>o<pid>.<start>-<label>XXXX`` (``prefix`` one of ``PREFIXES``)."""
+    if prefix not in PREFIXES:
+        raise ValueError(f"a temporary home's prefix is one of {PREFIXES}, not {prefix!r}")
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{owner_tag()}{label}", dir=root))
+
+
+def owner_alive(name: str) -> bool | None:
+    """Whether the process recorded in a home's name still runs (None: the name records none)."""
+    prefix = next((p for p in PREFIXES if name.startswith(p)), "")
+    match = _OWNER.match(name, len(prefix)) if prefix else None
+    if match is None:
+        return None
+    pid, ticks = int(match.group(1)), match.group(2)
+    if os.path.isdir("/proc/self"):
+        now = _start_ticks(pid)
+        return bool(now) and (ticks == "0" or now == ticks)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _changed_since(parent: int, name: str, st: os.stat_result, cutoff: float, limit: int) -> bool:
+    """Did anything in the tree change after ``cutoff``? True as well when that is not known
+    (the walk met more than ``limit`` entries or could not be done): a home is removed only when
+    every entry of it is known to be old. Links are looked at, never followed."""
+    if st.st_mtime > cutoff:
+        return True
     try:
         with treewalk.opened_dir(name, parent) as fd:
-            for _, child in treewalk.entries(fd):
-                newest = max(newest, child.st_mtime)
+            for seen, (_, child) in enumerate(treewalk.walk(fd), start=1):
+                if child.st_mtime > cutoff or seen > limit:
+                    return True
     except OSError:
-        pass
-    return newest
+        return True
+    return False
 
 
-def sweep(root: str | os.PathLike[str] | None = None, *, max_age_s: float = MAX_AGE_S, now: float | None = None) -> list[str]:
+def sweep(root: str | os.PathLike[str] | None = None, *, max_age_s: float = MAX_AGE_S, now: float | None = None,
+          max_entries: int = MAX_WALK_ENTRIES) -> list[str]:
     """Remove stale temporary homes under ``root`` (default: the temp dir); the names removed."""
     base = Path(root) if root is not None else Path(tempfile.gettempdir())
     cutoff = (time.time() if now is None else now) - max_age_s
@@ -70,8 +126,8 @@ def sweep(root: str | os.PathLike[str] | None = None, *, max_age_s: float = MAX_
                 with _held_lock:
                     if os.path.realpath(base / name) in _held:
                         continue
-                if _newest_change(parent, name, st) > cutoff:
-                    continue
+                if owner_alive(name) or _changed_since(parent, name, st, cutoff, max_entries):
+                    continue  # another live server's (or this one's), or used within the day
                 try:
                     again = os.stat(name, dir_fd=parent, follow_symlinks=False)
                     if (again.st_dev, again.st_ino) != (st.st_dev, st.st_ino):
