@@ -155,3 +155,29 @@ def test_a_file_changed_before_the_first_write_has_no_known_baseline(tmp_path):
         assert refused.error.code == "evidence_untouched" and "before this run" in refused.observation
     assert cite("fresh.py", "return compute_value()").ok  # created by the file tools: all new
     assert _tree(tmp_path) == before
+
+
+def test_a_generators_output_is_a_baseline_not_this_runs_work(tmp_path):
+    """A ``generate_*`` call during the run (BESSER's real pydantic generator) writes a file the start
+    digests do not know: its output is the baseline (the ledger vouches for it), so a later edit's line
+    can be cited and the generated lines cannot."""
+    from kernel_ext.model import build_library_model
+
+    (tmp_path / "README.md").write_text("mine\n")
+    ctx = ToolContext(services={"workspace": Workspace(tmp_path), SERVICE: TaskList(), "domain_model": build_library_model()})
+    written_lines(ctx.state).record_start(tree_hashes(tmp_path))
+    executor = Executor(default_catalog(), ctx, policy=ExecutionPolicy.allowing([Category.EDIT, Category.PLAN, "generate"]),
+                        approver=always_approve)
+    call = lambda name, **a: executor.execute_sync(ToolCall(f"c-{name}", name, a))  # noqa: E731
+    generated = call("generate_pydantic")
+    assert generated.ok, generated.observation
+    path = "pydantic/pydantic_classes.py"
+    assert 'FICTION = "FICTION"' in (tmp_path / path).read_text()
+    assert call("modify_file", path=path, old_text='FICTION = "FICTION"', new_text='FICTION = "FICTION_BOOKS"').ok
+    assert call("task_list", action="add", text="rename the genre").ok
+    cite = lambda quote: call("task_list", action="done", id="T1",  # noqa: E731
+                              evidence=[{"id": "T1", "path": path, "quote": quote}])
+    before = _tree(tmp_path)
+    assert cite('SCIENCE = "SCIENCE"').error.code == "evidence_untouched"  # the generator wrote it, not this edit
+    assert cite('FICTION = "FICTION_BOOKS"').ok
+    assert _tree(tmp_path) == before

@@ -33,7 +33,7 @@ from kernel_ext.tools.evidence import (
 from kernel_ext.tools.files_common import Loaded, split_lines, workspace_of
 from kernel_ext.tools.import_guard import checker_for_root, guard_import, is_guarded
 from kernel_ext.tools.read_ids import read_store
-from kernel_ext.tools.written_lines import written_lines
+from kernel_ext.tools.written_lines import generated_digest, written_lines
 from kernel_ext.workspace import Location, publish, sha256_hex
 from kernel_ext.workspace.locks import lock_key
 
@@ -126,7 +126,8 @@ def commit(ctx: ToolContext, plan: EditPlan) -> Committed:
     record = evidence_log(ctx.state).record(
         plan.tool, plan.loc.display, plan.new_sha, before_sha, plan.changed, fingerprint=plan.fingerprint
     )
-    written_lines(ctx.state).track(plan.loc.display, before_sha, plan.before.text if plan.before else None, plan.new_sha)
+    written_lines(ctx.state).track(plan.loc.display, before_sha, plan.before.text if plan.before else None, plan.new_sha,
+                                   generated=generated_digest(ctx.state, plan.loc.display))
     store, key = read_store(ctx.state), lock_key(plan.loc)
     if plan.tool == "write_file" or (before_sha and store.known_version(key) == before_sha):
         store.learn(key, plan.new_sha)

@@ -35,7 +35,7 @@ from kernel_ext.tools.files_common import (
     workspace_of,
 )
 from kernel_ext.tools.read_ids import read_store
-from kernel_ext.tools.written_lines import written_lines
+from kernel_ext.tools.written_lines import generated_digest, written_lines
 from kernel_ext.workspace import Location, file_lock, remove, snapshot
 from kernel_ext.workspace.locks import lock_key
 
@@ -141,7 +141,8 @@ def _run_delete(args: DeleteArgs, ctx: ToolContext) -> ToolOutcome:
         remove(ws, loc, expected=shot.identity)
         record = evidence_log(ctx.state).record("delete_file", loc.display, "", shot.sha256, (), deleted=True)
         read_store(ctx.state).forget(lock_key(loc))
-        written_lines(ctx.state).track(loc.display, shot.sha256, shot.text, "")  # the baseline outlives the file
+        written_lines(ctx.state).track(loc.display, shot.sha256, shot.text, "",  # the baseline outlives the file
+                                       generated=generated_digest(ctx.state, loc.display))
     return ToolOutcome(
         f"deleted {loc.display}",
         {"path": loc.display, "status": "deleted", "written": True, "evidence_id": record.id, "before_sha256": shot.sha256},

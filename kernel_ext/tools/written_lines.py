@@ -11,9 +11,10 @@ diff removed is a move, not new.
 
 The baseline is trusted only when it is the file as the run began: when the host recorded the
 tree's digests at the start of customisation (``record_start``), a first write that finds the
-file changed since (by a shell command, say) leaves the baseline unknown, and citations of that
-file are refused by name, as are citations of a file changed outside the file tools since their
-last write.
+file changed since (by a shell command, say) leaves the baseline unknown, unless what it finds is
+a generator's output (the run's generation ledger holds its digest: a ``generate_*`` call wrote
+it, not the model). Citations of such a file are refused by name, as are citations of a file
+changed outside the file tools since their last write.
 """
 
 from __future__ import annotations
@@ -47,14 +48,16 @@ class WrittenLines:
         """The host's digests of the workspace tree before the model could change it."""
         self.start = dict(digests)
 
-    def track(self, path: str, before_sha: str, before: str | None, sha256: str) -> None:
+    def track(self, path: str, before_sha: str, before: str | None, sha256: str, *, generated: str = "") -> None:
         """One write or delete by the file tools: ``before_sha`` ("": the file did not exist) -> ``sha256``.
 
-        ``before`` is the text the write replaced (None: not readable as text, so not known).
+        ``before`` is the text the write replaced (None: not readable as text, so not known);
+        ``generated`` the digest a generator last published at ``path`` this run ("" if none).
         """
         entry = self.files.get(path)
         if entry is None:
-            entry = self.files[path] = FileHistory(self._first_baseline(path, before_sha, before), sha256)
+            baseline = before if before_sha and before_sha == generated else self._first_baseline(path, before_sha, before)
+            entry = self.files[path] = FileHistory(baseline, sha256)
         entry.sha256 = sha256
         self._cache.pop(path, None)
 
@@ -115,6 +118,14 @@ def changed_lines(old: list[str], new: list[str]) -> frozenset[int]:
 
 def written_lines(state: RunState) -> WrittenLines:
     return state.store(WRITTEN_KEY, WrittenLines)
+
+
+def generated_digest(state: RunState, path: str) -> str:
+    """The digest a generator of this run last published at ``path`` ("" when none did)."""
+    from kernel_ext.generation.manifest import LEDGER_KEY  # light: the ledger's key, nothing heavy
+
+    ledger = state.stores.get(LEDGER_KEY)
+    return str(ledger.files.get(path, "")) if ledger is not None else ""
 
 
 def quote_on_changed(code: list[str], needle: str, changed: frozenset[int]) -> bool:
