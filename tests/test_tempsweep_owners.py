@@ -1,6 +1,6 @@
 """The sweep of temporary homes (issue 19, item 10): a home is judged by the newest change anywhere
 in its tree, and never removed while the server that made it lives. Two real server-like
-processes make their homes with ``make_home`` (one stays alive, one has exited); the sweep runs
+processes make their homes with ``make_temp_home`` (one stays alive, one has exited); the sweep runs
 in this process, as another server's sweeper would."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from kernel_ext.sandbox import tempsweep
 
 REPO = Path(__file__).resolve().parents[1]
 DAY = 24 * 3600
-MAKE = ("import sys\nfrom kernel_ext.sandbox.tempsweep import make_home\n"
-        "home = make_home(sys.argv[1], 'run1-', root=sys.argv[2])\n"
+MAKE = ("import sys\nfrom kernel_ext.sandbox.tempsweep import make_temp_home\n"
+        "home = make_temp_home(sys.argv[1], 'run1-', root=sys.argv[2])\n"
         "(home / 'deep' / 'er').mkdir(parents=True)\n(home / 'deep' / 'er' / 'state.txt').write_text('work')\n"
         "print(home, flush=True)\nsys.stdin.read()\n")  # lives until its stdin closes
 
@@ -84,7 +84,7 @@ def test_age_is_the_newest_change_anywhere_in_the_tree(tmp_path):
 
 def test_make_home_names_only_known_kinds(tmp_path):
     with pytest.raises(ValueError):
-        tempsweep.make_home("elsewhere-", root=tmp_path)
-    home = tempsweep.make_home("besser-home-", "r1-", root=tmp_path)
+        tempsweep.make_temp_home("elsewhere-", root=tmp_path)
+    home = tempsweep.make_temp_home("besser-home-", "r1-", root=tmp_path)
     assert home.name.startswith(f"besser-home-o{os.getpid()}.") and tempsweep.owner_alive(home.name) is True
     assert tempsweep.owner_alive("besser-home-r1-abc") is None  # an old-style name: judged by age alone

@@ -214,11 +214,8 @@ class Orchestrator:
             return PhaseOutcome("skipped", self.no_model)
         if not self.tasks.tasks:
             return PhaseOutcome("skipped", "nothing to customise")
-        from kernel_ext.generation.manifest import tree_hashes
-        from kernel_ext.tools.written_lines import written_lines
-
-        start = await asyncio.to_thread(tree_hashes, self.ctx.layout.app_dir)  # what "this run changed" is measured from
-        written_lines(self.tool_context.state).record_start(start)
+        from kernel_ext.tools.written_lines import record_start  # what "this run changed" is measured from
+        await asyncio.to_thread(record_start, self.tool_context.state, self.ctx.layout.app_dir)
         conversation = self._conversation()
         result = await customize(
             self.provider, conversation, self._executor(), self.events, self.tasks,

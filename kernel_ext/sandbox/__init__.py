@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # the real types for a type checker; at run time each name is
     from kernel_ext.sandbox.session.service import DISABLED_MESSAGE, INSTALL_TIMEOUT_S, ShellService, shell_service_for_run
     from kernel_ext.sandbox.shtools.shell import Shell
     from kernel_ext.sandbox.spec import Confinement
-    from kernel_ext.sandbox.tempsweep import TempSweeper, hold_temp_home, release_temp_home
+    from kernel_ext.sandbox.tempsweep import TempSweeper, hold_temp_home, make_temp_home, release_temp_home
     from kernel_ext.sandbox.tiers import OFF_WARNING, Tier, TierChoice, choose_tier
     from kernel_ext.sandbox.workers import WarmWorker, WorkerPlan, start_worker
 
@@ -71,6 +71,7 @@ _EXPORTS = {
     "OFF_WARNING": "tiers",
     "TempSweeper": "tempsweep",
     "hold_temp_home": "tempsweep",
+    "make_temp_home": "tempsweep",
     "release_temp_home": "tempsweep",
     "env_flag": "config",
     "DISABLED_MESSAGE": "session.service",
@@ -98,6 +99,7 @@ __all__ = [
     "choose_tier",
     "env_flag",
     "hold_temp_home",
+    "make_temp_home",
     "package_program",
     "release_temp_home",
     "release_workspace",

@@ -24,7 +24,7 @@ from kernel_ext.sandbox.record import CommandRecord, new_record_id
 from kernel_ext.sandbox.spec import Confinement, is_within
 from kernel_ext.sandbox.spill import attach_spill
 from kernel_ext.sandbox.supervisor import MAX_STDIN, Job, Outcome, feed_stdin
-from kernel_ext.sandbox.tempsweep import make_home
+from kernel_ext.sandbox.tempsweep import make_temp_home
 from kernel_ext.sandbox.tiers import OFF_WARNING, Tier, TierChoice
 
 __all__ = ["execute", "release_workspace", "require_tier", "run_confined"]
@@ -84,7 +84,7 @@ def run_confined(
         finally:
             prepared.discard()
     own_home = home is None
-    home_dir = Path(home) if home is not None else make_home("besser-oneoff-home-")
+    home_dir = Path(home) if home is not None else make_temp_home("besser-oneoff-home-")
     try:
         conf = Confinement.for_run(workspace, home_dir, network=network, writable=writable, readable=readable,
                                    hidden=hidden, cwd=where)

@@ -31,7 +31,7 @@ from pathlib import Path
 from kernel_ext.sandbox.confined import spawn_confined
 from kernel_ext.sandbox.spec import Confinement
 from kernel_ext.sandbox.supervisor import release, spawn_later
-from kernel_ext.sandbox.tempsweep import make_home
+from kernel_ext.sandbox.tempsweep import make_temp_home
 from kernel_ext.sandbox.tiers import Tier
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def remove_home(prepared: Prepared) -> None:
 def prepare(tier: Tier, workspace: Path, network: bool, writable: tuple[Path, ...], hidden: tuple[Path, ...],
             stable: bool = True) -> Prepared:
     """Start a sandbox over ``workspace`` with a fresh temporary home and the waiter inside."""
-    home = make_home("besser-oneoff-home-")
+    home = make_temp_home("besser-oneoff-home-")
     conf = Confinement(workspace=workspace, home=home, network=network, writable=writable, hidden=hidden)
     try:
         st = os.stat(workspace)

@@ -2,7 +2,7 @@
 
 Sandboxes get throwaway folders under the temp dir (``besser-home-*`` for a run's shell,
 ``besser-oneoff-home-*`` for a one-off, ``besser-apphost-*`` for the app host), made by
-``make_home``, whose name records the owning process (``o<pid>.<start ticks>-`` after the
+``make_temp_home``, whose name records the owning process (``o<pid>.<start ticks>-`` after the
 prefix: a pid alone could be reused). Their owners remove them on close, but a server killed
 with SIGKILL or a crashed kernel leaves them. The server sweeps at start-up and then
 periodically (``TempSweeper``): a folder is removed when its name has one of those prefixes, it
@@ -69,7 +69,7 @@ def owner_tag(pid: int | None = None) -> str:
     return f"o{pid}.{_start_ticks(pid) or 0}-"
 
 
-def make_home(prefix: str, label: str = "", *, root: str | os.PathLike[str] | None = None) -> Path:
+def make_temp_home(prefix: str, label: str = "", *, root: str | os.PathLike[str] | None = None) -> Path:
     """A new temporary home named ``<prefix>o<pid>.<start>-<label>XXXX`` (``prefix`` one of ``PREFIXES``)."""
     if prefix not in PREFIXES:
         raise ValueError(f"a temporary home's prefix is one of {PREFIXES}, not {prefix!r}")

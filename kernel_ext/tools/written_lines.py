@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import difflib
+import os
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -118,6 +119,14 @@ def changed_lines(old: list[str], new: list[str]) -> frozenset[int]:
 
 def written_lines(state: RunState) -> WrittenLines:
     return state.store(WRITTEN_KEY, WrittenLines)
+
+
+def record_start(state: RunState, root: str | os.PathLike[str]) -> None:
+    """The host's digests of ``root`` (the app) before the model may change it: reads every file, so
+    call it off the event loop."""
+    from kernel_ext.generation.manifest import tree_hashes
+
+    written_lines(state).record_start(tree_hashes(root))
 
 
 def generated_digest(state: RunState, path: str) -> str:

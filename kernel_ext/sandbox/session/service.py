@@ -82,7 +82,7 @@ class ShellService:
         self._own_registry = registry is None
         self.registry = registry or SessionRegistry(self.settings.max_sessions, self.settings.idle_seconds)
         self._own_home = home is None
-        self.home = Path(home) if home is not None else tempsweep.make_home("besser-home-", f"{run_id}-")
+        self.home = Path(home) if home is not None else tempsweep.make_temp_home("besser-home-", f"{run_id}-")
         if self._own_home:
             tempsweep.hold_temp_home(self.home)  # a long-lived notebook Shell's home is never "stale"
         self.home.mkdir(parents=True, exist_ok=True)

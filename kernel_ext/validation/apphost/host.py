@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING, TypedDict
 
 from kernel_ext.appenv.environment import AppEnvironment, EnvironmentDescription, environment_for
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox import hold_temp_home, release_temp_home
+from kernel_ext.sandbox import hold_temp_home, make_temp_home, release_temp_home
 from kernel_ext.sandbox.frames import JSONValue, as_object, number
-from kernel_ext.sandbox.tempsweep import make_home
 from kernel_ext.validation.staging import Source
 
 if TYPE_CHECKING:
@@ -88,7 +87,7 @@ class AppHost:
         self.policy = policy
         self.standby = standby
         self.start_timeout = start_timeout
-        self.scratch = make_home("besser-apphost-")
+        self.scratch = make_temp_home("besser-apphost-")
         hold_temp_home(self.scratch)  # a warm host may outlive a day in a long-running server
         for sub in ("src", "rw", "home/.tmp"):
             (self.scratch / sub).mkdir(parents=True, exist_ok=True)
