@@ -181,3 +181,17 @@ def test_a_generators_output_is_a_baseline_not_this_runs_work(tmp_path):
     assert cite('SCIENCE = "SCIENCE"').error.code == "evidence_untouched"  # the generator wrote it, not this edit
     assert cite('FICTION = "FICTION_BOOKS"').ok
     assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize(("path", "text", "code"), [
+    ("a.py", 'x = "a # b"  # note\n# only a comment\n', ['x = "a # b"', "", ""]),
+    ("a.py", 'doc = """# kept\nstill # kept"""\ny = 1 # gone\n', ['doc = """# kept', 'still # kept"""', "y = 1", ""]),
+    ("a.ts", "a = 1; /* x\n y */ b = 2 // c\nconst s = '//no';\n", ["a = 1;", "b = 2", "const s = '//no';", ""]),
+    ("q.sql", "select 1 -- c\n/* x */ from t\n", ["select 1", "from t", ""]),
+    ("Dockerfile", "# base\nFROM python:3.12  # pinned\n", ["", "FROM python:3.12", ""]),
+    ("data.json", '{"a": "#1"}\n', ['{"a": "#1"}', ""]),
+])
+def test_code_lines_drop_comments_by_the_files_kind(path, text, code):
+    from kernel_ext.tools.code_text import code_lines
+
+    assert code_lines(path, text) == code

@@ -37,6 +37,12 @@ class Syntax:
     triple: bool = False  # Python's triple-quoted strings span lines
     quotes: str = "\"'"
 
+    @property
+    def specials(self) -> str:
+        """The characters that may open a string or a comment."""
+        opener = self.block[0][:1] if self.block else ""
+        return self.quotes + "".join(marker[:1] for marker in self.line) + opener
+
 
 NONE = Syntax(quotes="")
 SYNTAXES = {
@@ -63,14 +69,17 @@ def code_lines(path: str, text: str) -> list[str]:
     syntax = syntax_for(path)
     out: list[str] = []
     state = ""  # "" (code), the block comment's closer, or an open triple quote
+    specials = syntax.specials
     for line in text.split("\n"):
-        code, state = _strip(line, syntax, state)
+        code, state = _strip(line, syntax, state, specials)
         out.append(" ".join(code.split()))
     return out
 
 
-def _strip(line: str, syntax: Syntax, state: str) -> tuple[str, str]:
+def _strip(line: str, syntax: Syntax, state: str, specials: str) -> tuple[str, str]:
     """The code of one line and the state carried to the next (linear in the line)."""
+    if not state and not any(ch in line for ch in specials):
+        return line, state  # nothing that opens a string or a comment: all of it is code
     kept: list[str] = []
     i, n = 0, len(line)
     quote = ""

@@ -3,11 +3,11 @@
 For each file the file tools touch, ``WrittenLines`` keeps its *baseline*: its text before the
 run's first write of it (``""`` when the run created it), kept through deletes and re-creations,
 and the digest of the last version the file tools left. Which lines this run wrote is never
-taken from an edit's span; it is a line diff of the baseline against the current text, compared
-on code (``code_text``: comments dropped, whitespace collapsed), so rewriting a line unchanged,
-adding a trailing space or a comment, re-creating a deleted file with the same text, or moving
-an untouched line elsewhere changes nothing. A changed line whose code equals a line the same
-diff removed is a move, not new.
+taken from an edit's span; it is a comparison of the baseline's lines with the current ones by
+content, on code (``code_text``: comments dropped, whitespace collapsed): a line is new when its
+code occurs more often now than in the baseline. So rewriting a line unchanged, adding a
+trailing space or a comment, re-creating a deleted file with the same text, or moving an
+untouched line elsewhere changes nothing.
 
 The baseline is trusted only when it is the file as the run began: when the host recorded the
 tree's digests at the start of customisation (``record_start``), a first write that finds the
@@ -20,7 +20,6 @@ changed outside the file tools since their last write.
 from __future__ import annotations
 
 import bisect
-import difflib
 import os
 from collections import Counter
 from collections.abc import Mapping
@@ -86,35 +85,17 @@ class WrittenLines:
 
 
 def changed_lines(old: list[str], new: list[str]) -> frozenset[int]:
-    """Indices of ``new`` whose code is new: not matched to ``old`` by a line diff, nor moved from it.
+    """Indices of ``new`` whose code is new: it occurs more often in ``new`` than in ``old``.
 
-    Blank (code-less) lines take no part. Common head and tail are cut before the diff, so a
-    usual edit costs a diff of the edited region only.
+    Compared as a multiset of code lines (linear, whatever repeats), so a line rewritten as it
+    was, moved elsewhere, or deleted and written again adds nothing, while a line added or
+    changed counts (each of its occurrences, since a quote of that code is a quote of new code).
+    Blank (code-less) lines take no part.
     """
-    old_code = [line for line in old if line]
-    index = [i for i, line in enumerate(new) if line]
-    new_code = [new[i] for i in index]
-    head = 0
-    while head < min(len(old_code), len(new_code)) and old_code[head] == new_code[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(old_code), len(new_code)) - head and old_code[-1 - tail] == new_code[-1 - tail]:
-        tail += 1
-    old_mid, new_mid = old_code[head:len(old_code) - tail], new_code[head:len(new_code) - tail]
-    removed: Counter[str] = Counter()
-    candidates: list[int] = []
-    matcher = difflib.SequenceMatcher(None, old_mid, new_mid, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag != "equal":
-            removed.update(old_mid[i1:i2])
-            candidates.extend(range(j1, j2))
-    changed = set()
-    for j in candidates:
-        if removed[new_mid[j]] > 0:
-            removed[new_mid[j]] -= 1  # a line moved, not written
-        else:
-            changed.add(index[head + j])
-    return frozenset(changed)
+    before = Counter(line for line in old if line)
+    after = Counter(line for line in new if line)
+    grown = {line for line, count in after.items() if count > before[line]}
+    return frozenset(i for i, line in enumerate(new) if line in grown)
 
 
 def written_lines(state: RunState) -> WrittenLines:
