@@ -24,7 +24,7 @@ from kernel_ext.shellplan.lexer import Parsed, Redirect, Segment, Word, parse
 from kernel_ext.shellplan.reach import UNPLACED, Reach
 from kernel_ext.shellplan.rules import classify_program
 from kernel_ext.shellplan.scan import Scan, fork_bomb
-from kernel_ext.shellplan.segments import LEADING_KEYWORDS, assignment, cd_target, find_roots
+from kernel_ext.shellplan.segments import LEADING_KEYWORDS, assignment, cd_target, find_roots, start_paths
 from kernel_ext.shellplan.verdict import (
     COMPLEX,
     DESTRUCTIVE,
@@ -340,11 +340,7 @@ def _shell(args: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED) 
 
 def _find(args: list[Word], depth: int, reach: Reach = UNPLACED) -> Verdict:
     texts = [w.text for w in args]
-    roots = []
-    for text in texts:
-        if text.startswith(("-", "(", "!")):
-            break
-        roots.append(text)
+    roots = start_paths(texts)
     parts = [ro()]
     i = 0
     while i < len(texts):

@@ -27,6 +27,7 @@ from kernel_ext.shellplan.verdict import Verdict, bad, positional
 
 # ~, ~/, ~user, $HOME, ${HOME}, /root, /home/<user>, /Users/<user>: a home folder, spelled any usual way.
 _HOME = re.compile(r"(~[A-Za-z0-9._-]*|\$HOME|\$\{HOME\}|/root|/home(/[^/]+)?|/Users(/[^/]+)?)")
+_PWD = re.compile(r"^(\$PWD|\$\{PWD\})(?=/|$)")
 _HOME_PREFIX = re.compile(r"^(~[A-Za-z0-9._-]*|\$HOME|\$\{HOME\})(?=/|$)")
 _HOME_BACK = re.compile(r"^/home/(~[A-Za-z0-9._-]*|\$HOME|\$\{HOME\})(?=/|$)")  # a home while a path is folded
 # Sinks: every device, and a process's descriptors (/proc/self/fd/1 is the caller's stdout).
@@ -86,6 +87,9 @@ def resolve(word: str, cwd: str | None) -> str:
     """
     if not word or word.startswith("-"):
         return word
+    here = _PWD.match(word)
+    if here and cwd is not None:  # $PWD is the folder a cd moved to
+        word = cwd + word[here.end():]
     if not word.startswith(("/", "~", "$")):
         if cwd is None:
             return word

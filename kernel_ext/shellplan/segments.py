@@ -50,9 +50,17 @@ def find_roots(seg: Segment) -> list[str] | None:
         return None
     if os.path.basename(words[0].text) != "find":  # fd PATTERN [PATH...]
         return [w.text for w in words[1:] if not w.text.startswith("-")][1:]
+    return start_paths([w.text for w in words[1:]])
+
+
+def start_paths(args: list[str]) -> list[str]:
+    """``find``'s start folders: the words before its expression, past ``-H``/``-L``/``-P``/``-D x``/``-O3``."""
+    i = 0
+    while i < len(args) and (args[i] in ("-H", "-L", "-P", "-D") or args[i].startswith("-O")):
+        i += 2 if args[i] == "-D" else 1
     roots = []
-    for word in words[1:]:
-        if word.text.startswith(("-", "(", "!")):
+    for text in args[i:]:
+        if text.startswith(("-", "(", "!")):
             break
-        roots.append(word.text)
+        roots.append(text)
     return roots
