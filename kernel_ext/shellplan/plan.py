@@ -149,7 +149,7 @@ def _command(parsed: Parsed, text: str, depth: int, reach: Reach = UNPLACED) -> 
     for seg in parsed.segments:
         piped = previous_op in ("|", "|&")
         feed = feed if piped else ()
-        verdict = _segment(seg, depth, replace(reach, feed=feed))
+        verdict = _segment(seg, depth, reach if reach.feed == feed else replace(reach, feed=feed))
         if seg.op == "&":
             verdict = verdict.at_least(COMPLEX, "runs in the background")
         if verdict.runs_stdin and previous_op in ("|", "|&"):

@@ -20,21 +20,21 @@ def assignment(word: Word) -> bool:
 
 
 
-def leading(seg: Segment) -> list[Word]:
-    """The segment's words from the program on: keywords and assignments before it dropped."""
-    words = list(seg.words)
-    while words and not words[0].quoted and words[0].text in LEADING_KEYWORDS:
-        words.pop(0)
-    while words and assignment(words[0]):
-        words.pop(0)
-    return words
+def _program_at(words: list[Word]) -> int:
+    i = 0
+    while i < len(words) and not words[i].quoted and words[i].text in LEADING_KEYWORDS:
+        i += 1
+    while i < len(words) and assignment(words[i]):
+        i += 1
+    return i
 
 
 def cd_target(seg: Segment) -> tuple[bool, str | None]:
     """``(True, folder)`` for ``cd``/``pushd``/``popd`` ("" for home, None when not known); ``(False, None)`` otherwise."""
-    words = leading(seg)
-    if not words or words[0].text not in ("cd", "pushd", "popd", "chdir"):
+    at = _program_at(seg.words)
+    if at >= len(seg.words) or seg.words[at].text not in ("cd", "pushd", "popd", "chdir"):
         return False, None
+    words = seg.words[at:]
     rest = [w for w in words[1:] if not (w.text.startswith("-") and w.text != "-")]
     if not rest:
         return True, None if words[0].text == "popd" else ""
@@ -45,9 +45,10 @@ def cd_target(seg: Segment) -> tuple[bool, str | None]:
 
 def find_roots(seg: Segment) -> list[str] | None:
     """The start folders of a ``find`` that prints names (None: the segment is no such ``find``)."""
-    words = leading(seg)
-    if not words or os.path.basename(words[0].text) not in ("find", "fd", "fdfind"):
+    at = _program_at(seg.words)
+    if at >= len(seg.words) or os.path.basename(seg.words[at].text) not in ("find", "fd", "fdfind"):
         return None
+    words = seg.words[at:]
     if os.path.basename(words[0].text) != "find":  # fd PATTERN [PATH...]
         return [w.text for w in words[1:] if not w.text.startswith("-")][1:]
     return start_paths([w.text for w in words[1:]])
