@@ -35,12 +35,26 @@ def describe_configuration(
             "scenarios": list(SCENARIOS),
         },
         "sandbox": sandbox or describe_sandbox(operator),
-        "provider": describe_provider(operator),
+        "provider": {**describe_provider(operator), **last_budget_refusal(manager)},
         "app_environment": describe_app_environment(),
         "budgets": operator.budget_caps(),
         "approval_timeout_s": manager.approval_timeout if manager is not None else operator.approval_timeout_s,
         "runs_dir": str(manager.runs_dir) if manager is not None else None,
     }
+
+
+def last_budget_refusal(manager: RunManager | None) -> dict[str, Any]:
+    """``{"budget": ...}`` when a run hosted here ended ``budget_exhausted``: the newest one's
+    figures (as the endpoint gave them), so a student sees why their runs stop; else nothing."""
+    for run in sorted(manager.live() if manager is not None else [], key=lambda r: r.id, reverse=True):
+        events = list(run.events.events)
+        if not events or getattr(events[-1], "status", None) != "budget_exhausted":
+            continue
+        refusal = next((e for e in reversed(events) if getattr(e, "code", None) == "BUDGET_EXHAUSTED"), None)
+        figures = {k: getattr(refusal, k, None) for k in ("spent_usd", "limit_usd")}
+        return {"budget": {"exhausted": True, "run_id": run.id, **figures,
+                           "message": getattr(refusal, "message", getattr(events[-1], "summary", ""))}}
+    return {}
 
 
 def describe_app_environment() -> dict[str, Any]:
