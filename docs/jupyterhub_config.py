@@ -106,7 +106,7 @@ def copy_notebooks(spawner):
 
 services: list[dict] = []
 
-# -- the LLM gateway: the key stays with the hub (docs/jupyterhub.md, section 3) --------------------
+# -- the LLM gateway: the key stays with the hub (docs/jupyterhub.md, section 8) --------------------
 if GATEWAY:
     GATEWAY_URL = f"http://127.0.0.1:{int(os.environ.get('BESSER_HUB_GATEWAY_PORT', '4000'))}"
     MODEL = os.environ.get("BESSER_LLM_MODEL", "gpt-4o-mini")
@@ -139,6 +139,7 @@ if GATEWAY:
             "GATEWAY_PORT": port,
             **{name: os.environ[name] for name in (*PROVIDER_SECRETS, "DATABASE_URL", "BESSER_LLM_MODEL", "HOME")
                if os.environ.get(name)},
+            **{name: value for name, value in os.environ.items() if name.startswith("LITELLM_")},  # its own settings
         },
     })
 

@@ -3,7 +3,7 @@
 Why it exists: LiteLLM's proxy installs and runs here, but its virtual keys and budgets live in
 its database, reached only through Prisma's query and schema engines, which are downloaded from
 Prisma's own binary host at first use; that host cannot be reached from this machine (nor from
-CI), and no package registry carries the engines (docs/jupyterhub.md, section 3, has the
+CI), and no package registry carries the engines (docs/jupyterhub.md, section 8, has the
 commands and errors). So the hub test runs the hub's gateway service with this program in its
 place, through the same managed-service slot (``BESSER_HUB_GATEWAY_CMD``) and the same
 environment the real proxy gets.

@@ -6,7 +6,7 @@ Real: the hub, its proxy, the two single-user servers and their runs, the upstre
 (tests/provider_server.py, answering only the operator's key), the budget refusal ending a run.
 The gateway in the service slot is tests/gateway_standin.py, a LABELLED stand-in speaking
 LiteLLM's proxy API (its admin routes, its budget reply), because LiteLLM's key store cannot run
-on this machine (its Prisma engines cannot be fetched here: docs/jupyterhub.md, section 3).
+on this machine (its Prisma engines cannot be fetched here: docs/jupyterhub.md, section 8).
 
 Two students, a budget of $0.001 each, every upstream reply costing $0.0009: alice's third run
 is refused by the gateway and ends ``budget_exhausted`` with the figures (on its events and in
