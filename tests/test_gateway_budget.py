@@ -166,3 +166,14 @@ def test_a_run_whose_key_runs_out_ends_budget_exhausted_with_the_figures(server,
     assert len(server.requests) == 2
     log = (run.context.layout.run_dir / "events.jsonl").read_text()
     assert KEY not in log and '"status":"budget_exhausted"' in log
+
+    # the run view: ended, with the status and the endpoint's figures in its header
+    from widgets.render import header_html
+    from widgets.state import RunViewState
+
+    view = RunViewState()
+    for event in run.events.events:
+        view.apply(event)
+    header = header_html(view)
+    assert view.finished and view.status == "budget_exhausted"
+    assert "budget_exhausted" in header and "BUDGET_EXHAUSTED" in header and "spent $0.0123 of $0.01" in header
