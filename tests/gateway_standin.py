@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -49,6 +50,10 @@ def make_handler(store: Store, master: str, upstream: str, real_key: str) -> typ
 
         def log_message(self, *args: Any) -> None:
             pass
+
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            """One line per request, as LiteLLM's uvicorn writes it: what the test counts."""
+            print(f'INFO:     {self.client_address[0]} - "{self.requestline}" {code}', file=sys.stderr, flush=True)
 
         def reply(self, status: int, body: Any) -> None:
             data = json.dumps(body).encode()

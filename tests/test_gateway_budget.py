@@ -64,7 +64,7 @@ async def drain(provider):
 
 @pytest.mark.parametrize("protocol", sorted(PROVIDERS))
 @pytest.mark.parametrize("refusal", sorted(REFUSALS))
-async def test_a_budget_refusal_is_final_after_one_request_and_names_the_figures(server, protocol, refusal):
+async def test_a_budget_refusal_is_final_after_one_request_and_names_the_figures(server, protocol, refusal):  # noqa: F811
     reply, spent, limit = REFUSALS[refusal]
     server.plan(reply, *[FINE[protocol]() for _ in range(3)])  # a retry would be answered: none may be sent
     provider = PROVIDERS[protocol](server.url, retry=FAST)
@@ -89,7 +89,7 @@ async def test_a_budget_refusal_is_final_after_one_request_and_names_the_figures
     assert len(server.requests) == 1
 
 
-async def test_a_budget_refusal_inside_a_stream_is_final_too(server):
+async def test_a_budget_refusal_inside_a_stream_is_final_too(server):  # noqa: F811
     body = {"error": {"message": "Budget has been exceeded! Key=k Current cost: 0.3, Max budget: 0.25",
                       "type": "budget_exceeded", "param": None, "code": "422"}}
     server.plan(Plan(chunks=[*openai_stream(["par"], finish=None, done=False), sse(body)]), FINE["openai"]())
@@ -102,7 +102,7 @@ async def test_a_budget_refusal_inside_a_stream_is_final_too(server):
     assert len(server.requests) == 1
 
 
-async def test_other_refusals_keep_their_codes_and_their_retries(server):
+async def test_other_refusals_keep_their_codes_and_their_retries(server):  # noqa: F811
     """Only a budget's own type is final: a plain 429 is still retried, a 422 still a bad request."""
     server.plan(json_error(429, {"error": {"message": "Rate limit reached", "type": "requests"}}, {"retry-after": "0"}),
                 FINE["openai"](),
@@ -140,7 +140,7 @@ TASKS = json.dumps({"tasks": ["add a search endpoint for books"]})
 
 
 @pytest.mark.slow
-def test_a_run_whose_key_runs_out_ends_budget_exhausted_with_the_figures(server, monkeypatch, tmp_path):
+def test_a_run_whose_key_runs_out_ends_budget_exhausted_with_the_figures(server, monkeypatch, tmp_path):  # noqa: F811
     """The planning call is answered, the first Phase 2 call is refused for want of budget: the run
     ends ``budget_exhausted`` (Phase 3 still checks the app, with no repair call), the error event
     carries the figures, and the endpoint saw two requests in all."""

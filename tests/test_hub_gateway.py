@@ -85,7 +85,7 @@ def hub(tmp_path_factory, upstream):
 async def classroom(hub):
     pids = await asyncio.gather(hub.start_server("alice"), hub.start_server("bob"))
     tokens = await asyncio.gather(hub.token_for("alice"), hub.token_for("bob"))
-    return {"pids": dict(zip(("alice", "bob"), pids)), "tokens": dict(zip(("alice", "bob"), tokens))}
+    return {"pids": dict(zip(("alice", "bob"), pids, strict=True)), "tokens": dict(zip(("alice", "bob"), tokens, strict=True))}
 
 
 def answered() -> Plan:
@@ -109,6 +109,12 @@ async def run_once(hub, user: str, token: str) -> tuple[str, list[dict]]:
     return run_id, events
 
 
+def refused_at_gateway(hub) -> int:
+    """Chat requests the gateway refused for want of budget (its access log, in the hub's log)."""
+    log = hub.log_path.read_text(errors="replace")
+    return sum('"POST /v1/chat/completions HTTP/1.1" 422' in line for line in log.splitlines())
+
+
 @pytest.mark.slow
 @pytest.mark.asyncio(loop_scope="module")
 async def test_each_student_has_a_key_and_a_budget_and_the_operators_key_stays_with_the_hub(hub, classroom, upstream):
@@ -129,7 +135,8 @@ async def test_each_student_has_a_key_and_a_budget_and_the_operators_key_stays_w
     assert events[-1]["status"] == "budget_exhausted", events[-1]
     refusal = next(e for e in events if e["type"] == "error" and e["code"] == "BUDGET_EXHAUSTED")
     assert refusal["limit_usd"] == BUDGET_USD and refusal["spent_usd"] == pytest.approx(0.0018)
-    assert "over budget" in refusal["message"] and len(upstream.requests) == 2  # refused at the gateway: no storm
+    assert "over budget" in refusal["message"] and len(upstream.requests) == 2  # refused at the gateway
+    assert refused_at_gateway(hub) == 1  # and asked once: no retry storm against the gateway
 
     _, theirs = await run_once(hub, "bob", bob)  # bob's budget is his own
     assert theirs[-1]["status"] in ("completed", "blocked") and len(upstream.requests) == 3
@@ -179,6 +186,7 @@ async def test_a_restarted_server_gets_a_new_key_and_keeps_its_spent_budget(hub,
     seen = len(upstream.requests)
     _, events = await run_once(hub, "alice", await hub.token_for("alice"))
     assert events[-1]["status"] == "budget_exhausted" and len(upstream.requests) == seen
+    assert refused_at_gateway(hub) == 2
     async with httpx.AsyncClient() as client:  # the revoked key no longer opens the gateway
         old = await client.post(f"{hub.gateway}/v1/chat/completions", headers={"Authorization": f"Bearer {before}"},
                                 json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
