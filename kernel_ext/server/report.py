@@ -44,16 +44,18 @@ def describe_configuration(
 
 
 def last_budget_refusal(manager: RunManager | None) -> dict[str, Any]:
-    """``{"budget": ...}`` when a run hosted here ended ``budget_exhausted``: the newest one's
-    figures (as the endpoint gave them), so a student sees why their runs stop; else nothing."""
+    """``{"budget": ...}`` when the newest finished run hosted here ended ``budget_exhausted``:
+    its figures as the endpoint gave them, so a student sees why their runs stop; else nothing.
+    Reads one event per run and the errors of that one run (a config answer stays cheap)."""
     for run in sorted(manager.live() if manager is not None else [], key=lambda r: r.id, reverse=True):
-        events = list(run.events.events)
-        if not events or getattr(events[-1], "status", None) != "budget_exhausted":
+        status = run.status
+        if status in ("running", "waiting_for_approval"):
             continue
-        refusal = next((e for e in reversed(events) if getattr(e, "code", None) == "BUDGET_EXHAUSTED"), None)
-        figures = {k: getattr(refusal, k, None) for k in ("spent_usd", "limit_usd")}
-        return {"budget": {"exhausted": True, "run_id": run.id, **figures,
-                           "message": getattr(refusal, "message", getattr(events[-1], "summary", ""))}}
+        if status != "budget_exhausted":
+            return {}
+        refusal = next((e for e in reversed(run.events.of_type("error")) if getattr(e, "code", "") == "BUDGET_EXHAUSTED"), None)
+        return {"budget": {"exhausted": True, "run_id": run.id, "spent_usd": getattr(refusal, "spent_usd", None),
+                           "limit_usd": getattr(refusal, "limit_usd", None), "message": getattr(refusal, "message", "")}}
     return {}
 
 
