@@ -86,6 +86,7 @@ class ErrorCode(StrEnum):
     REPLAY_DIVERGED = "replay_diverged"
     REPLY_TOO_LARGE = "reply_too_large"  # a reply past a size limit (providers/bounds.py)
     BUDGET = "budget"  # the run's wall time or token budget spent while a call was under way
+    BUDGET_EXHAUSTED = "budget_exhausted"  # the endpoint (a gateway's key, an account's quota) refuses: no money left
     # models and generators
     NOT_A_MODEL = "not_a_model"
     INVALID_MODEL = "invalid_model"

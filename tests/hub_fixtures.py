@@ -46,6 +46,19 @@ def proxy_missing() -> str | None:
     return None
 
 
+# LiteLLM's proxy, the classroom gateway, in a venv of its own (.ci/run installs it there, pinned)
+LITELLM_VENV = Path(os.environ.get("BESSER_LITELLM_VENV", Path.home() / ".cache" / "besser-agent" / "litellm-1.108.7"))
+LITELLM = LITELLM_VENV / "bin" / "litellm"
+
+
+def litellm_missing() -> str | None:
+    """Why LiteLLM's proxy cannot start here (None when it can)."""
+    if not LITELLM.exists():
+        return (f"LiteLLM's proxy is not installed at {LITELLM} (.ci/run installs it: python3 -m venv "
+                f"{LITELLM_VENV} && {LITELLM_VENV}/bin/pip install 'litellm[proxy]==1.108.7' 'prisma==0.15.0')")
+    return proxy_missing()
+
+
 def process_environ(pid: int) -> dict[str, str]:
     """Another process's environment as the kernel holds it (we are root or its owner)."""
     raw = Path(f"/proc/{pid}/environ").read_bytes()

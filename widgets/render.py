@@ -20,7 +20,7 @@ STATUS_COLOR = {
     "completed": "#1a7f37", "executed": "#1a7f37", "approved": "#1a7f37",
     "blocked": "#9a6700", "waiting": "#9a6700", "pending": "#57606a", "running": "#0969da", "starting": "#57606a",
     "failed": "#cf222e", "denied": "#cf222e", "stale input": "#cf222e", "expired": "#9a6700",
-    "cancelled": "#57606a", "interrupted": "#9a6700",
+    "cancelled": "#57606a", "interrupted": "#9a6700", "budget_exhausted": "#cf222e",
 }
 ARGUMENT_CHARS = 1500
 

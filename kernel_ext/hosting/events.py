@@ -134,7 +134,8 @@ class CostEvent(_Event):
 
 class DoneEvent(_Event):
     type: Literal["done"] = "done"
-    status: Literal["completed", "blocked", "failed", "cancelled", "interrupted"]
+    # budget_exhausted: the endpoint refused because the key's budget is spent (providers/quota.py)
+    status: Literal["completed", "blocked", "failed", "cancelled", "interrupted", "budget_exhausted"]
     authorship: dict[str, list[str]] = Field(default_factory=dict)
     blockers: list[str] = Field(default_factory=list)
     verification: dict[str, Any] = Field(default_factory=dict)
@@ -147,6 +148,9 @@ class ErrorEvent(_Event):
     code: str
     message: str
     terminal: bool = True
+    # BUDGET_EXHAUSTED: the figures the endpoint gave (USD), when it gave them
+    spent_usd: float | None = None
+    limit_usd: float | None = None
 
 
 Event = Annotated[

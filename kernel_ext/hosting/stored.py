@@ -30,8 +30,8 @@ log = logging.getLogger(__name__)
 MAX_LOADED_LINE_BYTES = 4 * 1024 * 1024  # a reloaded event over this is named, not parsed
 _YIELD_EVERY = 16  # lines read between two voluntary releases of the GIL (a worker must not starve the loop)
 _PARSED_KEPT = 64  # recently read events kept parsed (the last one is read on every status check)
-_HEAD = re.compile(rb'"seq":(\d+),.*?"ts":([0-9.eE+-]+),"type":"([a-z_]+)"(?:,"status":"([a-z]+)")?')
-_DONE_STATUSES = ("completed", "blocked", "failed", "cancelled", "interrupted")
+_HEAD = re.compile(rb'"seq":(\d+),.*?"ts":([0-9.eE+-]+),"type":"([a-z_]+)"(?:,"status":"([a-z_]+)")?')
+_DONE_STATUSES = ("completed", "blocked", "failed", "cancelled", "interrupted", "budget_exhausted")
 
 
 class StoredEvents(Sequence[BaseEvent]):

@@ -31,9 +31,12 @@ class Budgets:
     turns: int = 0
     tokens: int = 0
     cost_usd: float = 0.0
+    exhausted: str = ""  # the endpoint's word that the key's own budget is spent (BUDGET_EXHAUSTED)
 
     def spent(self) -> str | None:
         """The name and figure of the first budget spent, or None."""
+        if self.exhausted:
+            return self.exhausted
         if self.turns >= self.max_turns:
             return f"turn budget spent ({self.turns} of {self.max_turns} turns)"
         if self.tokens >= self.max_tokens:
@@ -43,6 +46,11 @@ class Budgets:
         if self.elapsed() >= self.max_runtime_s:
             return f"wall-time budget spent ({self.elapsed():.0f} s of {self.max_runtime_s:.0f} s)"
         return None
+
+    def ending(self, status: str, summary: str) -> tuple[str, str]:
+        """A run whose key ran out of budget at the endpoint ends ``budget_exhausted``, whatever
+        else holds, and its summary says so first."""
+        return ("budget_exhausted", f"{self.exhausted}; {summary}") if self.exhausted else (status, summary)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started

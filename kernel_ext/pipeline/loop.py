@@ -25,17 +25,20 @@ from kernel_ext.providers.base import Provider
 from kernel_ext.providers.divergence import ReplayDiverged
 from kernel_ext.providers.events import ProviderError
 from kernel_ext.providers.messages import Conversation, ToolUse, admit, summarise
+from kernel_ext.providers.quota import budget_fields
 from kernel_ext.tools.task_list import TaskList
 
 MAX_VICTORY_REFUSALS = 3
 CONTEXT_BUDGET_TOKENS = 60_000
 EVENT_TEXT_CHARS = 16_000  # a model's text as the timeline shows it
-BUDGET_CODES = frozenset({"COST_CAP", "BUDGET"})  # a spent budget ends the loop; Phase 3 still runs
+# a spent budget ends the loop; Phase 3 still runs (with no further call once the endpoint's own
+# budget is exhausted: the provider refuses them without a request)
+BUDGET_CODES = frozenset({"COST_CAP", "BUDGET", "BUDGET_EXHAUSTED"})
 
 
 @dataclass(frozen=True)
 class LoopResult:
-    stop: str  # "finished" | "budget" | "cancelled" | "provider_error" | "unfinished"
+    stop: str  # "finished" | "budget" | "budget_exhausted" | "cancelled" | "provider_error" | "unfinished"
     reason: str = ""
     turns: int = 0
 
@@ -77,7 +80,10 @@ async def customize(
             budget = code in BUDGET_CODES
             budgets.cost_usd = provider.meter.cost_usd
             _emit_cost(events, provider, budgets)  # what the cut-off call spent, and any usage it refused
-            events.emit("error", code=code, message=exc.message, terminal=not budget)
+            events.emit("error", code=code, message=exc.message, terminal=not budget, **budget_fields(exc.data))
+            if code == "BUDGET_EXHAUSTED":
+                budgets.exhausted = exc.message
+                return LoopResult("budget_exhausted", exc.message, budgets.turns)
             return LoopResult("budget" if budget else "provider_error", exc.message, budgets.turns)
         budgets.turns += 1
         budgets.tokens += reply.usage.total_tokens

@@ -15,7 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kernel_ext.boundary import ExecutionPolicy, Executor
-from kernel_ext.errors import ToolFailure
+from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.findings import Finding, ValidationReport
 from kernel_ext.hosting.options import OperatorSettings, RunRequest, run_switches
 from kernel_ext.hosting.run import RunContext
@@ -23,7 +23,7 @@ from kernel_ext.pipeline import phase3, planner, prompts
 from kernel_ext.pipeline.approve_mode import ModeApprover
 from kernel_ext.pipeline.guards import Budgets, EditChurn
 from kernel_ext.pipeline.intent import frontend_intent
-from kernel_ext.pipeline.loop import LoopGuards, customize
+from kernel_ext.pipeline.loop import LoopGuards, budget_fields, customize
 from kernel_ext.pipeline.modify import BaseRun, ModelChange, find_base_run
 from kernel_ext.pipeline.recipe import frontend_files, write_recipe
 from kernel_ext.pipeline.reporting import boundary_observer
@@ -107,9 +107,10 @@ class Orchestrator:
             for name, step in (("select", self._select), ("generate", self._generate), ("gap", self._gap),
                                ("customize", self._customize), ("validate", self._validate)):
                 await self._phase(name, step)
-        except ToolFailure as exc:  # a named refusal (an unknown target or base run, a model BESSER rejects)
-            self.events.emit("error", code=str(exc.code).upper(), message=exc.message)
-            self.events.emit("done", status="failed", summary=exc.message, phase_durations=self.timer)
+        except ToolFailure as exc:  # a named refusal (an unknown target or base run, a model BESSER rejects, a spent key)
+            self.events.emit("error", code=str(exc.code).upper(), message=exc.message, **budget_fields(exc.data))
+            status = "budget_exhausted" if exc.code == ErrorCode.BUDGET_EXHAUSTED else "failed"
+            self.events.emit("done", status=status, summary=exc.message, phase_durations=self.timer)
             return
         from kernel_ext.generation.manifest import tree_hashes
 
@@ -396,5 +397,6 @@ class Orchestrator:
         summary = (f"{len(split['generator_untouched'])} generator files untouched, "
                    f"{len(split['generator_llm_modified'])} modified by the LLM, {len(split['llm_authored'])} LLM-authored; "
                    f"{len(blockers)} blockers, {len(open_tasks)} open tasks")
-        self.events.emit("done", status="blocked" if incomplete else "completed", authorship=split, blockers=blockers + open_tasks,
+        status, summary = self.budgets.ending("blocked" if incomplete else "completed", summary)
+        self.events.emit("done", status=status, authorship=split, blockers=blockers + open_tasks,
                          verification=verification, phase_durations=self.timer, summary=summary)

@@ -71,6 +71,9 @@ class Provider(ABC):
         self.max_tokens = max_tokens
         self.retries = 0
         self.recorder: CassetteWriter | None = None
+        # the endpoint's last word that the budget is spent: later calls of the run are refused
+        # without a request (a spent budget answers every retry the same way)
+        self.exhausted: ProviderError | None = None
 
     # -- what subclasses provide -------------------------------------------------------------
 
@@ -114,6 +117,9 @@ class Provider(ABC):
         self.meter.check(self.model if self.kind == "live" else None)  # a replay or script spends nothing
         if cancel is not None and cancel.is_set():
             raise ProviderError(ErrorCode.CANCELLED, "cancelled before the request was sent")
+        if self.exhausted is not None:
+            spent = self.exhausted
+            raise ProviderError(spent.code, f"not sent: {spent.message}", {**spent.data, "sent": False})
         log.debug("%s: request with %d messages, %d tools", self.label, len(request.messages), len(request.tools))
         seen: list[Event] = []
         received = 0  # characters of text and calls so far: what an estimate counts (events are not kept)
@@ -134,6 +140,8 @@ class Provider(ABC):
                     yield event
         except ProviderError as exc:
             log.warning("%s: %s", self.label, exc)
+            if exc.code == ErrorCode.BUDGET_EXHAUSTED:
+                self.exhausted = exc
             if self.recorder is not None and exc.code != ErrorCode.CANCELLED:
                 self.recorder.write(request, seen, exc)
             raise

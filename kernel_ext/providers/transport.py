@@ -22,6 +22,7 @@ from kernel_ext.errors import ErrorCode
 from kernel_ext.providers.bounds import ReplyWatch
 from kernel_ext.providers.cancel import CancelGuard
 from kernel_ext.providers.events import ProviderError, Retrying
+from kernel_ext.providers.quota import budget_figures
 from kernel_ext.providers.redact import redact, safe_url
 from kernel_ext.providers.retry import (
     RETRY_STATUSES,
@@ -145,6 +146,9 @@ class HttpTransport:
         kind, detail = self._upstream_error(body)
         data = {"status": status, "endpoint": self.endpoint, **({"upstream_type": kind} if kind else {})}
         where = f"{self.endpoint} (HTTP {status}{', ' + kind if kind else ''})"
+        budget = budget_figures(kind, detail)
+        if budget is not None:  # final whatever the status: a retry is refused the same way
+            return _budget_exhausted(where, detail, {**data, **budget})
         if status in (401, 403):
             if not self.secrets:
                 text = f"{where} requires an API key and none is set ({self.key_hint})"
@@ -234,4 +238,16 @@ class HttpTransport:
         """An error the endpoint sent inside an otherwise successful stream."""
         kind, message = self._upstream_error(json.dumps(payload).encode())
         where = f"{self.endpoint} reported an error mid-stream" + (f" ({kind})" if kind else "")
+        budget = budget_figures(kind, message)
+        if budget is not None:
+            return _budget_exhausted(where, message, {"endpoint": self.endpoint, **budget})
         return ProviderError(ErrorCode.UPSTREAM_LLM, f"{where}: {message}" if message else where)
+
+
+def _budget_exhausted(where: str, detail: str, data: dict[str, Any]) -> ProviderError:
+    """The one wording of a spent budget, with the endpoint's figures when it gave them."""
+    figures = ""
+    if "spent_usd" in data:
+        figures = f" (spent ${data['spent_usd']:g} of ${data['limit_usd']:g})"
+    text = f"{where}: the budget of this key is spent{figures}; no retry"
+    return ProviderError(ErrorCode.BUDGET_EXHAUSTED, f"{text}: {detail}" if detail else text, data)
