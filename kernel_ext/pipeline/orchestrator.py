@@ -109,8 +109,8 @@ class Orchestrator:
                 await self._phase(name, step)
         except ToolFailure as exc:  # a named refusal (an unknown target or base run, a model BESSER rejects, a spent key)
             self.events.emit("error", code=str(exc.code).upper(), message=exc.message, **budget_fields(exc.data))
-            status = "budget_exhausted" if exc.code == ErrorCode.BUDGET_EXHAUSTED else "failed"
-            self.events.emit("done", status=status, summary=exc.message, phase_durations=self.timer)
+            self.events.emit("done", status="budget_exhausted" if exc.code == ErrorCode.BUDGET_EXHAUSTED else "failed",
+                             summary=exc.message, phase_durations=self.timer)
             return
         from kernel_ext.generation.manifest import tree_hashes
 
