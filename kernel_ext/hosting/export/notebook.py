@@ -70,31 +70,50 @@ def export_run(run_dir: str | Path, to: str | Path | None = None, *, force: bool
     """Write run ``run_dir`` as a notebook; the path written. ``to``: a file (``.ipynb``) or a
     folder (default: ``<run id>.ipynb`` in the current folder); ``known``: secrets to cut (default:
     the secret-named values of this process's environment)."""
-    import nbformat
-
     from kernel_ext.secrets import secret_values
 
-    target = _target(Path(run_dir).name, to)
-    if target.exists() and not force:
-        raise ExportRefused("export_exists", f"{target} already exists; pass --force to replace it")
-    record = read_run(run_dir)
-    notebook = build_notebook(record, secret_values() if known is None else known)
-    _write(target, nbformat.writes(notebook) + "\n", force)
+    target = target_path(Path(run_dir).name, to, force=force)  # refused before any work
+    text = notebook_text(run_dir, secret_values() if known is None else known)
+    write_notebook(target, text, force=force)
     return target
 
 
-def _target(run_id: str, to: str | Path | None) -> Path:
+def notebook_text(run_dir: str | Path, known: Iterable[str]) -> str:
+    """The export of run ``run_dir`` as notebook JSON text (what the REST route answers)."""
+    import nbformat
+
+    return nbformat.writes(build_notebook(read_run(run_dir), known)) + "\n"
+
+
+def checked_text(data: Any) -> str:
+    """Notebook JSON another process built (the server's answer), validated before it is written."""
+    import nbformat
+
+    try:
+        notebook = nbformat.from_dict(data)
+        nbformat.validate(notebook)
+    except Exception as exc:  # noqa: BLE001 - any shape nbformat refuses is one named refusal
+        raise ExportRefused("NOT_EXPORTABLE", f"the server's notebook is not valid ({type(exc).__name__})") from None
+    return nbformat.writes(notebook) + "\n"
+
+
+def target_path(run_id: str, to: str | Path | None, *, force: bool = False) -> Path:
+    """Where the export goes: ``to`` (a ``.ipynb`` file, or a folder for ``<run id>.ipynb``) or the
+    current folder; an existing file is refused unless ``force``."""
     path = Path.cwd() if to is None else Path(to).expanduser()
     if path.is_dir():
         path = path / f"{run_id}.ipynb"
     if path.suffix != ".ipynb":
-        raise ExportRefused("invalid_path", f"{path} is not a notebook name (it must end in .ipynb)")
+        raise ExportRefused("INVALID_PATH", f"{path} is not a notebook name (it must end in .ipynb)")
     if not path.parent.is_dir():
-        raise ExportRefused("invalid_path", f"{path.parent} is not a folder")
+        raise ExportRefused("INVALID_PATH", f"{path.parent} is not a folder")
+    if (path.exists() or path.is_symlink()) and not force:
+        raise ExportRefused("EXPORT_EXISTS", f"{path} already exists; pass --force to replace it")
     return path
 
 
-def _write(target: Path, text: str, force: bool) -> None:
+def write_notebook(target: Path, text: str, *, force: bool = False) -> None:
+    """Write ``text`` at ``target`` whole or not at all (see the module's doc)."""
     temporary = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
     try:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)  # the umask applies
@@ -106,8 +125,8 @@ def _write(target: Path, text: str, force: bool) -> None:
             try:
                 os.link(temporary, target)  # fails if the name appeared meanwhile: nothing is replaced
             except FileExistsError:
-                raise ExportRefused("export_exists", f"{target} already exists; pass --force to replace it") from None
+                raise ExportRefused("EXPORT_EXISTS", f"{target} already exists; pass --force to replace it") from None
     except OSError as exc:
-        raise ExportRefused("export_unwritable", f"cannot write {target}: {exc.strerror or exc}") from None
+        raise ExportRefused("EXPORT_UNWRITABLE", f"cannot write {target}: {exc.strerror or exc}") from None
     finally:
         temporary.unlink(missing_ok=True)

@@ -21,8 +21,8 @@ MAX_SIDE_FILE_BYTES = 64 * 1024 * 1024  # run.json, request.json, the cassette: 
 
 
 class ExportRefused(Exception):
-    """An export that cannot be made; ``code`` is stable (``no_such_run``, ``run_not_finished``,
-    ``not_exportable``, ``export_exists``, ``export_unwritable``), ``message`` one line."""
+    """An export that cannot be made; ``code`` is stable (``RUN_NOT_FOUND``, ``RUN_NOT_FINISHED``,
+    ``NOT_EXPORTABLE``, ``INVALID_PATH``, ``EXPORT_EXISTS``, ``EXPORT_UNWRITABLE``), ``message`` one line."""
 
     def __init__(self, code: str, message: str):
         super().__init__(f"{code}: {message}")
@@ -59,14 +59,14 @@ def read_run(run_dir: str | Path) -> RunRecord:
     """The finished run in ``run_dir`` (``ExportRefused`` when it is none, or not finished)."""
     layout = RunLayout(Path(run_dir))
     if not layout.events_path.is_file():
-        raise ExportRefused("no_such_run", f"{layout.run_id!r} holds no run (no events.jsonl)")
+        raise ExportRefused("RUN_NOT_FOUND", f"{layout.run_id!r} holds no run (no events.jsonl)")
     events = list(read_log(layout.run_id, layout.events_path))
     if not events or not isinstance(events[-1], DoneEvent):
-        raise ExportRefused("run_not_finished", f"run {layout.run_id} has not finished; export it once it is done")
+        raise ExportRefused("RUN_NOT_FINISHED", f"run {layout.run_id} has not finished; export it once it is done")
     recipe = _json_file(layout.recipe_path)
     if not recipe or not isinstance(recipe.get("model"), dict) or "form" not in recipe["model"]:
         status = events[-1].status
-        raise ExportRefused("not_exportable", f"run {layout.run_id} ended {status} before it recorded a model (no run.json)")
+        raise ExportRefused("NOT_EXPORTABLE", f"run {layout.run_id} ended {status} before it recorded a model (no run.json)")
     return RunRecord(layout.run_id, events, recipe, _json_file(layout.request_path), _text_file(layout.turns_path),
                      _text_file(layout.model_code_path))
 
@@ -78,7 +78,7 @@ def _text_file(path: Path) -> str | None:
     except OSError:
         return None
     if len(data) > MAX_SIDE_FILE_BYTES:
-        raise ExportRefused("not_exportable", f"{path.name} is over {MAX_SIDE_FILE_BYTES // 2**20} MiB")
+        raise ExportRefused("NOT_EXPORTABLE", f"{path.name} is over {MAX_SIDE_FILE_BYTES // 2**20} MiB")
     return data.decode("utf-8", errors="replace")
 
 
@@ -91,7 +91,7 @@ def _json_file(path: Path) -> dict[str, Any]:
     try:
         value = safejson.loads(text)
     except ValueError:
-        raise ExportRefused("not_exportable", f"{path.name} is not readable JSON") from None
+        raise ExportRefused("NOT_EXPORTABLE", f"{path.name} is not readable JSON") from None
     return value if isinstance(value, dict) else {}
 
 
