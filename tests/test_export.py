@@ -236,3 +236,58 @@ async def test_the_rest_route_names_an_unknown_run(runs_dir, jp_fetch):
     with pytest.raises(HTTPClientError) as refused:
         await jp_fetch("besser-agent", "runs", "no-such-run", "export")
     assert refused.value.code == 404 and json.loads(refused.value.response.body)["code"] == "RUN_NOT_FOUND"
+
+
+# -- the recording every run keeps ---------------------------------------------------------
+
+
+def test_the_run_keeps_its_request_model_code_and_turns(demo_run):
+    """What an export replays is kept by the run itself, cut of keys, beside its state."""
+    from kernel_ext.model.loading import load_model
+    from kernel_ext.model.pycode import check_rebuilds
+    from kernel_ext.providers.replay import read_cassette
+
+    kept = demo_run / ".besser"
+    assert json.loads((kept / "request.json").read_text())["approve"] == "all"
+    check_rebuilds((kept / "model.py").read_text(), load_model("example:library"))
+    cassette = read_cassette(kept / "turns.cassette.jsonl")
+    assert len(cassette.exchanges) == 10 and cassette.header["recorded_from"]["kind"] == "replay"
+
+
+def test_a_lone_surrogate_is_recorded_as_its_escape_and_replays_the_same(tmp_path):
+    from kernel_ext.providers.events import Stop, TextDelta
+    from kernel_ext.providers.messages import Conversation, Request
+    from kernel_ext.providers.recording import CassetteWriter
+    from kernel_ext.providers.replay import event_from_dict, read_cassette
+
+    writer = CassetteWriter(tmp_path / "c.jsonl", {"kind": "live"}, best_effort=True)
+    conversation = Conversation(system="s")
+    conversation.user("hello \u00e9")
+    request = Request.of(conversation)
+    writer.write(request, [TextDelta("lone \ud800 surrogate"), Stop("end_turn")], None)
+    assert not writer.failed and b'"lone \\ud800 surrogate"' in (tmp_path / "c.jsonl").read_bytes()  # its JSON escape
+    (exchange,) = read_cassette(tmp_path / "c.jsonl").exchanges
+    assert event_from_dict(exchange["events"][0]) == TextDelta("lone \ud800 surrogate")
+
+
+def test_a_best_effort_recording_that_cannot_write_is_removed_not_raised(tmp_path):
+    from kernel_ext.providers.events import Stop
+    from kernel_ext.providers.messages import Conversation, Request
+    from kernel_ext.providers.recording import CassetteWriter
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    writer = CassetteWriter(folder / "c.jsonl", {"kind": "live"}, best_effort=True)
+    conversation = Conversation(system="s")
+    conversation.user("hi")
+    request = Request.of(conversation)
+    writer.write(request, [Stop("end_turn")], None)
+    (folder / "c.jsonl").unlink()
+    folder.rmdir()  # the run's folder went away mid-run
+    writer.write(request, [Stop("end_turn")], None)
+    assert writer.failed and not (folder / "c.jsonl").exists()
+    strict = CassetteWriter(tmp_path / "strict.jsonl", {"kind": "live"})
+    (tmp_path / "strict.jsonl").unlink()
+    tmp_path.joinpath("strict.jsonl").mkdir()  # a folder where the file was: appending fails
+    with pytest.raises(OSError):
+        strict.write(request, [Stop("end_turn")], None)
