@@ -13,6 +13,7 @@ file it writes. Refusals (no run, unfinished, the file exists) are one named lin
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -36,7 +37,7 @@ from kernel_ext.workspace.internal import is_internal_name
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_ID = "handin-demo-1"
-ENTRIES = ("python", "cli", "magic", "rest")
+ENTRIES = ("python", "cli", "magic", "magic-server", "rest")
 
 
 @pytest.fixture(scope="module")
@@ -151,10 +152,21 @@ async def export_through(entry: str, run_dir: Path, out: Path, *, force: bool = 
         if done.returncode:
             raise ExportRefused(*done.stderr.strip().removeprefix("error: ").split(": ", 1))
         assert done.stderr == "" and str(out) in done.stdout
-    elif entry == "magic":
+    elif entry.startswith("magic"):  # in-process, or the server's (which the magic finds through the variables it exported)
         shell = InteractiveShell.instance()
-        shell.run_line_magic("reload_ext", "kernel_ext")  # a fresh in-process backend: this test's environment
-        shell.run_line_magic("besser", f"export {run_dir.name} --to {out}{flag}")
+        shell.run_line_magic("reload_ext", "kernel_ext")  # a fresh backend: this test's environment
+        line = f"export {run_dir.name} --to {out}{flag}"
+        if entry == "magic-server":  # the server answers on this loop: the magic's blocking call waits in a thread
+            assert os.environ.get("BESSER_AGENT_URL")
+            here = Path.cwd()
+            os.chdir(out.parent)  # no besser_runs here: only the server can find the run
+            try:
+                notice = await asyncio.to_thread(shell.run_line_magic, "besser", line)
+            finally:
+                os.chdir(here)
+            assert "in-process" not in str(notice)
+        else:
+            shell.run_line_magic("besser", line)
     else:
         response = await fetch("besser-agent", "runs", run_dir.name, "export")
         assert response.headers["Content-Type"] == "application/x-ipynb+json"
@@ -175,7 +187,7 @@ def planted(run_copy, monkeypatch) -> tuple[str, str]:
 @pytest.fixture
 def served(request, planted):
     """For the REST entry: a real Jupyter server whose runs folder holds the planted run."""
-    if request.param != "rest":
+    if request.param not in ("rest", "magic-server"):
         return request.param, None
     return request.param, request.getfixturevalue("jp_fetch")  # started now: the planted key is in its environment
 
@@ -205,7 +217,7 @@ async def test_no_secret_reaches_an_export_and_nothing_else_changes(served, plan
 # -- refusals ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("entry", ENTRIES[:3])
+@pytest.mark.parametrize("entry", ("python", "cli", "magic"))
 async def test_refusals_are_one_named_line_and_lose_nothing(entry, run_copy, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for name in ("BESSER_AGENT_URL", "BESSER_AGENT_TOKEN"):
@@ -291,3 +303,14 @@ def test_a_best_effort_recording_that_cannot_write_is_removed_not_raised(tmp_pat
     tmp_path.joinpath("strict.jsonl").mkdir()  # a folder where the file was: appending fails
     with pytest.raises(OSError):
         strict.write(request, [Stop("end_turn")], None)
+
+
+def test_a_model_script_that_is_not_only_besser_is_never_handed_out(run_copy, tmp_path):
+    """The run's kept script with a foreign import (the safe loader ignores it; Python would run it)
+    is replaced by one written from the recipe's JSON form, which rebuilds the same model."""
+    kept = run_copy / ".besser" / "model.py"
+    kept.write_text("from os import system as Class\n" + kept.read_text())
+    notebook = nbformat.read(export_run(run_copy, tmp_path), as_version=4)
+    (code,) = [c.source for c in notebook.cells if c.cell_type == "code" and "domain_model = DomainModel(" in c.source]
+    assert "import system" not in code and "from os" not in "\n".join(c.source for c in notebook.cells)
+    assert "sorted by name" in "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")

@@ -6,7 +6,9 @@ writes the script (``domain_model_to_code``); the text is then evaluated by ``sa
 equals the model's, with no statement skipped. A script that fails the check is never handed
 out (``ModelCodeUnfaithful``): the caller falls back to the JSON form, so what a reader runs is
 what the run used, and nothing in the script is anything but model-building calls. A run keeps
-its model's script (``unchecked_code``) when it starts; it is checked when it is handed out.
+its model's script (``unchecked_code``) when it starts; it is checked when it is handed out, and
+a script importing anything but BESSER is refused (the safe loader ignores such an import; Python
+would run it).
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ def check_rebuilds(text: str, model: DomainModel | str) -> None:
     from kernel_ext.model.jsonform import model_digest
     from kernel_ext.model.safe_python import evaluate_source
 
+    foreign = _foreign_imports(text)
+    if foreign:  # the safe loader ignores an import it does not evaluate; Python would not
+        raise ModelCodeUnfaithful(f"the model code imports {foreign[0]!r}, which is not BESSER")
     try:
         result = evaluate_source(text, source="model code")
     except ToolFailure as exc:
@@ -66,3 +71,22 @@ def check_rebuilds(text: str, model: DomainModel | str) -> None:
         raise ModelCodeUnfaithful(f"the model code defines no DomainModel named {VARIABLE}")
     if model_digest(rebuilt) != (model if isinstance(model, str) else model_digest(model)):
         raise ModelCodeUnfaithful("the model code rebuilds a different model (its digest differs)")
+
+
+def _foreign_imports(text: str) -> list[str]:
+    """Modules the script imports besides BESSER's (and ``datetime``, which BESSER's header names)."""
+    import ast
+
+    from kernel_ext.pyparse import parse_source
+
+    try:
+        tree = parse_source(text, "model code")
+    except (SyntaxError, ValueError) as exc:
+        raise ModelCodeUnfaithful(f"the model code does not parse: {exc}") from None
+    modules: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            modules.append("." * node.level + (node.module or ""))
+    return [m for m in modules if m != "datetime" and m != "besser" and not m.startswith("besser.")]
