@@ -314,3 +314,18 @@ def test_a_model_script_that_is_not_only_besser_is_never_handed_out(run_copy, tm
     (code,) = [c.source for c in notebook.cells if c.cell_type == "code" and "domain_model = DomainModel(" in c.source]
     assert "import system" not in code and "from os" not in "\n".join(c.source for c in notebook.cells)
     assert "sorted by name" in "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
+
+
+def test_what_a_reader_sees_cannot_be_reordered(run_copy, tmp_path):
+    """A bidi override from the model (a method body, a reply) is shown as its escape, never raw."""
+    kept = run_copy / ".besser" / "model.py"
+    kept.write_text(kept.read_text().replace("return self.name.title()", "return self.name.title()  # \u202eevil"))
+    lines = (run_copy / "events.jsonl").read_text().splitlines()
+    done = json.loads(lines[-1])
+    text = {"seq": done["seq"], "run_id": done["run_id"], "ts": done["ts"], "type": "text", "text": "see \u202eevil\u2066"}
+    done["seq"] += 1
+    (run_copy / "events.jsonl").write_text("\n".join([*lines[:-1], json.dumps(text), json.dumps(done)]) + "\n")
+    written = export_run(run_copy, tmp_path).read_text()
+    notebook = json.loads(written)
+    sources = "".join("".join(c["source"]) for c in notebook["cells"])
+    assert "\u202e" not in sources and "\u2066" not in sources and "\\u202eevil" in sources

@@ -56,7 +56,10 @@ def check_rebuilds(text: str, model: DomainModel | str) -> None:
     from kernel_ext.errors import ToolFailure
     from kernel_ext.model.jsonform import model_digest
     from kernel_ext.model.safe_python import evaluate_source
+    from kernel_ext.safetext import shown_text
 
+    if shown_text(text) != text:  # a bidi override or separator could make a reader see other code than runs
+        raise ModelCodeUnfaithful("the model code holds control or format characters (shown as escapes in the JSON form)")
     foreign = _foreign_imports(text)
     if foreign:  # the safe loader ignores an import it does not evaluate; Python would not
         raise ModelCodeUnfaithful(f"the model code imports {foreign[0]!r}, which is not BESSER")

@@ -29,6 +29,7 @@ def build_notebook(record: RunRecord, known: Iterable[str] = ()) -> Any:
     """The nbformat v4 notebook of ``record``, with ``known`` secrets cut from every string."""
     import nbformat
 
+    from kernel_ext.safetext import shown_text
     from kernel_ext.secrets import matcher, redact_text
     from kernel_ext.version import __version__
 
@@ -44,9 +45,13 @@ def build_notebook(record: RunRecord, known: Iterable[str] = ()) -> Any:
         *sections.authorship(record),
     ]
     model, replay = rerun.model_cells(record), rerun.rerun_cells(record)
-    cells = [_cell(kind, redact_text(source, known)) for kind, source in head]
+
+    def shown(source: str) -> str:  # what a person reads: no key, nothing that reorders or splits a line
+        return shown_text(redact_text(source, known))
+
+    cells = [_cell(kind, shown(source)) for kind, source in head]
     cells += [_cell(kind, cut(source)) for kind, source in model]  # the model, right after the overview
-    cells += [_cell(kind, redact_text(source, known)) for kind, source in reading]
+    cells += [_cell(kind, shown(source)) for kind, source in reading]
     cells += [_cell(kind, cut(source)) for kind, source in replay]
     notebook = nbformat.v4.new_notebook(cells=cells)
     notebook.metadata.update({
