@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+TREE = Path(__file__).resolve().parent.parent  # the checkout whose kernel_ext and widgets a kernel imports
 FLAVOURS = ("ipykernel7", "ipykernel6")  # what every kernel test runs on
 # Overlays: the installed Python with another kernel first on PYTHONPATH. ``ipykernel6`` is the
 # long-lived 6.29.5 with the IPython 8 it shipped beside; ``ipykernel6-last`` the last 6.x
@@ -47,10 +48,11 @@ def flavour_env(flavour: str, env: dict[str, str] | None = None) -> dict[str, st
     """``env`` (default: this process's) set up so a kernel started with it is ``flavour``."""
     env = dict(os.environ if env is None else env)
     env.pop("PYTHONPATH", None)
-    if flavour in OVERLAY_PINS:
-        env["PYTHONPATH"] = str(overlay(flavour))
-    elif flavour != "ipykernel7":
+    if flavour not in OVERLAY_PINS and flavour != "ipykernel7":
         raise ValueError(f"unknown kernel flavour {flavour!r}")
+    # The kernel imports the tree under test (a git worktree's, not whichever the editable install names).
+    path = [str(overlay(flavour))] if flavour in OVERLAY_PINS else []
+    env["PYTHONPATH"] = os.pathsep.join([*path, str(TREE)])
     return env
 
 

@@ -188,6 +188,11 @@ def check_library(notebook, workdir: Path) -> None:
     assert done["type"] == "done" and done["status"] == "completed" and not done["blockers"]
     generate = next(c for c in notebook.cells if c.source.startswith("view = %besser generate"))
     assert "application/vnd.jupyter.widget-view+json" in generate.outputs[0]["data"]  # a live view, not a printout
+    last = notebook.cells[-1]  # the lesson ends by handing the run in
+    assert last.cell_type == "code" and last.source.startswith("%besser export")
+    exported = nbformat.read(workdir / f"{run_dir.name}.ipynb", as_version=4)
+    assert f"exported to {workdir / run_dir.name}.ipynb" in cell_text(notebook, "%besser export")
+    assert exported.metadata["besser_export"]["run_id"] == run_dir.name and exported.cells[-1].cell_type == "code"
 
 
 def check_side_effects(notebook, workdir: Path) -> None:

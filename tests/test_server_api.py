@@ -74,6 +74,7 @@ def endpoints(run_id="20250101-000000-abcdef", call_id="call-2"):
         ("POST", ("runs", run_id, "approvals", call_id), json.dumps({"approved": True})),
         ("POST", ("runs", run_id, "cancel"), "{}"),
         ("GET", ("runs", run_id, "archive"), None),
+        ("GET", ("runs", run_id, "export"), None),
     ]
 
 

@@ -13,6 +13,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "kernel_ext.cli.scenario",
     "kernel_ext.cli.demo",
     "kernel_ext.cli.providers",
+    "kernel_ext.cli.export",
 )
 
 

@@ -2,7 +2,8 @@
 
 ``app/`` is the workspace (the generated project, the only tree tools may touch);
 ``events.jsonl`` and ``run.json`` sit beside it; ``.besser/`` holds what the run needs but the
-project must not see (the sandbox's ``$HOME``, snapshots, state).
+project must not see (the sandbox's ``$HOME``, snapshots, state, the request it was started
+with and its provider turns as a cassette: what an export needs to re-run it).
 """
 
 from __future__ import annotations
@@ -63,3 +64,18 @@ class RunLayout:
     @property
     def snapshots_dir(self) -> Path:
         return self.internal_dir / "snapshots"
+
+    @property
+    def request_path(self) -> Path:
+        """The request the run was started with (budgets and switches; no model, no key)."""
+        return self.internal_dir / "request.json"
+
+    @property
+    def model_code_path(self) -> Path:
+        """The run's model as B-UML Python, in its elements' creation order (checked when exported)."""
+        return self.internal_dir / "model.py"
+
+    @property
+    def turns_path(self) -> Path:
+        """The run's provider turns, recorded as a cassette the replay provider reads."""
+        return self.internal_dir / "turns.cassette.jsonl"

@@ -49,6 +49,8 @@ class Backend(Protocol):
 
     def attach(self, run_id: str) -> RunView: ...
 
+    def export(self, run_id: str) -> str: ...
+
 
 class BackendError(Exception):
     """A short, actionable refusal for the magic to show (``code`` is stable)."""
@@ -100,6 +102,12 @@ class ServerBackend:
         view.follower = runner.spawn(client.follow(run_id, view.apply, after=0, note=view.set_note))
         return view
 
+    def export(self, run_id: str) -> str:
+        """The finished run as notebook JSON text, built by the server (it holds the keys to cut)."""
+        from kernel_ext.hosting.export import checked_text
+
+        return checked_text(self._call("GET", f"runs/{run_id}/export"))
+
 
 class LocalBackend:
     mode = "in-process"
@@ -135,6 +143,15 @@ class LocalBackend:
         if run is None:
             raise BackendError("RUN_NOT_FOUND", f"no run {run_id!r} in {self.manager.runs_dir}")
         return self.runner.call(self._view, run)
+
+    def export(self, run_id: str) -> str:
+        """The finished run as notebook JSON text (``hosting/export``), this kernel's secrets cut."""
+        from kernel_ext.hosting.export import notebook_text
+
+        run = self.manager.get(run_id)
+        if run is None:
+            raise BackendError("RUN_NOT_FOUND", f"no run {run_id!r} in {self.manager.runs_dir}")
+        return notebook_text(run.context.layout.run_dir, self.manager.known_secrets)
 
     def _view(self, run: Run) -> RunView:
         """Replay what happened so far, then listen (both on the run's loop: nothing is missed)."""

@@ -1,4 +1,4 @@
-"""``%besser generate|scenario|runs|attach|config|show`` and ``%%test_api``.
+"""``%besser generate|scenario|runs|attach|config|show|export`` and ``%%test_api``.
 
 Commands return a display object at once (a ``RunView`` for runs); following a run happens in
 a background task. Mistakes answer one actionable line (``UsageError``): an unknown model
@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # each loads with the first command that needs it
 
     from kernel_ext.hosting.requests import HostedRequest
     from kernel_ext.magics.backends import Backend, LocalBackend
-    from kernel_ext.magics.display import ConfigView, RunsTable
+    from kernel_ext.magics.display import ConfigView, Notice, RunsTable
     from kernel_ext.magics.loop import LoopRunner
     from kernel_ext.model.diagram import ClassDiagram
     from widgets.report import RequestReport
@@ -72,6 +72,10 @@ def build_parser() -> _Parser:
     commands.add_parser("config", help="what the backend allows and has")
     show = commands.add_parser("show", help="draw a model's class diagram")
     show.add_argument("model")
+    export = commands.add_parser("export", help="write a finished run as a notebook that re-runs it offline")
+    export.add_argument("run_id")
+    export.add_argument("--to", help="the notebook file, or a folder (default: RUN_ID.ipynb in this folder)")
+    export.add_argument("--force", action="store_true", help="replace an existing file")
     return parser
 
 
@@ -162,6 +166,19 @@ class BesserMagics(Magics):
         from kernel_ext.model.diagram import show
 
         return show(self._load_model(args.model))
+
+    def _export(self, args: argparse.Namespace) -> Notice:
+        from kernel_ext.hosting.export import ExportRefused, target_path, write_notebook
+        from kernel_ext.magics.display import Notice
+
+        backend, note = self._backend()
+        try:
+            target = target_path(args.run_id, args.to, force=args.force)  # refused before the run is read
+            write_notebook(target, backend.export(args.run_id), force=args.force)
+        except ExportRefused as exc:
+            raise UsageError(f"{exc.code}: {exc.message}") from None
+        return Notice(f"run {args.run_id} exported to {target}: open it to read the run; its last cells "
+                      "re-run it offline with the replay provider" + (f" ({note})" if note else ""))
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ identifier or a misconfigured provider ends the run with a named error before an
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
@@ -18,6 +19,8 @@ from kernel_ext.hosting.layout import RunLayout
 from kernel_ext.hosting.options import ApproveMode, BudgetArgs, OperatorSettings, RunRequest
 from kernel_ext.hosting.run import Run, RunBody, RunContext, start_run
 from kernel_ext.secrets import secret_values
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # BESSER, the providers and the tools load when a run starts
     from besser.BUML.metamodel.structural import DomainModel
@@ -47,7 +50,8 @@ def generation_body(request: RunRequest, operator: OperatorSettings, *, model: D
                 ctx.events.emit("finding", severity="blocker", source="model", message=problem)
             ctx.events.emit("done", status="failed", summary=exc.message)
             return
-        orchestrator = Orchestrator(ctx, request, operator, loaded, chosen)
+        orchestrator = Orchestrator(ctx, request, operator, loaded, chosen)  # the provider's keys join the run's
+        await asyncio.to_thread(keep_for_replay, ctx, request, loaded, chosen)
         try:
             await orchestrator.run()
         finally:
@@ -109,6 +113,32 @@ def _answer_with(approver: Approver, run: Run) -> Callable[[ApprovalRequest], Aw
         run.decide(request.call_id, decision is True, by="host")
 
     return answer
+
+
+def keep_for_replay(ctx: RunContext, request: RunRequest, model: DomainModel, provider: Provider | None) -> None:
+    """Keep what re-running this run offline needs (``hosting/export``): the request's budgets and
+    switches, the model as code (its creation order is what the generators follow; the recipe's
+    JSON form is sorted), and every provider turn as a cassette, all cut of the run's known
+    secrets. A provider that already records (a caller's own cassette) keeps its one recorder."""
+    import json
+
+    from kernel_ext.model.pycode import ModelCodeUnfaithful, unchecked_code
+    from kernel_ext.secrets import matcher
+
+    cut = matcher(ctx.known_secrets).cut  # known keys only, as in cassettes: the replay must match what was sent
+    layout = ctx.layout
+    fields = request.model_dump(mode="json", exclude={"model_json"})
+    fields = {k: cut(v) if isinstance(v, str) else v for k, v in fields.items()}
+    try:
+        layout.request_path.write_text(json.dumps(fields, indent=2, ensure_ascii=False), encoding="utf-8")
+        try:
+            layout.model_code_path.write_text(cut(unchecked_code(model)), encoding="utf-8")
+        except ModelCodeUnfaithful:
+            pass  # BESSER could not write it: an export falls back to the recipe's JSON form
+        if provider is not None and provider.recorder is None:
+            provider.record(layout.turns_path, secrets=ctx.known_secrets, best_effort=True)
+    except (OSError, ValueError) as exc:  # what an export needs is never worth the run itself
+        log.warning("run %s: not kept for replay (%s)", ctx.run_id, exc)
 
 
 def check_names(model: DomainModel) -> None:

@@ -95,11 +95,12 @@ class Provider(ABC):
 
     # -- the shared template -----------------------------------------------------------------
 
-    def record(self, path: str | Path) -> None:
-        """Write every complete exchange of this provider to the cassette at ``path``."""
+    def record(self, path: str | Path, *, secrets: Iterable[str] = (), best_effort: bool = False) -> None:
+        """Write every complete exchange of this provider to the cassette at ``path``; its keys
+        and ``secrets`` (a run's) are cut from every line; ``best_effort``: see CassetteWriter."""
         from kernel_ext.providers.recording import CassetteWriter  # only a recording run writes cassettes
 
-        self.recorder = CassetteWriter(path, self.describe(), secrets=self.secrets())
+        self.recorder = CassetteWriter(path, self.describe(), secrets=(*self.secrets(), *secrets), best_effort=best_effort)
 
     async def stream(
         self,

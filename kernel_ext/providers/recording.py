@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from kernel_ext.providers.messages import Request, message_to_dict
 from kernel_ext.providers.redact import redact
 
 __all__ = ["CASSETTE_VERSION", "CassetteWriter", "request_record", "tool_digest"]
+
+log = logging.getLogger(__name__)
 
 CASSETTE_VERSION = 1
 
@@ -41,13 +44,19 @@ def request_record(request: Request) -> dict[str, Any]:
 
 
 class CassetteWriter:
-    """Appends exchanges to a new cassette at ``path`` (an existing file is replaced)."""
+    """Appends exchanges to a new cassette at ``path`` (an existing file is replaced).
 
-    def __init__(self, path: str | Path, recorded_from: dict[str, Any], *, secrets: tuple[str, ...] = ()):
+    ``best_effort`` (a run keeping its own turns): a line that cannot be written ends the
+    recording and removes the file, so a cassette is whole or absent, and the run goes on."""
+
+    def __init__(self, path: str | Path, recorded_from: dict[str, Any], *, secrets: tuple[str, ...] = (),
+                 best_effort: bool = False):
         self.path = Path(path)
         self._secrets = tuple(s for s in secrets if s)
         self._previous: dict[str, Any] | None = None
         self.exchanges = 0
+        self.best_effort = best_effort
+        self.failed = ""  # why a best-effort recording stopped
         header = {
             "cassette": CASSETTE_VERSION,
             "recorded_from": recorded_from,
@@ -57,6 +66,18 @@ class CassetteWriter:
         self.path.write_text(self._line(header), encoding="utf-8")
 
     def write(self, request: Request, events: list[Event], error: ProviderError | None) -> None:
+        if self.failed:
+            return
+        try:
+            self._write(request, events, error)
+        except (OSError, ValueError) as exc:  # a full disk, a removed folder: never the run's end
+            if not self.best_effort:
+                raise
+            self.failed = f"{type(exc).__name__}: {exc}"
+            log.warning("cassette %s: recording stopped (%s); the file is removed", self.path.name, self.failed)
+            self.path.unlink(missing_ok=True)
+
+    def _write(self, request: Request, events: list[Event], error: ProviderError | None) -> None:
         current = request_record(request)
         previous = self._previous
         keep = 0
@@ -80,7 +101,10 @@ class CassetteWriter:
         self.exchanges += 1
 
     def _line(self, record: dict[str, Any]) -> str:
-        return redact(json.dumps(record, ensure_ascii=False), self._secrets, shapes=False) + "\n"
+        text = json.dumps(record, ensure_ascii=False)
+        if not text.isascii() and any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+            text = json.dumps(record)  # a lone surrogate (an endpoint's bytes) kept as its JSON escape: UTF-8 cannot hold it
+        return redact(text, self._secrets, shapes=False) + "\n"
 
 
 def _merge_text(events: list[Event]) -> list[Event]:

@@ -17,6 +17,7 @@ def routes() -> list[tuple[str, type]]:
     from kernel_ext.server.handlers.config import ConfigHandler
     from kernel_ext.server.handlers.decisions import ApprovalHandler, CancelHandler
     from kernel_ext.server.handlers.events import EventsHandler
+    from kernel_ext.server.handlers.export import ExportHandler
     from kernel_ext.server.handlers.runs import RunHandler, RunsHandler
 
     prefix = API_PREFIX
@@ -28,5 +29,6 @@ def routes() -> list[tuple[str, type]]:
         (rf"{prefix}/runs/{RUN}/approvals/{CALL}", ApprovalHandler),
         (rf"{prefix}/runs/{RUN}/cancel", CancelHandler),
         (rf"{prefix}/runs/{RUN}/archive", ArchiveHandler),
+        (rf"{prefix}/runs/{RUN}/export", ExportHandler),
         (rf"{prefix}(?:/.*)?", UnknownRouteHandler),  # last: its body is capped like every other route's
     ]

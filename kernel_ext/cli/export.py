@@ -1,0 +1,31 @@
+"""``export RUN_DIR [--to FILE.ipynb] [--force]``: a finished run's folder as a notebook.
+
+The same export as ``%besser export`` (``hosting/export``): exit 0 with the path written, 2 with
+one ``error: CODE: message`` line when it is refused (no run, not finished, the file exists).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("export", help="write a finished run as a notebook that re-runs it offline")
+    parser.add_argument("run_dir", type=Path, help="the run's folder (besser_runs/RUN_ID)")
+    parser.add_argument("--to", type=Path, default=None, help="the notebook file or a folder (default: RUN_ID.ipynb here)")
+    parser.add_argument("--force", action="store_true", help="replace an existing file")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from kernel_ext.hosting.export import ExportRefused, export_run
+
+    try:
+        path = export_run(args.run_dir, args.to, force=args.force)
+    except ExportRefused as exc:
+        print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
+        return 2
+    print(f"exported {args.run_dir} to {path}")
+    return 0

@@ -1,0 +1,47 @@
+"""One line of text per event worth reading: the command line's timeline and an export's.
+
+Shown, never obeyed: callers escape what they print (``safetext.shown_text``) or fence it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def describe(event: Any) -> str:
+    """One line per event worth reading (cost events are folded into the summary)."""
+    t = event.type
+    if t == "run_started":
+        return f"run started: {event.request!r} with provider {event.provider_label} ({event.provider_kind})"
+    if t == "phase":
+        extra = f" - {event.message}" if event.message else ""
+        took = f" in {event.duration_s:.2f}s" if event.duration_s is not None else ""
+        return f"[{event.phase}] {event.status}{took}{extra}"
+    if t == "tool_call":
+        return f"  -> {event.name} {event.summary}"
+    if t == "tool_result":
+        return f"  <- {event.name} {'ok' if event.ok else event.error_code}: {event.summary.splitlines()[0][:120] if event.summary else ''}"
+    if t == "approval_resolved":
+        return f"  approval {'granted' if event.approved else 'denied'} for {event.name} ({event.by})"
+    if t == "task_list":
+        return "  tasks: " + "; ".join(f"{x['id']} [{x['status']}] {x['text'][:60]}" for x in event.tasks)
+    if t == "finding":
+        if event.source == "app-environment":  # which interpreter and packages the app ran with
+            return f"  {event.message}"
+        return f"  finding [{event.severity}] {event.source}: {event.message}" if event.severity != "info" else ""
+    if t == "snapshot":
+        return f"  snapshot {event.action}: {event.snapshot_id} ({event.reason})"
+    if t == "text":
+        return "  model: " + event.text.strip().splitlines()[0][:160] if event.text.strip() else ""
+    if t == "error":
+        return f"error {event.code}: {event.message}"
+    if t == "done":
+        lines = [f"done: {event.status} - {event.summary}"]
+        lines += [f"  blocker: {b}" for b in event.blockers]
+        split = event.authorship
+        if split:
+            lines.append("  authorship: " + ", ".join(f"{k}={len(v)}" for k, v in split.items()))
+        if event.phase_durations:
+            lines.append("  phases: " + ", ".join(f"{k} {v:.2f}s" for k, v in event.phase_durations.items()))
+        return "\n".join(lines)
+    return ""

@@ -1,0 +1,137 @@
+"""A finished run as a notebook file (nbformat): assembled, cut of secrets, written without loss.
+
+Secrets: everything the run stored was redacted when it was written; the export cuts the known
+secrets of the exporting process again from every string (the run's own keys may not have been
+known when a line was written), and the reading cells also lose whatever is shaped like a key
+(``secrets.redact_text``, as events are). The runnable cells (model code, request, cassette) lose
+known secrets only, as cassettes do, so a replay stays byte-faithful to what the run sent.
+
+Writing: the file appears whole or not at all (a temporary file beside it, then a hard link, which
+fails if the name exists, or a rename under ``force``), so an existing notebook is never lost.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from kernel_ext.hosting.export import rerun, sections
+from kernel_ext.hosting.export.record import ExportRefused, RunRecord, read_run
+from kernel_ext.hosting.export.sections import Cell
+
+FORMAT = 1  # the ``besser_export`` metadata's version
+
+
+def build_notebook(record: RunRecord, known: Iterable[str] = ()) -> Any:
+    """The nbformat v4 notebook of ``record``, with ``known`` secrets cut from every string."""
+    import nbformat
+
+    from kernel_ext.safetext import shown_text
+    from kernel_ext.secrets import matcher, redact_text
+    from kernel_ext.version import __version__
+
+    known = tuple(known)
+    cut = matcher(known).cut
+    head = sections.overview(record, __version__)
+    reading: list[Cell] = [
+        *sections.request(record),
+        *sections.timeline(record),
+        *sections.decided_calls(record),
+        *sections.findings(record),
+        *sections.request_reports(record),
+        *sections.authorship(record),
+    ]
+    model, replay = rerun.model_cells(record), rerun.rerun_cells(record)
+
+    def shown(source: str) -> str:  # what a person reads: no key, nothing that reorders or splits a line
+        return shown_text(redact_text(source, known))
+
+    cells = [_cell(kind, shown(source)) for kind, source in head]
+    cells += [_cell(kind, cut(source)) for kind, source in model]  # the model, right after the overview
+    cells += [_cell(kind, shown(source)) for kind, source in reading]
+    cells += [_cell(kind, cut(source)) for kind, source in replay]
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.metadata.update({
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+        "besser_export": {"format": FORMAT, "run_id": record.run_id, "status": record.done.status,
+                          "model_digest": record.recipe["model"].get("digest", "")},
+    })
+    nbformat.validate(notebook)
+    return notebook
+
+
+def _cell(kind: str, source: str) -> Any:
+    import nbformat
+
+    return nbformat.v4.new_markdown_cell(source) if kind == "markdown" else nbformat.v4.new_code_cell(source)
+
+
+def export_run(run_dir: str | Path, to: str | Path | None = None, *, force: bool = False,
+               known: Iterable[str] | None = None) -> Path:
+    """Write run ``run_dir`` as a notebook; the path written. ``to``: a file (``.ipynb``) or a
+    folder (default: ``<run id>.ipynb`` in the current folder); ``known``: secrets to cut (default:
+    the secret-named values of this process's environment)."""
+    from kernel_ext.secrets import secret_values
+
+    target = target_path(Path(run_dir).name, to, force=force)  # refused before any work
+    text = notebook_text(run_dir, secret_values() if known is None else known)
+    write_notebook(target, text, force=force)
+    return target
+
+
+def notebook_text(run_dir: str | Path, known: Iterable[str]) -> str:
+    """The export of run ``run_dir`` as notebook JSON text (what the REST route answers)."""
+    import nbformat
+
+    return nbformat.writes(build_notebook(read_run(run_dir), known)) + "\n"
+
+
+def checked_text(data: Any) -> str:
+    """Notebook JSON another process built (the server's answer), validated before it is written."""
+    import nbformat
+
+    try:
+        notebook = nbformat.from_dict(data)
+        nbformat.validate(notebook)
+    except Exception as exc:  # noqa: BLE001 - any shape nbformat refuses is one named refusal
+        raise ExportRefused("NOT_EXPORTABLE", f"the server's notebook is not valid ({type(exc).__name__})") from None
+    return nbformat.writes(notebook) + "\n"
+
+
+def target_path(run_id: str, to: str | Path | None, *, force: bool = False) -> Path:
+    """Where the export goes: ``to`` (a ``.ipynb`` file, or a folder for ``<run id>.ipynb``) or the
+    current folder; an existing file is refused unless ``force``."""
+    path = Path.cwd() if to is None else Path(to).expanduser()
+    if path.is_dir():
+        path = path / f"{run_id}.ipynb"
+    if path.suffix != ".ipynb":
+        raise ExportRefused("INVALID_PATH", f"{path} is not a notebook name (it must end in .ipynb)")
+    if not path.parent.is_dir():
+        raise ExportRefused("INVALID_PATH", f"{path.parent} is not a folder")
+    if (path.exists() or path.is_symlink()) and not force:
+        raise ExportRefused("EXPORT_EXISTS", f"{path} already exists; pass --force to replace it")
+    return path
+
+
+def write_notebook(target: Path, text: str, *, force: bool = False) -> None:
+    """Write ``text`` at ``target`` whole or not at all (see the module's doc)."""
+    temporary = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)  # the umask applies
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        if force:
+            os.replace(temporary, target)
+        else:
+            try:
+                os.link(temporary, target)  # fails if the name appeared meanwhile: nothing is replaced
+            except FileExistsError:
+                raise ExportRefused("EXPORT_EXISTS", f"{target} already exists; pass --force to replace it") from None
+    except OSError as exc:
+        raise ExportRefused("EXPORT_UNWRITABLE", f"cannot write {target}: {exc.strerror or exc}") from None
+    finally:
+        temporary.unlink(missing_ok=True)
