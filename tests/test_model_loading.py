@@ -87,12 +87,14 @@ def test_python_loader_never_executes_other_code(tmp_path):
         + "\nimport os\nfrom besser.generators.backend import BackendGenerator\n"
         + "gen = BackendGenerator(model=domain_model, output_dir='out')\ngen.generate()\n"
         + f"os.system('touch {marker}')\n"
+        + "from os import system as Class\n"
         + f"if __name__ == '__main__':\n    open({str(marker)!r}, 'w')\n"
     )
     loaded = load(path)
     assert canonical(loaded.model) == canonical(build_library_model())
     assert not marker.exists() and not (tmp_path / "out").exists()
     assert any("import of 'os'" in note for note in loaded.notes)
+    assert any("import of 'system' from 'os'" in note for note in loaded.notes)  # a renamed import is listed too
     assert any("__main__" in note for note in loaded.notes)
 
 

@@ -169,6 +169,7 @@ class _Evaluator:
                     self._bind(bound, self.allowed[alias.name])
                 else:
                     self._bind(bound, _Opaque(f"from {module} import {alias.name}"))
+                    self.result.skipped.append(f"line {stmt.lineno}: import of {alias.name!r} from {module!r} not evaluated")
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             self._bind(stmt.name, _Opaque(f"def {stmt.name}"))
             self.result.skipped.append(f"line {stmt.lineno}: definition of {stmt.name!r} not evaluated")
