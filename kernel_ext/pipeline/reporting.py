@@ -7,7 +7,6 @@ request with a diff per file). ``report_call`` and ``report_result`` bracket eac
 
 from __future__ import annotations
 
-import difflib
 import json
 from typing import Any
 
@@ -89,8 +88,6 @@ def report_result(events: EventLog, result: ToolResult) -> None:
     )
 
 
-def unified_diff(path: str, before: str, after: str) -> str:
-    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{path}", f"b/{path}"))
 
 
 def _summary(arguments: dict[str, Any]) -> str:

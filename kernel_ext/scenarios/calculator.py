@@ -7,13 +7,13 @@ experiment shows the boundary's mechanics and nothing else.
 
 from __future__ import annotations
 
-import difflib
 import sys
 from pathlib import Path
 
 from pydantic import Field
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.textdiff import unified_diff
 from kernel_ext.tools.base import Category, Preparation, ToolArgs, ToolContext, ToolOutcome, ToolSpec
 from kernel_ext.workspace import publish, snapshot
 
@@ -83,7 +83,7 @@ def _prepare_edit(args: EditArgs, ctx: ToolContext) -> Preparation:
     if not args.old or text.count(args.old) != 1:
         raise ToolFailure("no_unique_match", "old text must match exactly once")
     after = text.replace(args.old, args.new, 1)
-    diff = "".join(difflib.unified_diff(text.splitlines(True), after.splitlines(True), args.path, args.path))
+    diff = unified_diff(args.path, text, after)
     return Preparation(files=(args.path,), proposal=diff)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.textdiff import diff_lines
 from kernel_ext.tools.base import ToolContext
 from kernel_ext.workspace import (
     Identity,
@@ -146,18 +147,12 @@ def window_diff(path: str, old: list[str], new: list[str], first: int, old_end: 
     lo = max(first - 1 - context, 0)
     old_hi = min(old_end + context, len(old))
     new_hi = min(new_end + context, len(new))
-    lines = difflib.unified_diff(old[lo:old_hi], new[lo:new_hi], f"a/{path}", f"b/{path}", n=context, lineterm="\n")
-    out = []
-    for line in lines:
-        if line.startswith("@@"):
-            line = _shift_hunk(line, lo)
-        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-    return "".join(out)
+    lines = diff_lines(old[lo:old_hi], new[lo:new_hi], f"a/{path}", f"b/{path}", context=context)
+    return "".join(_shift_hunk(line, lo) if line.startswith("@@") else line for line in lines)
 
 
 def full_diff(path: str, old: list[str], new: list[str]) -> str:
-    text = "".join(difflib.unified_diff(old, new, f"a/{path}", f"b/{path}", n=3))
-    return text
+    return "".join(diff_lines(old, new, f"a/{path}", f"b/{path}"))
 
 
 def changed_ranges(old: list[str], new: list[str]) -> tuple[tuple[int, int], ...]:

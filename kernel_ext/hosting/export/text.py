@@ -7,9 +7,10 @@ renders it as text, never as HTML, links or headings. Table cells escape ``|`` a
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Any
+
+from kernel_ext.textdiff import unified_diff
 
 _TICKS = re.compile(r"`+")
 
@@ -29,9 +30,7 @@ def cell(value: Any) -> str:
 
 def new_file_diff(path: str, content: str) -> str:
     """A created file as a unified diff from nothing (what a write_file card proposes)."""
-    lines = content.splitlines(keepends=True)
-    diff = difflib.unified_diff([], lines, "/dev/null", f"b/{path}")
-    return "".join(line if line.endswith("\n") else line + "\n" for line in diff)
+    return unified_diff(path, "", content)
 
 
 def bullets(items: list[str], empty: str = "none") -> str:
