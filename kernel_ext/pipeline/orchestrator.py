@@ -27,7 +27,7 @@ from kernel_ext.pipeline.loop import LoopGuards, budget_fields, customize
 from kernel_ext.pipeline.modify import BaseRun, ModelChange, find_base_run
 from kernel_ext.pipeline.recipe import frontend_files, write_recipe
 from kernel_ext.pipeline.reporting import boundary_observer
-from kernel_ext.pipeline.run_shell import active_tier, shell_for_run
+from kernel_ext.pipeline.run_shell import active_tier, shell_for_run, write_probe
 from kernel_ext.providers.base import Provider
 from kernel_ext.providers.messages import Conversation
 from kernel_ext.tools.base import Category, ToolContext
@@ -171,7 +171,8 @@ class Orchestrator:
                 copied = await asyncio.to_thread(copy_app, self.base, self.ctx.layout.app_dir)
                 ledger.files.update(self.base.generated)
                 self.generated_paths = sorted(self.base.generated)
-                self._write_probe()  # the copy skips a run's own files; the probe is written fresh
+                # the copy skips a run's own files; the probe is written fresh
+                write_probe(self.workspace.root, self.operator, self.generator)
                 return PhaseOutcome("skipped", f"continuing from run {self.base.run_id} ({copied} files); the model is unchanged",
                                     {"base_run_id": self.base.run_id, "files": copied})
             self.model_change = model_change((self.base.recipe.get("model") or {}).get("form") or {}, model_to_dict(self.model))
@@ -181,7 +182,7 @@ class Orchestrator:
         )
         self.generated_paths = [f.path for f in self.phase1.files]
         self._prestart_app_host()
-        self._write_probe()
+        write_probe(self.workspace.root, self.operator, self.generator)
         for finding in self.phase1.findings:
             self.events.emit("finding", **finding.as_event())
         source = f"BESSER {self.phase1.besser_version}" if self.phase1.kind == "besser" else "the stack's build metadata"
@@ -257,19 +258,6 @@ class Orchestrator:
             from kernel_ext.validation.hosting import prestart_app_host
 
             prestart_app_host(self.tool_context.state, policy=self.operator.sandbox_policy)
-
-    def _write_probe(self) -> None:
-        """The runtime probe the runbook names, when shell tools are on for a FastAPI backend: a run's
-        own file (``workspace/internal.py``), hidden, read-only to the file tools and outside the
-        manifest, so it is neither scaffold nor LLM work."""
-        if not (self.operator.shell_tools_enabled and self.generator == "fastapi_backend"):
-            return
-        from pathlib import Path
-
-        from kernel_ext.workspace import PROBE_FILE, publish
-
-        data = (Path(__file__).parent / "data" / "probe.py").read_bytes()
-        publish(Workspace(self.workspace.root, protected=()), PROBE_FILE, data)  # the host's write, not a tool's
 
     # -- validation and repair -------------------------------------------------------------
 
