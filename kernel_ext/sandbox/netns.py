@@ -7,7 +7,10 @@ its own: ``--unshare-net`` makes it, bubblewrap reports the sandbox's pid on ``-
 and holds the command on ``--block-fd`` until pasta (Debian package ``passt``, a user-mode
 network stack) has attached to that namespace and configured its interface. pasta forwards
 no port in either direction and does not map the gateway to the host, so only outbound
-connections leave; nothing outside reaches in. pasta runs in the foreground as the server's
+connections leave; nothing outside reaches in. Before pasta attaches, ``netseal`` makes every
+local address of the host (v4 and v6, each one read when the namespace is made) unreachable
+from the namespace, since pasta would otherwise relay a connection to one of them onto the
+host's own listeners. pasta runs in the foreground as the server's
 child (it dies with the server) and is stopped when the sandbox ends.
 
 ``host`` shares the server's network: the operator's explicit choice, named on every result.
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from kernel_ext.errors import ConfigurationError
+from kernel_ext.sandbox import netseal
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +69,7 @@ def missing_cause() -> str | None:
         return "pasta (Debian package passt), which is not installed"
     if not os.path.exists("/dev/net/tun"):
         return "/dev/net/tun, which this host does not have"
-    return None
+    return netseal.missing_cause()
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,10 @@ class Attachment:
             if pid is None:
                 return "the sandbox did not report its namespace: no outbound network"
             _await_loopback(pid, time.monotonic() + timeout)
+            sealed = netseal.seal(pid, timeout)  # before pasta: no moment in which the host's addresses answer
+            if sealed is not None:
+                log.warning("a private network was left without outbound traffic: %s", sealed)
+                return f"{sealed}: no outbound network (loopback only)"
             return _start_pasta(pid, timeout)
         finally:
             try:

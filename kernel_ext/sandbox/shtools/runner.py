@@ -18,7 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox import landlock, netns
@@ -66,6 +66,7 @@ class Attempt:
     stderr_lines: int
     secrets_removed: int
     trace: bytes | None = None
+    net_note: str | None = None  # a private network's outbound traffic could not be set up
 
 
 def resolve_inside(workspace: Path, base: Path, path: str, what: str) -> Path:
@@ -143,14 +144,26 @@ def secret_paths(root: Path) -> list[Path]:
 
 
 def start(choice: TierChoice, conf: Confinement, argv: list[str], stdout: StreamCapture, stderr: StreamCapture, *,
-          stable: bool) -> tuple[Job, int]:
-    """Spawn ``argv`` confined by ``conf`` with piped output into the captures; returns the job and secrets removed."""
+          stable: bool) -> tuple[Job, int, str | None]:
+    """Spawn ``argv`` confined by ``conf`` with piped output into the captures; returns the job, the secrets
+    removed and the note of a private network left without outbound traffic."""
     assert choice.tier is not None
     try:
         started = spawn_confined(argv, conf, tier=choice.tier, stable=stable)
     except OSError as exc:
         raise ToolFailure(ErrorCode.EXECUTION_FAILED, f"could not start the sandbox: {exc.strerror}") from None
-    return Job(started.process, stdout=stdout, stderr=stderr), started.secrets_removed
+    return Job(started.process, stdout=stdout, stderr=stderr), started.secrets_removed, started.net_note
+
+
+def network_fields(conf: Confinement, note: str | None = None) -> dict[str, Any]:
+    """What every ``sh_run`` result (foreground or background) says about its network: ``network: false``
+    when off; ``network_limits`` for ``host`` (the operator's choice), a private network that fell back
+    to none, or one whose outbound traffic could not be set up (``note``)."""
+    fields: dict[str, Any] = {} if conf.network else {"network": False}
+    limits = [*conf.network_limits, *([note] if note else [])]
+    if limits:
+        fields["network_limits"] = limits
+    return fields
 
 
 def shell_argv(command: str) -> list[str]:
@@ -169,7 +182,7 @@ def run_once(choice: TierChoice, placement: Placement, command: str, timeout_s: 
 
         argv = wrap(argv, trace_dir / "trace", strace)
     try:
-        job, secrets = start(choice, conf, argv, captures[0], captures[1], stable=False)
+        job, secrets, net_note = start(choice, conf, argv, captures[0], captures[1], stable=False)
         outcome = job.run(timeout_s)
         trace = _read_trace(trace_dir) if trace_dir is not None else None
     finally:
@@ -178,7 +191,7 @@ def run_once(choice: TierChoice, placement: Placement, command: str, timeout_s: 
     out, err = (c.result() for c in captures)
     return Attempt(
         outcome.exit_code, outcome.timed_out, outcome.capped, outcome.duration_s * 1000,
-        sinks[0].getvalue(), sinks[1].getvalue(), out.lines, err.lines, secrets, trace,
+        sinks[0].getvalue(), sinks[1].getvalue(), out.lines, err.lines, secrets, trace, net_note,
     )
 
 
