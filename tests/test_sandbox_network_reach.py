@@ -26,10 +26,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import make_run, tier_param
+from sandbox_fixtures import make_run, processes_with, tier_param, wait_until
 from shell_tools_fixtures import tree_of
 
-from kernel_ext.sandbox import config, netns, netseal
+from kernel_ext.sandbox import config, dnsrelay, netns, netseal
 from kernel_ext.sandbox.config import ShellSettings
 from kernel_ext.sandbox.session.service import ShellService
 from kernel_ext.sandbox.shtools.shell import Shell
@@ -231,3 +231,64 @@ def test_a_background_sh_run_names_its_network_like_a_foreground_one(tier, mode,
     keys = ("network", "network_limits")
     assert {k: background[k] for k in keys if k in background} == {k: foreground[k] for k in keys if k in foreground}
     assert ("network_limits" in background) == (mode == "host") and ("network" in background) == (mode == "off")
+
+
+# Send a DNS-shaped query (id 0x1234) to the resolver address given, port 53; print the reply or what failed.
+ASK = """import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
+s.sendto(bytes.fromhex("1234") + b"\\x01\\x00" + bytes(8) + b"query", (sys.argv[1], int(sys.argv[2])))
+try:
+    print("ANSWER", s.recv(512).hex())
+except OSError as e:
+    print("none", type(e).__name__)
+"""
+
+
+@pytest.fixture
+def loopback_resolver(monkeypatch) -> Iterator[tuple[str, list[bytes]]]:
+    """A fake resolver on a host loopback address (as systemd-resolved's 127.0.0.53), named as the host's."""
+    address = f"127.0.{random.randrange(1, 250)}.{random.randrange(2, 250)}"
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind((address, 0))
+    seen: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                data, peer = sock.recvfrom(512)
+            except OSError:
+                return
+            seen.append(data)
+            sock.sendto(data[:12] + b"answer-from-host-resolver", peer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    monkeypatch.setattr(dnsrelay, "loopback_resolvers", lambda: [f"{address}@{sock.getsockname()[1]}"])
+    yield address, seen
+    sock.close()
+
+
+def test_a_resolver_on_the_hosts_loopback_answers_inside_and_nothing_else_does(tier, loopback_resolver, tmp_path):
+    address, seen = loopback_resolver
+    run = make_run(tmp_path)
+    service = ShellService(run.ws, run_id="dns", enabled=True, settings=ShellSettings(network_mode="private"))
+    shell = Shell.for_service(service, state_dir=tmp_path / "state")
+    ask = f"python3 -c {shlex.quote(ASK)} {address}"
+    try:
+        session = service.run(f"{ask} 53; {ask} 54").stdout.text.splitlines()
+        fresh = shell.run(f"{ask} 53", no_store=True)
+    finally:
+        shell.close()
+        service.close()
+    answer = "ANSWER " + (bytes.fromhex("1234") + b"\x01\x00" + bytes(8) + b"answer-from-host-resolver").hex()
+    assert session == [answer, "none TimeoutError"], session  # port 53 of that address only
+    assert fresh["stdout"].strip() == answer and "network_limits" not in fresh
+    assert [query[2:] for query in seen] == [bytes.fromhex("0100") + bytes(8) + b"query"] * 2  # ids are the relay's
+    assert wait_until(lambda: not processes_with(f"{address}@"))  # the relays ended with their sandboxes
+
+
+def test_only_loopback_resolvers_are_relayed(tier, tmp_path):
+    conf = tmp_path / "resolv.conf"
+    conf.write_text("# systemd-resolved\nnameserver 127.0.0.53\nnameserver 10.0.0.2\nnameserver ::1\noptions edns0\n"
+                    "nameserver not-an-address\nnameserver 127.0.0.53\n")
+    assert dnsrelay.loopback_resolvers(str(conf)) == ["127.0.0.53", "::1"]
+    assert dnsrelay.loopback_resolvers(str(tmp_path / "missing")) == []

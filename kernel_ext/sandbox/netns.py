@@ -10,7 +10,8 @@ no port in either direction and does not map the gateway to the host, so only ou
 connections leave; nothing outside reaches in. Before pasta attaches, ``netseal`` makes every
 local address of the host (v4 and v6, each one read when the namespace is made) unreachable
 from the namespace, since pasta would otherwise relay a connection to one of them onto the
-host's own listeners. pasta runs in the foreground as the server's
+host's own listeners. Where the host's resolver is on its loopback (``127.0.0.53``), ``dnsrelay``
+answers at that address inside, relaying UDP port 53 to that resolver only. pasta runs in the foreground as the server's
 child (it dies with the server) and is stopped when the sandbox ends.
 
 ``host`` shares the server's network: the operator's explicit choice, named on every result.
@@ -27,13 +28,14 @@ import select
 import selectors
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from functools import cache
 
 from kernel_ext.errors import ConfigurationError
-from kernel_ext.sandbox import netseal
+from kernel_ext.sandbox import dnsrelay, netseal
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +140,9 @@ class Attachment:
             if sealed is not None:
                 log.warning("a private network was left without outbound traffic: %s", sealed)
                 return f"{sealed}: no outbound network (loopback only)"
-            return _start_pasta(pid, timeout)
+            relay = _start_relay(pid)  # starts while pasta does
+            notes = [_start_pasta(pid, timeout), _relay_ready(relay, time.monotonic() + timeout)]
+            return "; ".join(note for note in notes if note) or None
         finally:
             try:
                 os.write(self.block_write, b"1")
@@ -197,31 +201,72 @@ def _await_loopback(pid: int, deadline: float) -> None:
 
 
 def _start_pasta(pid: int, timeout: float) -> str | None:
-    """pasta serves the namespace of ``pid`` until that process ends (or the server: its parent-death
-    signal, set by ``setpriv``); ready once the namespace has a default route."""
-    from kernel_ext.sandbox.supervisor import spawn
-
+    """pasta serves the namespace of ``pid`` until that process ends; ready once the namespace has a default route."""
     binary = pasta_path()
     if binary is None:
         return "pasta is not installed: no outbound network"
+    argv = [binary, *PASTA_OPTIONS, "-f", "--runas", str(os.geteuid()), "--userns", f"/proc/{pid}/ns/user",
+            "--netns", f"/proc/{pid}/ns/net"]
+    helper = _start_helper(pid, argv, "pasta")
+    if isinstance(helper, str):
+        return f"{helper}: no outbound network (loopback only)"
+    if not _await_route(pid, helper, time.monotonic() + timeout):
+        log.warning("pasta did not configure a sandbox's network (exit %s)", helper.poll())
+        return "pasta could not set up the sandbox's network: no outbound network (loopback only)"
+    return None
+
+
+def _start_relay(pid: int) -> subprocess.Popen | str | None:
+    """The DNS relay (``dnsrelay``) when the host's resolver is on its loopback (None: not needed)."""
+    resolvers = dnsrelay.loopback_resolvers()
+    if not resolvers:
+        return None
+    return _start_helper(pid, [sys.executable, "-I", "-S", dnsrelay.__file__, str(pid), *resolvers], "the DNS relay",
+                         stdout=subprocess.PIPE)
+
+
+def _relay_ready(relay: subprocess.Popen | str | None, deadline: float) -> str | None:
+    """None once the relay listens (or none was needed); else what results must say."""
+    if relay is None:
+        return None
+    failed = ("names may not resolve: the host's resolver is on its loopback and the relay to it "
+              f"{relay if isinstance(relay, str) else 'did not start'}")
+    if isinstance(relay, str):
+        return failed
+    assert relay.stdout is not None
+    with relay.stdout:
+        line = b""
+        while time.monotonic() < deadline and not line.endswith(b"\n"):
+            ready, _, _ = select.select([relay.stdout], [], [], max(deadline - time.monotonic(), 0.0))
+            chunk = os.read(relay.stdout.fileno(), 64) if ready else b""
+            if not chunk:
+                break
+            line += chunk
+    if line.strip() == b"ready":
+        return None
+    log.warning("the DNS relay did not start (exit %s)", relay.poll())
+    return failed
+
+
+def _start_helper(pid: int, argv: list[str], what: str, stdout: int = subprocess.DEVNULL) -> subprocess.Popen | str:
+    """A helper serving the namespace of ``pid`` from outside (pasta, the DNS relay): the server's child, ended
+    by the server's end (``setpriv``'s parent-death signal) or the sandbox's (the watcher); or why it did not start."""
+    from kernel_ext.sandbox.supervisor import spawn
+
     try:
         sandbox = os.pidfd_open(pid)
     except OSError:
         return "the sandbox ended before its network was set up"
     setpriv = shutil.which("setpriv")
-    argv = [*([setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []), binary, *PASTA_OPTIONS, "-f",
-            "--runas", str(os.geteuid()), "--userns", f"/proc/{pid}/ns/user", "--netns", f"/proc/{pid}/ns/net"]
     try:
-        helper = spawn(argv, stable=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        helper = spawn([*([setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []), *argv], stable=True,
+                       stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.DEVNULL)
     except OSError as exc:
         os.close(sandbox)
-        log.warning("pasta could not start: %s", exc)
-        return "pasta could not start: no outbound network (loopback only)"
+        log.warning("%s could not start: %s", what, exc)
+        return f"{what} could not start"
     _watcher().watch(sandbox, helper)
-    if not _await_route(pid, helper, time.monotonic() + timeout):
-        log.warning("pasta did not configure a sandbox's network (exit %s)", helper.poll())
-        return "pasta could not set up the sandbox's network: no outbound network (loopback only)"
-    return None
+    return helper
 
 
 def _await_route(pid: int, helper: subprocess.Popen, deadline: float) -> bool:
@@ -246,7 +291,8 @@ def _default(destination: list[str], device: list[str]) -> bool:
 
 
 class _Watcher:
-    """One thread: when a sandbox ends, the pasta serving its namespace is stopped and reaped (a pidfd: no pid reuse)."""
+    """One thread: when a sandbox ends, the helpers serving its namespace (pasta, the DNS relay) are stopped and
+    reaped (a pidfd each: no pid reuse)."""
 
     def __init__(self) -> None:
         self._selector = selectors.DefaultSelector()
