@@ -10,7 +10,7 @@ from several clients cannot be confused. Nothing else of the host is reachable t
 
 UDP only: an answer too large for UDP comes back truncated and a client's retry over TCP finds
 nothing (rare for lookups; the result's limits say so). Run as a program by ``netns``
-(``python -I -S dnsrelay.py PID ADDRESS[:PORT]...``); it prints ``ready`` once listening and
+(``python -I -S dnsrelay.py USERNS_FD NETNS_FD ADDRESS[@PORT]...``); it prints ``ready`` once listening and
 ends with the sandbox (pasta's watcher stops it) or the server (parent-death signal).
 """
 
@@ -46,15 +46,15 @@ def loopback_resolvers(path: str = "/etc/resolv.conf") -> list[str]:
     return found
 
 
-def _enter(pid: int) -> None:
+def _enter(user: int, net: int) -> None:
+    """Join the sandbox's network namespace through the descriptors the server passed (owner first)."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    for name, flag in (("user", CLONE_NEWUSER), ("net", CLONE_NEWNET)):
-        fd = os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC)
+    for fd, flag in ((user, CLONE_NEWUSER), (net, CLONE_NEWNET)):
         try:
             if libc.setns(fd, flag) != 0:
-                raise OSError(ctypes.get_errno(), f"setns {name}")
+                raise OSError(ctypes.get_errno(), "setns")
         finally:
             os.close(fd)
 
@@ -70,13 +70,13 @@ def _split(spec: str) -> tuple[str, int]:
 
 
 def main(argv: list[str]) -> int:
-    pid, specs = int(argv[0]), [_split(spec) for spec in argv[1:]]
+    user, net, specs = int(argv[0]), int(argv[1]), [_split(spec) for spec in argv[2:]]
     upstream = []
     for address, port in specs:  # made in the host's namespace, before joining the sandbox's
         sock = socket.socket(_family(address), socket.SOCK_DGRAM)
         sock.connect((address, port))
         upstream.append(sock)
-    _enter(pid)
+    _enter(user, net)
     selector = selectors.DefaultSelector()
     for (address, _port), up in zip(specs, upstream, strict=True):
         inside = socket.socket(_family(address), socket.SOCK_DGRAM)

@@ -25,17 +25,16 @@ import json
 import logging
 import os
 import select
-import selectors
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from functools import cache
 
 from kernel_ext.errors import ConfigurationError
 from kernel_ext.sandbox import dnsrelay, netseal
+from kernel_ext.sandbox.nsjoin import Held, start_helper
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +70,8 @@ def missing_cause() -> str | None:
         return "pasta (Debian package passt), which is not installed"
     if not os.path.exists("/dev/net/tun"):
         return "/dev/net/tun, which this host does not have"
+    if not os.access("/dev/net/tun", os.R_OK | os.W_OK):
+        return "/dev/net/tun, which this server's user may not open"
     return netseal.missing_cause()
 
 
@@ -107,12 +108,14 @@ class Attachment:
     info_write: int
     block_read: int
     block_write: int
+    hold: bool = False  # keep the namespace (``held``) for other sandboxes to join (``runnet``)
+    held: Held | None = None
 
     @classmethod
-    def open(cls) -> Attachment:
+    def open(cls, hold: bool = False) -> Attachment:
         info_read, info_write = os.pipe()
         block_read, block_write = os.pipe()
-        return cls(info_read, info_write, block_read, block_write)
+        return cls(info_read, info_write, block_read, block_write, hold)
 
     def bwrap_options(self) -> list[str]:
         return ["--info-fd", str(self.info_write), "--block-fd", str(self.block_read)]
@@ -133,16 +136,23 @@ class Attachment:
         """
         try:
             pid = _child_pid(self.info_read, time.monotonic() + timeout)
-            if pid is None:
+            held = Held.of(pid) if pid is not None else None  # opened while bubblewrap holds the process: its own
+            if pid is None or held is None:
                 return "the sandbox did not report its namespace: no outbound network"
-            _await_loopback(pid, time.monotonic() + timeout)
-            sealed = netseal.seal(pid, timeout)  # before pasta: no moment in which the host's addresses answer
-            if sealed is not None:
-                log.warning("a private network was left without outbound traffic: %s", sealed)
-                return f"{sealed}: no outbound network (loopback only)"
-            relay = _start_relay(pid)  # starts while pasta does
-            notes = [_start_pasta(pid, timeout), _relay_ready(relay, time.monotonic() + timeout)]
-            return "; ".join(note for note in notes if note) or None
+            try:
+                _await_loopback(pid, time.monotonic() + timeout)
+                sealed = netseal.seal(held, timeout)  # before pasta: no moment in which the host's addresses answer
+                if sealed is not None:
+                    log.warning("a private network was left without outbound traffic: %s", sealed)
+                    return f"{sealed}: no outbound network (loopback only)"
+                relay = _start_relay(held)  # starts while pasta does
+                notes = [_start_pasta(pid, held, timeout), _relay_ready(relay, time.monotonic() + timeout)]
+                return "; ".join(note for note in notes if note) or None
+            finally:
+                if self.hold:
+                    self.held = held
+                else:
+                    held.close()
         finally:
             try:
                 os.write(self.block_write, b"1")
@@ -200,14 +210,14 @@ def _await_loopback(pid: int, deadline: float) -> None:
         time.sleep(0.002)
 
 
-def _start_pasta(pid: int, timeout: float) -> str | None:
-    """pasta serves the namespace of ``pid`` until that process ends; ready once the namespace has a default route."""
+def _start_pasta(pid: int, held: Held, timeout: float) -> str | None:
+    """pasta serves ``held``'s namespace until its sandbox ends; ready once the namespace has a default route."""
     binary = pasta_path()
     if binary is None:
         return "pasta is not installed: no outbound network"
-    argv = [binary, *PASTA_OPTIONS, "-f", "--runas", str(os.geteuid()), "--userns", f"/proc/{pid}/ns/user",
-            "--netns", f"/proc/{pid}/ns/net"]
-    helper = _start_helper(pid, argv, "pasta")
+    user, net = held.paths()
+    argv = [binary, *PASTA_OPTIONS, "-f", "--runas", str(os.geteuid()), "--userns", user, "--netns", net]
+    helper = start_helper(held, argv, "pasta", pass_fds=(held.user, held.net))
     if isinstance(helper, str):
         return f"{helper}: no outbound network (loopback only)"
     if not _await_route(pid, helper, time.monotonic() + timeout):
@@ -216,13 +226,13 @@ def _start_pasta(pid: int, timeout: float) -> str | None:
     return None
 
 
-def _start_relay(pid: int) -> subprocess.Popen | str | None:
+def _start_relay(held: Held) -> subprocess.Popen | str | None:
     """The DNS relay (``dnsrelay``) when the host's resolver is on its loopback (None: not needed)."""
     resolvers = dnsrelay.loopback_resolvers()
     if not resolvers:
         return None
-    return _start_helper(pid, [sys.executable, "-I", "-S", dnsrelay.__file__, str(pid), *resolvers], "the DNS relay",
-                         stdout=subprocess.PIPE)
+    argv = [sys.executable, "-I", "-S", dnsrelay.__file__, str(held.user), str(held.net), *resolvers]
+    return start_helper(held, argv, "the DNS relay", stdout=subprocess.PIPE, pass_fds=(held.user, held.net))
 
 
 def _relay_ready(relay: subprocess.Popen | str | None, deadline: float) -> str | None:
@@ -248,27 +258,6 @@ def _relay_ready(relay: subprocess.Popen | str | None, deadline: float) -> str |
     return failed
 
 
-def _start_helper(pid: int, argv: list[str], what: str, stdout: int = subprocess.DEVNULL) -> subprocess.Popen | str:
-    """A helper serving the namespace of ``pid`` from outside (pasta, the DNS relay): the server's child, ended
-    by the server's end (``setpriv``'s parent-death signal) or the sandbox's (the watcher); or why it did not start."""
-    from kernel_ext.sandbox.supervisor import spawn
-
-    try:
-        sandbox = os.pidfd_open(pid)
-    except OSError:
-        return "the sandbox ended before its network was set up"
-    setpriv = shutil.which("setpriv")
-    try:
-        helper = spawn([*([setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []), *argv], stable=True,
-                       stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.DEVNULL)
-    except OSError as exc:
-        os.close(sandbox)
-        log.warning("%s could not start: %s", what, exc)
-        return f"{what} could not start"
-    _watcher().watch(sandbox, helper)
-    return helper
-
-
 def _await_route(pid: int, helper: subprocess.Popen, deadline: float) -> bool:
     """True once the namespace of ``pid`` has a default route (IPv4 or IPv6): pasta configured it."""
     while time.monotonic() < deadline and helper.poll() is None:
@@ -288,45 +277,3 @@ def _await_route(pid: int, helper: subprocess.Popen, deadline: float) -> bool:
 def _default(destination: list[str], device: list[str]) -> bool:
     """A route table line's destination fields say "default" and it leaves through pasta's interface."""
     return bool(destination) and all(set(f) == {"0"} for f in destination) and device not in ([], ["lo"])
-
-
-class _Watcher:
-    """One thread: when a sandbox ends, the helpers serving its namespace (pasta, the DNS relay) are stopped and
-    reaped (a pidfd each: no pid reuse)."""
-
-    def __init__(self) -> None:
-        self._selector = selectors.DefaultSelector()
-        self._wake_read, self._wake_write = os.pipe()
-        self._selector.register(self._wake_read, selectors.EVENT_READ, None)
-        self._lock = threading.Lock()
-        threading.Thread(target=self._loop, name="besser-netns-watcher", daemon=True).start()
-
-    def watch(self, sandbox: int, helper: subprocess.Popen) -> None:
-        with self._lock:
-            self._selector.register(sandbox, selectors.EVENT_READ, helper)
-        os.write(self._wake_write, b"w")
-
-    def _loop(self) -> None:
-        while True:
-            for key, _ in self._selector.select():
-                if key.data is None:
-                    os.read(self._wake_read, 4096)
-                    continue
-                with self._lock:
-                    self._selector.unregister(key.fd)
-                os.close(key.fd)
-                _stop(key.data)
-
-
-def _stop(helper: subprocess.Popen) -> None:
-    helper.terminate()
-    try:
-        helper.wait(timeout=2)
-    except subprocess.TimeoutExpired:
-        helper.kill()
-        helper.wait()
-
-
-@cache
-def _watcher() -> _Watcher:
-    return _Watcher()

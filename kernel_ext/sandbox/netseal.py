@@ -24,6 +24,10 @@ import ipaddress
 import shutil
 import subprocess
 from functools import cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kernel_ext.sandbox.nsjoin import Held
 
 RULE_PREFERENCE = 100  # after "lookup local" (0), before "lookup main" (32766)
 _RTF_LOCAL, _RTF_ANYCAST = 0x80000000, 0x00100000
@@ -100,11 +104,10 @@ def rule_batches(prefixes: list[Prefix]) -> dict[int, str]:
     return {family: "".join(lines) for family, lines in batches.items() if lines}
 
 
-def seal(pid: int, timeout: float) -> str | None:
-    """Make every host-local prefix unreachable in the network namespace of ``pid`` (a note when not done).
+def seal(held: Held, timeout: float) -> str | None:
+    """Make every host-local prefix unreachable in ``held``'s network namespace (a note when not done).
 
-    ``pid`` is the sandbox's first process; its user namespace (the one owning its network
-    namespace) is joined so the rules can be written as the server's own user.
+    The user namespace owning it is joined, so the rules are written as the server's own user.
     """
     found = tools()
     if found is None:
@@ -112,11 +115,12 @@ def seal(pid: int, timeout: float) -> str | None:
     from kernel_ext.sandbox.supervisor import spawn
 
     nsenter, ip = found
-    enter = [nsenter, f"--user=/proc/{pid}/ns/user", f"--net=/proc/{pid}/ns/net", "--preserve-credentials", "--"]
+    user, net = held.paths()
+    enter = [nsenter, f"--user={user}", f"--net={net}", "--preserve-credentials", "--"]
     helpers = []
     for family, text in rule_batches(host_prefixes()).items():
         helper = spawn([*enter, ip, f"-{family}", "-batch", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE)
+                       stderr=subprocess.PIPE, pass_fds=(held.user, held.net))
         helpers.append((helper, text))
     failed = ""
     for helper, text in helpers:

@@ -33,6 +33,7 @@ from kernel_ext.workspace.fence import check_path_text
 from kernel_ext.workspace.internal import INTERNAL_NAMES
 
 if TYPE_CHECKING:  # the service is the session layer's; the toolkit only reads it
+    from kernel_ext.sandbox.runnet import RunNetwork
     from kernel_ext.sandbox.session.service import ShellService
 
 SECRET_FILES = re.compile(
@@ -52,6 +53,7 @@ class Placement:
     cwd: str  # relative to the workspace root ("." for the root)
     confined_writes: bool
     secrets_protected: int = 0
+    shared: RunNetwork | None = None  # the run's one private network, which the command joins (runnet)
 
 
 @dataclass
@@ -84,13 +86,14 @@ def place(service: ShellService, choice: TierChoice, cwd: str | None, sandbox: b
     where = resolve_inside(workspace, workspace, cwd, "cwd") if cwd else workspace
     if not where.is_dir():
         raise ToolFailure(ErrorCode.NOT_FOUND, f"cwd {cwd!r} is not a directory")
-    net = netns.plan(service.settings.network_mode, choice.tier)  # private: a namespace of this call's own
+    net = netns.plan(service.settings.network_mode, choice.tier)  # private: the run's namespace, joined
     network = net.network
+    shared = service.network() if net.private else None
     rel = str(where.relative_to(workspace)) if where != workspace else "."
     if not sandbox:
         conf = Confinement.for_run(workspace, service.home, network=network, hidden=service.hidden, cwd=where,
                                    private_net=net.private, network_limits=net.limits)
-        return Placement(conf, rel, False)
+        return Placement(conf, rel, False, shared=shared)
     options = sandbox if isinstance(sandbox, SandboxOptions) else SandboxOptions()
     if choice.tier is Tier.OFF:
         raise ToolFailure(
@@ -121,7 +124,7 @@ def place(service: ShellService, choice: TierChoice, cwd: str | None, sandbox: b
             ErrorCode.SANDBOX_OPTION_UNSUPPORTED,
             "this server's sandbox (Landlock) cannot hide paths inside a writable folder; deny_read/protect_secrets refused",
         )
-    return Placement(conf, rel, True, len(secrets))
+    return Placement(conf, rel, True, len(secrets), shared if conf.private_net else None)
 
 
 def secret_paths(root: Path) -> list[Path]:
@@ -144,12 +147,12 @@ def secret_paths(root: Path) -> list[Path]:
 
 
 def start(choice: TierChoice, conf: Confinement, argv: list[str], stdout: StreamCapture, stderr: StreamCapture, *,
-          stable: bool) -> tuple[Job, int, str | None]:
+          stable: bool, shared: RunNetwork | None = None) -> tuple[Job, int, str | None]:
     """Spawn ``argv`` confined by ``conf`` with piped output into the captures; returns the job, the secrets
     removed and the note of a private network left without outbound traffic."""
     assert choice.tier is not None
     try:
-        started = spawn_confined(argv, conf, tier=choice.tier, stable=stable)
+        started = spawn_confined(argv, conf, tier=choice.tier, stable=stable, shared=shared)
     except OSError as exc:
         raise ToolFailure(ErrorCode.EXECUTION_FAILED, f"could not start the sandbox: {exc.strerror}") from None
     return Job(started.process, stdout=stdout, stderr=stderr), started.secrets_removed, started.net_note
@@ -182,7 +185,7 @@ def run_once(choice: TierChoice, placement: Placement, command: str, timeout_s: 
 
         argv = wrap(argv, trace_dir / "trace", strace)
     try:
-        job, secrets, net_note = start(choice, conf, argv, captures[0], captures[1], stable=False)
+        job, secrets, net_note = start(choice, conf, argv, captures[0], captures[1], stable=False, shared=placement.shared)
         outcome = job.run(timeout_s)
         trace = _read_trace(trace_dir) if trace_dir is not None else None
     finally:

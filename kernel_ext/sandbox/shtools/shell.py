@@ -252,7 +252,7 @@ class Shell:
 
         def launch() -> Job:  # runs on the job's own thread; the record exists before the job can finish
             job, removed, net_note = start(p.choice, p.placement.conf, shell_argv(req.command),
-                                           *background_captures(out, err), stable=False)
+                                           *background_captures(out, err), stable=False, shared=p.placement.shared)
             meta["secrets_env_scrubbed"] = removed
             meta.update(network_fields(p.placement.conf, net_note))
             self.records.write_meta(meta, persist=persist)
