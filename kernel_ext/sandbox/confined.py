@@ -22,13 +22,12 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox.config import startup_settings
 from kernel_ext.sandbox.env import scrub_environment
 from kernel_ext.sandbox.netns import Attachment
-from kernel_ext.sandbox.nsjoin import Held
+from kernel_ext.sandbox.nsjoin import Held, SharedNetwork
 from kernel_ext.sandbox.spec import Confinement
 from kernel_ext.sandbox.supervisor import Stream, spawn
 from kernel_ext.sandbox.tiers import (
@@ -39,9 +38,6 @@ from kernel_ext.sandbox.tiers import (
     choose_tier,
     launch,
 )
-
-if TYPE_CHECKING:
-    from kernel_ext.sandbox.runnet import RunNetwork
 
 
 @dataclass(frozen=True)
@@ -78,7 +74,7 @@ def spawn_confined(
     cwd: str | os.PathLike[str] | None = None,
     stable: bool = False,
     parked: bool = False,
-    shared: RunNetwork | None = None,
+    shared: SharedNetwork | None = None,
     hold: bool = False,
 ) -> Confined:
     """Start ``argv`` confined by ``conf`` under ``tier`` (default: ``require_tier(policy)``).
@@ -106,6 +102,8 @@ def spawn_confined(
     except BaseException:
         if attach:
             attach.close()
+        if entry:
+            entry.close()
         raise
     net_note, held = (entry.note if entry else None), None
     try:
@@ -117,6 +115,8 @@ def spawn_confined(
         if process is None:
             process = spawn(ready.argv, stable=stable, stdin=stdin, stdout=stdout, stderr=stderr, env=scrubbed.env, cwd=where,
                             pass_fds=attach.child_fds() if attach else ())
+        if entry:
+            entry.joined(process)
         if attach:
             attach.started()
             net_note = attach.connect()
@@ -125,6 +125,8 @@ def spawn_confined(
         ready.dismiss()
         if attach:
             attach.close()
+        if entry:
+            entry.close()
     off = tier is Tier.OFF
     return Confined(process, tier, conf.network or off, (OFF_WARNING,) if off else (), scrubbed.secrets_removed, net_note,
                     held)

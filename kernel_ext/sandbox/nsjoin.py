@@ -22,13 +22,16 @@ import selectors
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
 NS_GET_USERNS = 0xB701  # _IO(0xb7, 0x1): the user namespace owning a namespace
+JOIN_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,47 @@ def _close(fd: int) -> None:
             os.close(fd)
         except OSError:
             pass
+
+
+@dataclass
+class Entry:
+    """How one sandbox joins the run's namespace: the command in front of bubblewrap, through descriptors
+    duplicated for this start alone (so none the holder's restart closes can be reused under it), and the
+    namespace's note."""
+
+    argv: tuple[str, ...]
+    note: str | None
+    fds: tuple[int, int]
+    link: str  # the namespace as /proc shows it (``net:[inode]``)
+    closed: bool = False
+
+    def joined(self, process: subprocess.Popen[bytes], timeout: float = JOIN_TIMEOUT_S) -> None:
+        """Once ``process`` (nsenter, then bubblewrap: one pid) is in the namespace or gone, close the duplicates."""
+        deadline = time.monotonic() + timeout
+        try:
+            while process.poll() is None and time.monotonic() < deadline:
+                try:
+                    if os.readlink(f"/proc/{process.pid}/ns/net") == self.link:
+                        return
+                except OSError:
+                    return
+                time.sleep(0.001)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Idempotent: a descriptor number is closed once, never again after another file may hold it."""
+        if self.closed:
+            return
+        self.closed = True
+        for fd in self.fds:
+            _close(fd)
+
+
+class SharedNetwork(Protocol):
+    """A network namespace sandboxes join (``runnet.RunNetwork``); None from ``enter``: make your own."""
+
+    def enter(self) -> Entry | None: ...
 
 
 def start_helper(held: Held, argv: Sequence[str], what: str, *, stdout: int = subprocess.DEVNULL,

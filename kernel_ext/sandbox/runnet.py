@@ -5,11 +5,12 @@ foreground and background, all live in one network namespace, so a server one of
 answers the others on the run's loopback, and never another run's. A holder sandbox makes the
 namespace (bubblewrap ``--unshare-net`` running ``sleep infinity``) and gets it ready the way
 ``netns`` readies any private one: the host's addresses sealed out, pasta attached, the DNS relay
-where needed. Its network namespace and the user namespace owning it are opened by the server while
-bubblewrap still holds the holder (``nsjoin``), and every later sandbox of the run starts as ``nsenter`` into those two (by
-the server's own descriptors, ``/proc/<server>/fd/N``: never a pid that could be reused) and
-then bubblewrap without ``--unshare-net``, in a user namespace of its own below the holder's,
-with no capability over the network it shares.
+where needed. The namespace and the user namespace owning it are opened by the server while
+bubblewrap still holds the holder (``nsjoin.Held``). Every later sandbox of the run starts as
+``nsenter`` into those two, through descriptors duplicated for that start in the server's own
+table (``/proc/<server>/fd/N``: never a pid that could be reused, nothing passed into the
+sandbox), then bubblewrap without ``--unshare-net``, keeping the server's uid and gid, in a user
+namespace of its own below the owner, so with no capability over the network it shares.
 
 The holder lives as long as the run's shell service; if it ends, the next sandbox starts a new
 one (a new namespace: servers of the old one are gone, as after a restarted session). Where the
@@ -23,24 +24,15 @@ import os
 import shutil
 import subprocess
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
-from kernel_ext.sandbox.nsjoin import Held
+from kernel_ext.sandbox.nsjoin import Entry, Held
 from kernel_ext.sandbox.spec import Confinement
 from kernel_ext.sandbox.tiers import TierChoice
 
 log = logging.getLogger(__name__)
 
 HOLDER_ARGV = ("sleep", "infinity")
-
-
-@dataclass(frozen=True)
-class Entry:
-    """How a sandbox joins the run's namespace: the command in front of bubblewrap, and the namespace's note."""
-
-    argv: tuple[str, ...]
-    note: str | None
 
 
 class RunNetwork:
@@ -67,8 +59,10 @@ class RunNetwork:
                 self._start()
             if self._held is None:
                 return None
-            user, net = self._held.paths(str(os.getpid()))  # the server's table: nothing passed into the sandbox
-            return Entry((nsenter, f"--user={user}", f"--net={net}", "--preserve-credentials", "--"), self._note)
+            fds = (os.dup(self._held.user), os.dup(self._held.net))
+            own = f"/proc/{os.getpid()}/fd"  # the server's table: nothing is passed into the sandbox
+            argv = (nsenter, f"--user={own}/{fds[0]}", f"--net={own}/{fds[1]}", "--preserve-credentials", "--")
+            return Entry(argv, self._note, fds, os.readlink(f"{own}/{fds[1]}"))
 
     def _start(self) -> None:
         from kernel_ext.sandbox.confined import spawn_confined
