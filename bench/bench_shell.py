@@ -3,7 +3,8 @@
 1. Session round trip: ``true`` in a live session (bwrap) against ``subprocess.run(["true"])``.
 1b. The same round trip per network mode (``off``, ``host``, ``private``: its own namespace with
    pasta attached), sessions interleaved in one run, and each mode's first command (pasta's start);
-   ``sh_run('true')`` per mode, where every call is a sandbox (and a private namespace) of its own.
+   ``sh_run('true')`` per mode, where every call is a sandbox of its own (private: joining the run's
+   one namespace, made once per run with the host's addresses sealed out and pasta attached).
 2. First command of a session: starting the sandboxed shell plus its first ``true`` (tier
    self-tests are done before timing; they run once per server).
 3. One-off confined ``true`` (``run_confined``, network off as checks use it, and on) against
@@ -159,8 +160,8 @@ def bench_network_modes(workspace: Path, home: Path) -> list:
 
 
 def _sh_run_per_mode(workspace: Path, home: Path, modes: tuple[str, ...]) -> dict[str, list[float]]:
-    """``sh_run('true')`` per network mode, interleaved: each call makes its own sandbox (and, private,
-    its own namespace: the seal of the host's addresses and pasta's start are in every call)."""
+    """``sh_run('true')`` per network mode, interleaved: each call makes its own sandbox (private: it joins
+    the run's namespace, ready after the first call; before runnet each call made and sealed its own)."""
     from kernel_ext.sandbox.config import ShellSettings
     from kernel_ext.sandbox.session.service import ShellService
     from kernel_ext.sandbox.shtools.shell import Shell
