@@ -12,6 +12,7 @@ nothing outside the run changes on disk.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -87,8 +88,8 @@ def _add(address: str) -> bool:
     return subprocess.run(["ip", "addr", "add", address, "dev", "lo"], capture_output=True, check=False).returncode == 0
 
 
-@pytest.fixture
-def extra_addresses() -> Iterator[tuple[str, str]]:
+@contextlib.contextmanager
+def added_addresses() -> Iterator[tuple[str, str]]:
     """A second IPv4 and IPv6 address on the host's ``lo`` (documentation ranges), removed afterwards."""
     if os.geteuid() != 0:
         pytest.skip("adding an address to the host's lo needs root (the 127.0.0.1 case is in test_sandbox_network)")
@@ -106,6 +107,12 @@ def extra_addresses() -> Iterator[tuple[str, str]]:
     finally:
         for address in added:
             subprocess.run(["ip", "addr", "del", address, "dev", "lo"], capture_output=True, check=False)
+
+
+@pytest.fixture
+def extra_addresses() -> Iterator[tuple[str, str]]:
+    with added_addresses() as found:
+        yield found
 
 
 @pytest.fixture
@@ -182,6 +189,28 @@ def test_private_reaches_no_address_of_the_host_and_host_reaches_all(tier, entry
     host = seen["host"].splitlines()
     assert len(host) == len(targets) and all(line.startswith("REACHED") for line in host), seen["host"]
     assert tree_of(run.runs) == before  # nothing outside the command's output changed in the run or beside it
+
+
+def test_an_address_the_host_gains_during_a_run_is_kept_out_too(tier, tmp_path):
+    """The run's namespace outlives its first command: an address added later (a VPN coming up) is sealed
+    out before the next command joins."""
+    run = make_run(tmp_path)
+    service = ShellService(run.ws, run_id="gains", enabled=True, settings=ShellSettings(network_mode="private"))
+    shell = Shell.for_service(service, state_dir=tmp_path / "state")
+    listeners = Listeners()
+    try:
+        assert service.run("true").exit_code == 0 and shell.run("true")["exit"] == 0  # the namespace exists
+        with added_addresses() as (extra4, extra6):
+            found = [(extra4, listeners.listen(extra4)), (extra6, listeners.listen(extra6)),
+                     (extra4, listeners.listen("0.0.0.0"))]
+            command = f"python3 -c {shlex.quote(PROBE)} {shlex.quote(json.dumps(found))}"
+            seen = [service.run(command).stdout.text, shell.run(command)["stdout"]]
+    finally:
+        listeners.close()
+        shell.close()
+        service.close()
+    for text in seen:
+        assert len(text.splitlines()) == 3 and "REACHED" not in text, text
 
 
 def test_a_seal_that_fails_leaves_no_outbound_network_and_says_so(tier, tmp_path, monkeypatch):

@@ -104,11 +104,10 @@ def rule_batches(prefixes: list[Prefix]) -> dict[int, str]:
     return {family: "".join(lines) for family, lines in batches.items() if lines}
 
 
-def seal(held: Held, timeout: float) -> str | None:
-    """Make every host-local prefix unreachable in ``held``'s network namespace (a note when not done).
-
-    The user namespace owning it is joined, so the rules are written as the server's own user.
-    """
+def seal(held: Held, timeout: float, prefixes: list[Prefix] | None = None) -> str | None:
+    """Make every host-local prefix (or those of ``prefixes``) unreachable in ``held``'s network namespace
+    (a note when not done). The user namespace owning it is joined, so the rules are written as the
+    server's own user."""
     found = tools()
     if found is None:
         return missing_cause()
@@ -118,7 +117,7 @@ def seal(held: Held, timeout: float) -> str | None:
     user, net = held.paths()
     enter = [nsenter, f"--user={user}", f"--net={net}", "--preserve-credentials", "--"]
     helpers = []
-    for family, text in rule_batches(host_prefixes()).items():
+    for family, text in rule_batches(host_prefixes() if prefixes is None else prefixes).items():
         helper = spawn([*enter, ip, f"-{family}", "-batch", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE, pass_fds=(held.user, held.net))
         helpers.append((helper, text))

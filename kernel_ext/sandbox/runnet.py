@@ -14,7 +14,9 @@ namespace of its own below the owner, so with no capability over the network it 
 
 The holder lives as long as the run's shell service; if it ends, the next sandbox starts a new
 one (a new namespace: servers of the old one are gone, as after a restarted session). Where the
-holder cannot be made, each sandbox falls back to a private namespace of its own.
+holder cannot be made, each sandbox falls back to a private namespace of its own. The host's local
+addresses are read again on every join: one it gained since (a VPN, a container bridge) is sealed
+out before the sandbox starts, or the run's namespace is given up (fail closed).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import subprocess
 import threading
 from pathlib import Path
 
-from kernel_ext.sandbox.nsjoin import Entry, Held
+from kernel_ext.sandbox import netseal
+from kernel_ext.sandbox.nsjoin import JOIN_TIMEOUT_S, Entry, Held
 from kernel_ext.sandbox.spec import Confinement
 from kernel_ext.sandbox.tiers import TierChoice
 
@@ -45,6 +48,7 @@ class RunNetwork:
         self._process: subprocess.Popen[bytes] | None = None
         self._held: Held | None = None
         self._note: str | None = None
+        self._sealed: list[netseal.Prefix] = []  # the host's local prefixes when the namespace was sealed
         self.closed = False
         self.starts = 0
 
@@ -57,6 +61,8 @@ class RunNetwork:
             if self._held is None or not self._held.alive:
                 self._stop()
                 self._start()
+            if self._held is not None and not self._reseal():
+                self._stop()  # fail closed: the caller makes (and seals) a namespace of its own
             if self._held is None:
                 return None
             fds = (os.dup(self._held.user), os.dup(self._held.net))
@@ -64,11 +70,33 @@ class RunNetwork:
             argv = (nsenter, f"--user={own}/{fds[0]}", f"--net={own}/{fds[1]}", "--preserve-credentials", "--")
             return Entry(argv, self._note, fds, os.readlink(f"{own}/{fds[1]}"))
 
+    def refresh(self) -> None:
+        """Before a command of a sandbox already in the namespace (the session): seal out the host's new
+        addresses, or end the namespace's holder (its pasta with it: no way out at all) when that fails."""
+        with self._lock:
+            if self._held is not None and self._held.alive and not self._reseal():
+                self._stop()
+
+    def _reseal(self) -> bool:
+        """Addresses the host gained since the namespace was made (a VPN, a container bridge) become
+        unreachable in it too, before the next sandbox joins (the host's tables are read on every join)."""
+        assert self._held is not None
+        fresh = [prefix for prefix in netseal.host_prefixes() if prefix not in self._sealed]
+        if not fresh:
+            return True
+        note = netseal.seal(self._held, JOIN_TIMEOUT_S, fresh)
+        if note is not None:
+            log.warning("the run's network could not be kept from the host's new addresses: %s", note)
+            return False
+        self._sealed += fresh
+        return True
+
     def _start(self) -> None:
         from kernel_ext.sandbox.confined import spawn_confined
 
         assert self.choice.tier is not None
         self.starts += 1
+        self._sealed = netseal.host_prefixes()  # read before the holder's seal, which reads them again
         try:
             started = spawn_confined(list(HOLDER_ARGV), self.conf, tier=self.choice.tier, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stable=True, hold=True)

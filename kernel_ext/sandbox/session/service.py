@@ -180,6 +180,9 @@ class ShellService:
         self.check_enabled()
         check_command(command, self.settings.allowed_programs)
         effective = self.timeout_for(timeout, default_timeout)
+        network = self.network()
+        if network is not None:
+            network.refresh()  # the host's addresses it gained since the last command are kept out first
         record = self.session().run(command, timeout=effective, working_dir=working_dir, preserve_state=preserve_state)
         self._keep(record)
         return record
