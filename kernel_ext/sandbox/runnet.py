@@ -50,7 +50,6 @@ class RunNetwork:
         self._note: str | None = None
         self._sealed: list[netseal.Prefix] = []  # the host's local prefixes when the namespace was sealed
         self.closed = False
-        self.starts = 0
 
     def enter(self) -> Entry | None:
         """The way into the run's namespace, (re)made when its holder is gone; None: the caller makes its own."""
@@ -95,7 +94,6 @@ class RunNetwork:
         from kernel_ext.sandbox.confined import spawn_confined
 
         assert self.choice.tier is not None
-        self.starts += 1
         self._sealed = netseal.host_prefixes()  # read before the holder's seal, which reads them again
         try:
             started = spawn_confined(list(HOLDER_ARGV), self.conf, tier=self.choice.tier, stdin=subprocess.DEVNULL,
