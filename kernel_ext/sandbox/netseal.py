@@ -9,8 +9,9 @@ before the command runs) it gets one policy rule per host-local prefix, ``unreac
 preference after the namespace's own ``local`` table (so its own loopback and the address pasta
 copies into it stay its own) and before ``main`` (so no route pasta adds, and no interface scope
 of a link-local address, gets around it). The prefixes are read from the server's own kernel
-tables when each namespace is made, IPv4 (``/proc/net/fib_trie``: ``LOCAL`` entries, AnyIP
-ranges included) and IPv6 (``/proc/net/ipv6_route``: local and anycast entries).
+tables when each namespace is made (and again before each command of a run: ``runnet``), IPv4
+(``/proc/net/fib_trie``: ``LOCAL`` entries, AnyIP ranges included) and IPv6 (``/proc/net/if_inet6``
+and ``/proc/net/ipv6_route``: local and anycast entries).
 
 The sandboxed command cannot remove the rules: bubblewrap drops every capability and the network
 namespace belongs to bubblewrap's user namespace, not to one the command could make. Installing
@@ -77,21 +78,29 @@ def _ipv4_local() -> list[Prefix]:
 
 
 def _ipv6_local() -> list[Prefix]:
-    """Local and anycast entries of the IPv6 routing tables (addresses, and any AnyIP ranges)."""
+    """Every IPv6 address of the host (``if_inet6``: listed from the moment it is added, before its local
+    route is), and the local and anycast entries of the routing tables (AnyIP ranges)."""
     found: list[Prefix] = []
+    try:
+        with open("/proc/net/if_inet6") as addresses:
+            for line in addresses:
+                fields = line.split()
+                address = ipaddress.ip_network(f"{ipaddress.IPv6Address(bytes.fromhex(fields[0]))}/128") if fields else None
+                if address is not None and address not in found:
+                    found.append(address)
+    except (OSError, ValueError):
+        pass
     try:
         with open("/proc/net/ipv6_route") as routes:
             for line in routes:
                 fields = line.split()
                 if len(fields) < 10 or not int(fields[8], 16) & (_RTF_LOCAL | _RTF_ANYCAST):
                     continue
-                address = ipaddress.IPv6Address(bytes.fromhex(fields[0]))
-                prefix = ipaddress.ip_network(f"{address}/{int(fields[1], 16)}", strict=False)
+                start = ipaddress.IPv6Address(bytes.fromhex(fields[0]))
+                prefix = ipaddress.ip_network(f"{start}/{int(fields[1], 16)}", strict=False)
                 if prefix not in found:
                     found.append(prefix)
-    except FileNotFoundError:  # no IPv6 on this host
-        pass
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # no IPv6 on this host
         pass
     return found
 
