@@ -2,7 +2,9 @@
 
 1. Session round trip: ``true`` in a live session (bwrap) against ``subprocess.run(["true"])``.
 1b. The same round trip per network mode (``off``, ``host``, ``private``: its own namespace with
-   pasta attached), sessions interleaved in one run, and each mode's first command (pasta's start).
+   pasta attached), sessions interleaved in one run, and each mode's first command (pasta's start);
+   ``sh_run('true')`` per mode, where every call is a sandbox of its own (private: joining the run's
+   one namespace, made once per run with the host's addresses sealed out and pasta attached).
 2. First command of a session: starting the sandboxed shell plus its first ``true`` (tier
    self-tests are done before timing; they run once per server).
 3. One-off confined ``true`` (``run_confined``, network off as checks use it, and on) against
@@ -140,16 +142,47 @@ def bench_network_modes(workspace: Path, home: Path) -> list:
         finally:
             for shell in shells.values():
                 shell.dispose()
+    fresh = _sh_run_per_mode(workspace, home, modes)
     where = "" if netns.missing_cause() is None else f" (no private network here: needs {netns.missing_cause()})"
     print(f"1b. round trip and first command per network mode, same run{where}")
     for m in modes:
         _row(f"session.run('true') network={m}", trips[m], trips["off"])
     for m in modes:
         _row(f"new session + 'true' network={m}", firsts[m], firsts["off"])
+    for m in modes:
+        _row(f"sh_run('true') network={m} [own sandbox]", fresh[m], fresh["off"])
     base = ("session round trip, network off", trips["off"])
     shown = [figure(f"session round trip 'true', network {m}", trips[m], "ms", baseline=base, group="shell") for m in ("host", "private")]
+    shown += [figure(f"sh_run 'true' (a sandbox of its own), network {m}", fresh[m], "ms", group="shell",
+                     baseline=("sh_run 'true', network off", fresh["off"])) for m in ("host", "private")]
     return [*shown, figure("first command of a new session, network private", firsts["private"], "ms",
                 baseline=("first command, network off", firsts["off"]), group="shell")]
+
+
+def _sh_run_per_mode(workspace: Path, home: Path, modes: tuple[str, ...]) -> dict[str, list[float]]:
+    """``sh_run('true')`` per network mode, interleaved: each call makes its own sandbox (private: it joins
+    the run's namespace, ready after the first call; before runnet each call made and sealed its own)."""
+    from kernel_ext.sandbox.config import ShellSettings
+    from kernel_ext.sandbox.session.service import ShellService
+    from kernel_ext.sandbox.shtools.shell import Shell
+
+    services = {m: ShellService(workspace, run_id=f"bench-{m}", enabled=True, home=home,
+                                settings=ShellSettings(policy="bwrap", network_mode=m, session_network=m != "off")) for m in modes}
+    shells = {m: Shell.for_service(services[m], state_dir=home / "state") for m in modes}
+    fresh: dict[str, list[float]] = {m: [] for m in modes}
+    try:
+        for _ in range(ROUNDS):
+            rounds: dict[str, list[float]] = {m: [] for m in modes}
+            for _ in range(FIRST_COMMANDS):
+                for m in modes:
+                    rounds[m].append(_timed(lambda m=m: shells[m].run("true", no_store=True)))
+            for m in modes:
+                fresh[m].append(_med(rounds[m]))
+    finally:
+        for m in modes:
+            shells[m].close()
+            services[m].close()
+    return fresh
 
 
 def bench_first_command(workspace: Path, home: Path) -> list:

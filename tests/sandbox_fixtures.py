@@ -97,3 +97,18 @@ def port_answers(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def serving(ns: str) -> list[int]:
+    """This process's descendants (pasta, the DNS relay, a run's holder) in or holding the network namespace ``ns``."""
+    from kernel_ext.sandbox import proctree
+
+    found = []
+    for pid in proctree.descendants(os.getpid()):
+        try:
+            links = [os.readlink(f"/proc/{pid}/ns/net")] + [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:
+            continue
+        if ns in links:
+            found.append(pid)
+    return found

@@ -17,10 +17,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import free_port, make_run, port_answers, processes_with, tier_param, wait_until
+from sandbox_fixtures import free_port, make_run, port_answers, serving, tier_param, wait_until
 
 from kernel_ext.errors import ConfigurationError
-from kernel_ext.sandbox import config, netns, proctree
+from kernel_ext.sandbox import config, netns
 from kernel_ext.sandbox.config import ShellSettings
 from kernel_ext.sandbox.session.service import ShellService
 
@@ -106,17 +106,17 @@ def test_a_runs_server_answers_its_own_commands_only(tier, run, host_listener):
 
 
 @NEEDS_PASTA
-def test_pasta_ends_with_the_sandbox(tier, run):
+def test_pasta_ends_with_the_run(tier, run):
     service = _service(run, run.ws, "private", "net-c")
     try:
         devices = service.run("cut -d: -f1 /proc/net/dev | tail -n +3").stdout.text.split()
         assert "lo" in devices and len(devices) >= 2  # pasta's interface, configured before the command ran
-        session = service.registry.get("net-c")
-        chain = proctree.descendants(session.pid)
-        assert any(processes_with(f"/proc/{pid}/ns/net") for pid in chain)
+        ns = service.run("readlink /proc/self/ns/net").stdout.text.strip()
+        assert ns.startswith("net:[") and ns != os.readlink("/proc/self/ns/net")
+        assert any("pasta" in Path(f"/proc/{pid}/cmdline").read_text() for pid in serving(ns))
     finally:
         service.close()
-    assert wait_until(lambda: not any(processes_with(f"/proc/{pid}/ns/net") for pid in chain))
+    assert wait_until(lambda: not serving(ns))
 
 
 def test_private_without_pasta_is_no_network_with_a_note(tier, run, host_listener, monkeypatch):

@@ -52,11 +52,14 @@ def bwrap_argv(conf: Confinement, argv: Sequence[str], *, executable: str | None
     return [executable or bwrap_path() or "bwrap", *bwrap_options(conf), "--", *argv]
 
 
-def bwrap_options(conf: Confinement) -> list[str]:
-    """The flags and mounts for ``conf`` (what a parked launcher hands bubblewrap through ``--args``)."""
+def bwrap_options(conf: Confinement, *, joined: bool = False) -> list[str]:
+    """The flags and mounts for ``conf`` (what a parked launcher hands bubblewrap through ``--args``);
+    ``joined``: a private network already entered (the run's, ``runnet``) is kept, not replaced."""
     args = [*NAMESPACE_FLAGS, "--hostname", "sandbox"]
-    if not conf.network or conf.private_net:  # private: pasta serves the new namespace (netns)
+    if not conf.network or (conf.private_net and not joined):  # private: pasta serves the new namespace (netns)
         args.append("--unshare-net")
+    elif joined:  # entered as the namespace owner's mapped root: the command keeps the server's own ids
+        args += ["--uid", str(os.getuid()), "--gid", str(os.getgid())]
     args += _base_mounts(conf.network)
     args += _mounts(conf)
     args += ["--chdir", str(conf.working_dir())]

@@ -13,7 +13,7 @@ the app host, the import checker). So each gets the same three things, from one 
 - the environment from ``scrub_environment``, the one allowlist: a caller adds explicit extra
   variables (``env``), and secret names among them are still removed;
 - the network the confinement names: a private one (``netns``: pasta attached before the
-  command starts) or none or the server's.
+  command starts; or the run's one namespace, joined: ``runnet``) or none or the server's.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox.config import startup_settings
 from kernel_ext.sandbox.env import scrub_environment
 from kernel_ext.sandbox.netns import Attachment
+from kernel_ext.sandbox.nsjoin import Held, SharedNetwork
 from kernel_ext.sandbox.spec import Confinement
 from kernel_ext.sandbox.supervisor import Stream, spawn
 from kernel_ext.sandbox.tiers import (
@@ -49,6 +50,7 @@ class Confined:
     notes: tuple[str, ...]
     secrets_removed: int
     net_note: str | None = None  # a private network's outbound traffic could not be set up
+    held: Held | None = None  # its namespaces, when asked to ``hold`` them (``runnet``)
 
 
 def require_tier(policy: str | None = None) -> TierChoice:
@@ -72,6 +74,8 @@ def spawn_confined(
     cwd: str | os.PathLike[str] | None = None,
     stable: bool = False,
     parked: bool = False,
+    shared: SharedNetwork | None = None,
+    hold: bool = False,
 ) -> Confined:
     """Start ``argv`` confined by ``conf`` under ``tier`` (default: ``require_tier(policy)``).
 
@@ -82,20 +86,26 @@ def spawn_confined(
     confine it, ``OSError`` when the sandbox cannot be started. ``parked`` (callers whose three
     streams are pipes): a bwrap launcher parked ahead in the sandbox's task cap runs the command,
     so no cgroup join and no shell hop is on the call's path (``tiers.ParkedLauncher``).
+    A private network is ``shared``'s (the run's one namespace, joined) when given, else the sandbox's
+    own, its namespaces kept open in ``Confined.held`` when ``hold``.
     """
     if tier is None:
         chosen = require_tier(policy).tier
         assert chosen is not None
         tier = chosen
-    attach = Attachment.open() if conf.private_net and tier is Tier.BWRAP else None
+    private = conf.private_net and tier is Tier.BWRAP
+    entry = shared.enter() if private and shared is not None else None
+    attach = Attachment.open(hold) if private and entry is None else None
     try:
-        ready = launch(tier, conf, argv, parked=parked and attach is None,
-                       extra_options=attach.bwrap_options() if attach else ())
+        ready = launch(tier, conf, argv, parked=parked and attach is None and entry is None,
+                       extra_options=attach.bwrap_options() if attach else (), join=entry.argv if entry else ())
     except BaseException:
         if attach:
             attach.close()
+        if entry:
+            entry.close()
         raise
-    net_note = None
+    net_note, held = (entry.note if entry else None), None
     try:
         if not ready.private_tmp:
             (conf.home / ".tmp").mkdir(parents=True, exist_ok=True)
@@ -105,12 +115,18 @@ def spawn_confined(
         if process is None:
             process = spawn(ready.argv, stable=stable, stdin=stdin, stdout=stdout, stderr=stderr, env=scrubbed.env, cwd=where,
                             pass_fds=attach.child_fds() if attach else ())
+        if entry:
+            entry.joined(process)
         if attach:
             attach.started()
             net_note = attach.connect()
+            held = attach.held
     finally:
         ready.dismiss()
         if attach:
             attach.close()
+        if entry:
+            entry.close()
     off = tier is Tier.OFF
-    return Confined(process, tier, conf.network or off, (OFF_WARNING,) if off else (), scrubbed.secrets_removed, net_note)
+    return Confined(process, tier, conf.network or off, (OFF_WARNING,) if off else (), scrubbed.secrets_removed, net_note,
+                    held)

@@ -7,7 +7,11 @@ its own: ``--unshare-net`` makes it, bubblewrap reports the sandbox's pid on ``-
 and holds the command on ``--block-fd`` until pasta (Debian package ``passt``, a user-mode
 network stack) has attached to that namespace and configured its interface. pasta forwards
 no port in either direction and does not map the gateway to the host, so only outbound
-connections leave; nothing outside reaches in. pasta runs in the foreground as the server's
+connections leave; nothing outside reaches in. Before pasta attaches, ``netseal`` makes every
+local address of the host (v4 and v6, each one read when the namespace is made) unreachable
+from the namespace, since pasta would otherwise relay a connection to one of them onto the
+host's own listeners. Where the host's resolver is on its loopback (``127.0.0.53``), ``dnsrelay``
+answers at that address inside, relaying UDP port 53 to that resolver only. pasta runs in the foreground as the server's
 child (it dies with the server) and is stopped when the sandbox ends.
 
 ``host`` shares the server's network: the operator's explicit choice, named on every result.
@@ -21,15 +25,16 @@ import json
 import logging
 import os
 import select
-import selectors
 import shutil
 import subprocess
-import threading
+import sys
 import time
 from dataclasses import dataclass
 from functools import cache
 
 from kernel_ext.errors import ConfigurationError
+from kernel_ext.sandbox import dnsrelay, netseal
+from kernel_ext.sandbox.nsjoin import Held, start_helper
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +70,9 @@ def missing_cause() -> str | None:
         return "pasta (Debian package passt), which is not installed"
     if not os.path.exists("/dev/net/tun"):
         return "/dev/net/tun, which this host does not have"
-    return None
+    if not os.access("/dev/net/tun", os.R_OK | os.W_OK):
+        return "/dev/net/tun, which this server's user may not open"
+    return netseal.missing_cause()
 
 
 @dataclass(frozen=True)
@@ -101,12 +108,14 @@ class Attachment:
     info_write: int
     block_read: int
     block_write: int
+    hold: bool = False  # keep the namespace (``held``) for other sandboxes to join (``runnet``)
+    held: Held | None = None
 
     @classmethod
-    def open(cls) -> Attachment:
+    def open(cls, hold: bool = False) -> Attachment:
         info_read, info_write = os.pipe()
         block_read, block_write = os.pipe()
-        return cls(info_read, info_write, block_read, block_write)
+        return cls(info_read, info_write, block_read, block_write, hold)
 
     def bwrap_options(self) -> list[str]:
         return ["--info-fd", str(self.info_write), "--block-fd", str(self.block_read)]
@@ -127,10 +136,23 @@ class Attachment:
         """
         try:
             pid = _child_pid(self.info_read, time.monotonic() + timeout)
-            if pid is None:
+            held = Held.of(pid) if pid is not None else None  # opened while bubblewrap holds the process: its own
+            if pid is None or held is None:
                 return "the sandbox did not report its namespace: no outbound network"
-            _await_loopback(pid, time.monotonic() + timeout)
-            return _start_pasta(pid, timeout)
+            try:
+                _await_loopback(pid, time.monotonic() + timeout)
+                sealed = netseal.seal(held, timeout)  # before pasta: no moment in which the host's addresses answer
+                if sealed is not None:
+                    log.warning("a private network was left without outbound traffic: %s", sealed)
+                    return f"{sealed}: no outbound network (loopback only)"
+                relay = _start_relay(held)  # starts while pasta does
+                notes = [_start_pasta(pid, held, timeout), _relay_ready(relay, time.monotonic() + timeout)]
+                return "; ".join(note for note in notes if note) or None
+            finally:
+                if self.hold:
+                    self.held = held
+                else:
+                    held.close()
         finally:
             try:
                 os.write(self.block_write, b"1")
@@ -188,32 +210,52 @@ def _await_loopback(pid: int, deadline: float) -> None:
         time.sleep(0.002)
 
 
-def _start_pasta(pid: int, timeout: float) -> str | None:
-    """pasta serves the namespace of ``pid`` until that process ends (or the server: its parent-death
-    signal, set by ``setpriv``); ready once the namespace has a default route."""
-    from kernel_ext.sandbox.supervisor import spawn
-
+def _start_pasta(pid: int, held: Held, timeout: float) -> str | None:
+    """pasta serves ``held``'s namespace until its sandbox ends; ready once the namespace has a default route."""
     binary = pasta_path()
     if binary is None:
         return "pasta is not installed: no outbound network"
-    try:
-        sandbox = os.pidfd_open(pid)
-    except OSError:
-        return "the sandbox ended before its network was set up"
-    setpriv = shutil.which("setpriv")
-    argv = [*([setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []), binary, *PASTA_OPTIONS, "-f",
-            "--runas", str(os.geteuid()), "--userns", f"/proc/{pid}/ns/user", "--netns", f"/proc/{pid}/ns/net"]
-    try:
-        helper = spawn(argv, stable=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    except OSError as exc:
-        os.close(sandbox)
-        log.warning("pasta could not start: %s", exc)
-        return "pasta could not start: no outbound network (loopback only)"
-    _watcher().watch(sandbox, helper)
+    user, net = held.paths()
+    argv = [binary, *PASTA_OPTIONS, "-f", "--runas", str(os.geteuid()), "--userns", user, "--netns", net]
+    helper = start_helper(held, argv, "pasta", pass_fds=(held.user, held.net))
+    if isinstance(helper, str):
+        return f"{helper}: no outbound network (loopback only)"
     if not _await_route(pid, helper, time.monotonic() + timeout):
         log.warning("pasta did not configure a sandbox's network (exit %s)", helper.poll())
         return "pasta could not set up the sandbox's network: no outbound network (loopback only)"
     return None
+
+
+def _start_relay(held: Held) -> subprocess.Popen | str | None:
+    """The DNS relay (``dnsrelay``) when the host's resolver is on its loopback (None: not needed)."""
+    resolvers = dnsrelay.loopback_resolvers()
+    if not resolvers:
+        return None
+    argv = [sys.executable, "-I", "-S", dnsrelay.__file__, str(held.user), str(held.net), *resolvers]
+    return start_helper(held, argv, "the DNS relay", stdout=subprocess.PIPE, pass_fds=(held.user, held.net))
+
+
+def _relay_ready(relay: subprocess.Popen | str | None, deadline: float) -> str | None:
+    """None once the relay listens (or none was needed); else what results must say."""
+    if relay is None:
+        return None
+    failed = ("names may not resolve: the host's resolver is on its loopback and the relay to it "
+              f"{relay if isinstance(relay, str) else 'did not start'}")
+    if isinstance(relay, str):
+        return failed
+    assert relay.stdout is not None
+    with relay.stdout:
+        line = b""
+        while time.monotonic() < deadline and not line.endswith(b"\n"):
+            ready, _, _ = select.select([relay.stdout], [], [], max(deadline - time.monotonic(), 0.0))
+            chunk = os.read(relay.stdout.fileno(), 64) if ready else b""
+            if not chunk:
+                break
+            line += chunk
+    if line.strip() == b"ready":
+        return None
+    log.warning("the DNS relay did not start (exit %s)", relay.poll())
+    return failed
 
 
 def _await_route(pid: int, helper: subprocess.Popen, deadline: float) -> bool:
@@ -235,44 +277,3 @@ def _await_route(pid: int, helper: subprocess.Popen, deadline: float) -> bool:
 def _default(destination: list[str], device: list[str]) -> bool:
     """A route table line's destination fields say "default" and it leaves through pasta's interface."""
     return bool(destination) and all(set(f) == {"0"} for f in destination) and device not in ([], ["lo"])
-
-
-class _Watcher:
-    """One thread: when a sandbox ends, the pasta serving its namespace is stopped and reaped (a pidfd: no pid reuse)."""
-
-    def __init__(self) -> None:
-        self._selector = selectors.DefaultSelector()
-        self._wake_read, self._wake_write = os.pipe()
-        self._selector.register(self._wake_read, selectors.EVENT_READ, None)
-        self._lock = threading.Lock()
-        threading.Thread(target=self._loop, name="besser-netns-watcher", daemon=True).start()
-
-    def watch(self, sandbox: int, helper: subprocess.Popen) -> None:
-        with self._lock:
-            self._selector.register(sandbox, selectors.EVENT_READ, helper)
-        os.write(self._wake_write, b"w")
-
-    def _loop(self) -> None:
-        while True:
-            for key, _ in self._selector.select():
-                if key.data is None:
-                    os.read(self._wake_read, 4096)
-                    continue
-                with self._lock:
-                    self._selector.unregister(key.fd)
-                os.close(key.fd)
-                _stop(key.data)
-
-
-def _stop(helper: subprocess.Popen) -> None:
-    helper.terminate()
-    try:
-        helper.wait(timeout=2)
-    except subprocess.TimeoutExpired:
-        helper.kill()
-        helper.wait()
-
-
-@cache
-def _watcher() -> _Watcher:
-    return _Watcher()

@@ -194,7 +194,7 @@ class Launch:
 
 
 def launch(tier: Tier, conf: Confinement, argv: Sequence[str], *, parked: bool = False,
-           extra_options: Sequence[str] = ()) -> Launch:
+           extra_options: Sequence[str] = (), join: Sequence[str] = ()) -> Launch:
     """The command line that runs ``argv`` confined by ``conf`` under ``tier``, with its resource caps.
 
     ``parked`` (callers that spawn with stdin, stdout and stderr piped, then use ``start``):
@@ -202,6 +202,7 @@ def launch(tier: Tier, conf: Confinement, argv: Sequence[str], *, parked: bool =
     parked ahead from now on. Raises ``OSError`` when the sandbox's task cap cannot be set up
     (callers treat it as a failed start, like a failed spawn: the command does not run uncapped).
     ``extra_options``: more bubblewrap options for this start only (``netns``'s synchronisation pipes).
+    ``join``: what runs bubblewrap inside the run's network namespace (``runnet``), which it then keeps.
     """
     if tier is Tier.BWRAP and parked:
         resource_caps.want_launchers(ParkedLauncher.park)
@@ -211,8 +212,8 @@ def launch(tier: Tier, conf: Confinement, argv: Sequence[str], *, parked: bool =
     if taken is not None and waiting is None:
         taken.dismiss()  # this caller spawns its own way: the group serves it as a plain one
     if tier is Tier.BWRAP:
-        options = [*bwrap_options(conf), *extra_options]
-        full = [*resource_caps.bwrap_prefix(caps), bwrap_path() or "bwrap", *options, "--", *argv]
+        options = [*bwrap_options(conf, joined=bool(join)), *extra_options]
+        full = [*resource_caps.bwrap_prefix(caps), *join, bwrap_path() or "bwrap", *options, "--", *argv]
         return Launch(full, tier, True, tuple(options), tuple(argv), waiting)
     spec: LauncherSpec = {"cwd": str(conf.working_dir()), "landlock": None, "drop_caps": False,
                   "tasks_cgroup": resource_caps.procs_file(caps.group), "process_limit": caps.process_limit,

@@ -35,6 +35,7 @@ from kernel_ext.sandbox.capture import StreamCapture
 from kernel_ext.sandbox.confined import spawn_confined
 from kernel_ext.sandbox.oneoff import execute
 from kernel_ext.sandbox.record import CommandRecord, new_record_id
+from kernel_ext.sandbox.runnet import RunNetwork
 from kernel_ext.sandbox.session.protocol import (
     CommandFiles,
     ControlChannel,
@@ -80,8 +81,10 @@ class ShellSession:
         hidden: tuple[str, ...] = (),
         registry: Slots | None = None,
         key: str = "",
+        shared: RunNetwork | None = None,
     ):
-        """``network``: a mode (``off`` / ``private`` / ``host``, see ``netns``); a bool means off or host."""
+        """``network``: a mode (``off`` / ``private`` / ``host``, see ``netns``); a bool means off or host.
+        ``shared``: the run's one private network (``runnet``), which the session joins."""
         if choice.tier is None:
             raise ValueError("a session needs an available tier")
         self.choice = choice
@@ -92,7 +95,7 @@ class ShellSession:
         net = netns.plan(mode, choice.tier)
         self.conf = Confinement.for_run(workspace, home, network=net.network, writable=(self.ctl,), hidden=hidden,
                                         private_net=net.private, network_limits=net.limits)
-        self.cwd = self.conf.workspace
+        self.cwd, self.shared = self.conf.workspace, shared
         self.last_used = time.monotonic()
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.RLock()
@@ -164,7 +167,7 @@ class ShellSession:
             with open(self.ctl / "shell.err", "wb") as errors:
                 started = spawn_confined([shutil.which("bash") or "/bin/bash", "--noprofile", "--norc"], self.conf,
                                          tier=self.choice.tier, stdin=subprocess.PIPE, stderr=errors,
-                                         cwd=self.conf.workspace, stable=True)
+                                         cwd=self.conf.workspace, stable=True, shared=self.shared)
             self._proc = started.process
             self._secrets_removed = started.secrets_removed
             if started.net_note:

@@ -15,13 +15,14 @@ import logging
 import os
 import shutil
 import stat
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypedDict
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.sandbox import netns, tempsweep
+from kernel_ext.sandbox import netns, runnet, tempsweep
 from kernel_ext.sandbox.config import (
     ShellSettings,
     shell_tools_enabled,
@@ -92,6 +93,8 @@ class ShellService:
         self.records: RecordStore | None = None
         self.state_dir: Path | None = None
         self._on_close: list[Callable[[], object]] = []
+        self._network: runnet.RunNetwork | None = None
+        self._network_lock = threading.Lock()
         self.registry.watch(run_id, self.workspace, self._folder_removed)
 
     # -- the tier -----------------------------------------------------------------------------
@@ -144,11 +147,23 @@ class ShellService:
             timeout = min(timeout, remaining)
         return timeout
 
+    def network(self) -> runnet.RunNetwork | None:
+        """The run's one private network, which its session and ``sh_run`` commands join (made on first use);
+        None when commands get no private network."""
+        choice = self.choice
+        if choice.tier is None or not netns.plan(self.settings.network_mode, choice.tier).private:
+            return None
+        with self._network_lock:
+            if self._network is None or self._network.closed:
+                self._network = runnet.for_run(choice, self.workspace, self.home, self.hidden)
+            return self._network
+
     def session(self) -> ShellSession:
         choice = self.check_enabled()
         return self.registry.session(
             self.run_id,
-            lambda: ShellSession(choice, self.workspace, self.home, network=self.settings.network_mode, hidden=self.hidden),
+            lambda: ShellSession(choice, self.workspace, self.home, network=self.settings.network_mode, hidden=self.hidden,
+                                 shared=self.network()),
         )
 
     def run(
@@ -164,6 +179,9 @@ class ShellService:
         self.check_enabled()
         check_command(command, self.settings.allowed_programs)
         effective = self.timeout_for(timeout, default_timeout)
+        network = self.network()
+        if network is not None:
+            network.refresh()  # the host's addresses it gained since the last command are kept out first
         record = self.session().run(command, timeout=effective, working_dir=working_dir, preserve_state=preserve_state)
         self._keep(record)
         return record
@@ -193,6 +211,12 @@ class ShellService:
         (the ``sh_*`` background jobs) too. The home stays until the host closes the run."""
         for callback in list(self._on_close):
             callback()
+        self._close_network()
+
+    def _close_network(self) -> None:
+        with self._network_lock:
+            if self._network is not None:
+                self._network.close()
 
     def close(self) -> None:
         """The run ended: kill everything it started (close hooks, session, prepared check sandboxes),
@@ -203,6 +227,7 @@ class ShellService:
         for callback in callbacks:
             callback()
         self.registry.close_run(self.run_id)
+        self._close_network()
         release_workspace(self.workspace)
         if self._own_registry:
             self.registry.close()

@@ -16,7 +16,7 @@ from typing import Any
 from kernel_ext.sandbox.shtools import condense
 from kernel_ext.sandbox.shtools.effects import changed_paths
 from kernel_ext.sandbox.shtools.options import Expect, ShRunRequest, stdout_regex
-from kernel_ext.sandbox.shtools.runner import Attempt, Placement
+from kernel_ext.sandbox.shtools.runner import Attempt, Placement, network_fields
 from kernel_ext.shellplan.plan import Plan
 from kernel_ext.shellplan.verdict import DESTRUCTIVE
 
@@ -117,10 +117,7 @@ def build(facts: Facts, failed: list[str] | None) -> dict[str, Any]:
     result["sandboxed"] = facts.tier != "off"  # always said, so a reader never has to infer it from the tier
     if facts.placement.confined_writes:
         result["writes_confined_to"] = facts.placement.cwd
-    if not facts.placement.conf.network:
-        result["network"] = False
-    if facts.placement.conf.network_limits:  # host (the operator's choice) or a private network that could not be
-        result["network_limits"] = list(facts.placement.conf.network_limits)
+    result.update(network_fields(facts.placement.conf, last.net_note))
     if facts.placement.secrets_protected:
         result["secrets_protected"] = facts.placement.secrets_protected
     if last.secrets_removed:

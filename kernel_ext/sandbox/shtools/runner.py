@@ -18,7 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox import landlock, netns
@@ -33,6 +33,7 @@ from kernel_ext.workspace.fence import check_path_text
 from kernel_ext.workspace.internal import INTERNAL_NAMES
 
 if TYPE_CHECKING:  # the service is the session layer's; the toolkit only reads it
+    from kernel_ext.sandbox.runnet import RunNetwork
     from kernel_ext.sandbox.session.service import ShellService
 
 SECRET_FILES = re.compile(
@@ -52,6 +53,7 @@ class Placement:
     cwd: str  # relative to the workspace root ("." for the root)
     confined_writes: bool
     secrets_protected: int = 0
+    shared: RunNetwork | None = None  # the run's one private network, which the command joins (runnet)
 
 
 @dataclass
@@ -66,6 +68,7 @@ class Attempt:
     stderr_lines: int
     secrets_removed: int
     trace: bytes | None = None
+    net_note: str | None = None  # a private network's outbound traffic could not be set up
 
 
 def resolve_inside(workspace: Path, base: Path, path: str, what: str) -> Path:
@@ -83,13 +86,14 @@ def place(service: ShellService, choice: TierChoice, cwd: str | None, sandbox: b
     where = resolve_inside(workspace, workspace, cwd, "cwd") if cwd else workspace
     if not where.is_dir():
         raise ToolFailure(ErrorCode.NOT_FOUND, f"cwd {cwd!r} is not a directory")
-    net = netns.plan(service.settings.network_mode, choice.tier)  # private: a namespace of this call's own
+    net = netns.plan(service.settings.network_mode, choice.tier)  # private: the run's namespace, joined
     network = net.network
+    shared = service.network() if net.private else None
     rel = str(where.relative_to(workspace)) if where != workspace else "."
     if not sandbox:
         conf = Confinement.for_run(workspace, service.home, network=network, hidden=service.hidden, cwd=where,
                                    private_net=net.private, network_limits=net.limits)
-        return Placement(conf, rel, False)
+        return Placement(conf, rel, False, shared=shared)
     options = sandbox if isinstance(sandbox, SandboxOptions) else SandboxOptions()
     if choice.tier is Tier.OFF:
         raise ToolFailure(
@@ -120,7 +124,7 @@ def place(service: ShellService, choice: TierChoice, cwd: str | None, sandbox: b
             ErrorCode.SANDBOX_OPTION_UNSUPPORTED,
             "this server's sandbox (Landlock) cannot hide paths inside a writable folder; deny_read/protect_secrets refused",
         )
-    return Placement(conf, rel, True, len(secrets))
+    return Placement(conf, rel, True, len(secrets), shared if conf.private_net else None)
 
 
 def secret_paths(root: Path) -> list[Path]:
@@ -143,14 +147,26 @@ def secret_paths(root: Path) -> list[Path]:
 
 
 def start(choice: TierChoice, conf: Confinement, argv: list[str], stdout: StreamCapture, stderr: StreamCapture, *,
-          stable: bool) -> tuple[Job, int]:
-    """Spawn ``argv`` confined by ``conf`` with piped output into the captures; returns the job and secrets removed."""
+          stable: bool, shared: RunNetwork | None = None) -> tuple[Job, int, str | None]:
+    """Spawn ``argv`` confined by ``conf`` with piped output into the captures; returns the job, the secrets
+    removed and the note of a private network left without outbound traffic."""
     assert choice.tier is not None
     try:
-        started = spawn_confined(argv, conf, tier=choice.tier, stable=stable)
+        started = spawn_confined(argv, conf, tier=choice.tier, stable=stable, shared=shared)
     except OSError as exc:
         raise ToolFailure(ErrorCode.EXECUTION_FAILED, f"could not start the sandbox: {exc.strerror}") from None
-    return Job(started.process, stdout=stdout, stderr=stderr), started.secrets_removed
+    return Job(started.process, stdout=stdout, stderr=stderr), started.secrets_removed, started.net_note
+
+
+def network_fields(conf: Confinement, note: str | None = None) -> dict[str, Any]:
+    """What every ``sh_run`` result (foreground or background) says about its network: ``network: false``
+    when off; ``network_limits`` for ``host`` (the operator's choice), a private network that fell back
+    to none, or one whose outbound traffic could not be set up (``note``)."""
+    fields: dict[str, Any] = {} if conf.network else {"network": False}
+    limits = [*conf.network_limits, *([note] if note else [])]
+    if limits:
+        fields["network_limits"] = limits
+    return fields
 
 
 def shell_argv(command: str) -> list[str]:
@@ -169,7 +185,7 @@ def run_once(choice: TierChoice, placement: Placement, command: str, timeout_s: 
 
         argv = wrap(argv, trace_dir / "trace", strace)
     try:
-        job, secrets = start(choice, conf, argv, captures[0], captures[1], stable=False)
+        job, secrets, net_note = start(choice, conf, argv, captures[0], captures[1], stable=False, shared=placement.shared)
         outcome = job.run(timeout_s)
         trace = _read_trace(trace_dir) if trace_dir is not None else None
     finally:
@@ -178,7 +194,7 @@ def run_once(choice: TierChoice, placement: Placement, command: str, timeout_s: 
     out, err = (c.result() for c in captures)
     return Attempt(
         outcome.exit_code, outcome.timed_out, outcome.capped, outcome.duration_s * 1000,
-        sinks[0].getvalue(), sinks[1].getvalue(), out.lines, err.lines, secrets, trace,
+        sinks[0].getvalue(), sinks[1].getvalue(), out.lines, err.lines, secrets, trace, net_note,
     )
 
 

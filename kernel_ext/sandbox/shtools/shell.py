@@ -54,6 +54,7 @@ from kernel_ext.sandbox.shtools.results import (
 from kernel_ext.sandbox.shtools.runner import (
     Placement,
     backoff,
+    network_fields,
     place,
     resolve_inside,
     run_once,
@@ -250,9 +251,10 @@ class Shell:
         }
 
         def launch() -> Job:  # runs on the job's own thread; the record exists before the job can finish
-            job, removed = start(p.choice, p.placement.conf, shell_argv(req.command), *background_captures(out, err),
-                                 stable=False)
+            job, removed, net_note = start(p.choice, p.placement.conf, shell_argv(req.command),
+                                           *background_captures(out, err), stable=False, shared=p.placement.shared)
             meta["secrets_env_scrubbed"] = removed
+            meta.update(network_fields(p.placement.conf, net_note))
             self.records.write_meta(meta, persist=persist)
             return job
 
@@ -263,6 +265,7 @@ class Shell:
         removed = meta["secrets_env_scrubbed"]
         result = {"id": record_id, "pid": background.pid, "status": "running", "background": True, "tier": str(p.choice.tier),
                   "sandboxed": p.choice.tier is not Tier.OFF, "risk": p.plan.category}
+        result.update({k: meta[k] for k in ("network", "network_limits") if k in meta})  # as a foreground result says
         if removed:
             result["secrets_env_scrubbed"] = removed
         if req.no_store:
