@@ -85,7 +85,9 @@ class Listeners:
 
 
 def _add(address: str) -> bool:
-    return subprocess.run(["ip", "addr", "add", address, "dev", "lo"], capture_output=True, check=False).returncode == 0
+    # nodad: an IPv6 address is usable at once (no tentative phase in which a bind fails)
+    extra = ["nodad"] if ":" in address else []
+    return subprocess.run(["ip", "addr", "add", address, "dev", "lo", *extra], capture_output=True, check=False).returncode == 0
 
 
 @contextlib.contextmanager
