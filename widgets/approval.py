@@ -1,7 +1,9 @@
 """``ApprovalCard``: one frozen request, Approve / Deny, then its outcome; decided only once.
 
-The card shows what the boundary froze (tool, copied arguments, the diff of an edit, the
-command and risk class of a shell call). A click disables both buttons at once and hands the
+The card shows what the boundary froze, through the tool's own body (``widgets.cards``: the diff
+of an edit, the command and risk class of a shell call, a test's requests). Once the run's events
+say it was decided, the card folds into one row (tool, target, outcome, who decided) with no
+buttons; the row expands to the full card and its result. A click disables both buttons at once and hands the
 decision to ``decide(call_id, approved, digest=...)``: the REST client (server mode) or
 ``run.decide`` (in-process); the digest binds it to the request this card shows. That may
 answer a bool (or a ``Verdict``), an awaitable or a ``concurrent.futures.Future``; a false
@@ -20,7 +22,8 @@ from typing import Protocol
 import ipywidgets as w
 
 from widgets.base import StaticFallback
-from widgets.render import card_html, card_text
+from widgets.cards import card_html, row_html
+from widgets.render import card_text
 from widgets.state import ApprovalView
 
 log = logging.getLogger(__name__)
@@ -39,16 +42,21 @@ class ApprovalCard(StaticFallback, w.VBox):
         self._sent: bool | None = None  # the decision this card sent, if any
         self._note = ""
         self._html = w.HTML()
+        self._buttons = None
         self.approve_button = w.Button(description="Approve", button_style="success", icon="check")
         self.deny_button = w.Button(description="Deny", button_style="danger", icon="times")
         self.approve_button.on_click(lambda _: self.click(True))
         self.deny_button.on_click(lambda _: self.click(False))
-        super().__init__(
-            children=(self._html, w.HBox((self.approve_button, self.deny_button))),
-            layout=w.Layout(border="1px solid #d0d7de", padding="4px", margin="4px 0"),
-            **kwargs,
-        )
+        self._buttons = w.HBox((self.approve_button, self.deny_button))
+        super().__init__(children=(self._html, self._buttons), **kwargs)
+        self.add_class("besser-card")
+        self._folded: bool | None = None
         self.update(card)
+
+    @property
+    def folded(self) -> bool:
+        """Shown as one row: the run's events say this card was decided (or can no longer be)."""
+        return not self.card.open
 
     @property
     def call_id(self) -> str:
@@ -119,7 +127,13 @@ class ApprovalCard(StaticFallback, w.VBox):
         for button in (self.approve_button, self.deny_button):
             if button.disabled != disabled:
                 button.disabled = disabled
-        value = card_html(self.card, self._note)
+        folded = self.folded
+        if folded != self._folded:
+            self._folded = folded
+            self.children = (self._html,) if folded else (self._html, self._buttons)
+            self.remove_class("besser-card-decided" if not folded else "besser-card-open")
+            self.add_class("besser-card-decided" if folded else "besser-card-open")
+        value = self.to_html()
         if self._html.value != value:
             self._html.value = value
 
@@ -127,4 +141,4 @@ class ApprovalCard(StaticFallback, w.VBox):
         return card_text(self.card)
 
     def to_html(self) -> str:
-        return card_html(self.card, self._note)
+        return row_html(self.card, None, self._note) if self.folded else card_html(self.card, self._note)
