@@ -34,8 +34,8 @@ __all__ = [
     "plural",
     "safe_text",
     "safe_value",
-    "shown_text",
     "shorten",
+    "shown_text",
     "valid_unicode",
 ]
 
@@ -113,7 +113,7 @@ def article(word: str) -> str:
     ``a UUID`` (of acronyms only a leading ``U`` is read as a sound)."""
     bare = word.lstrip()
     lower = bare.lower()
-    if bare[:1] == "U" and bare[:2].isupper() or lower.startswith(_A_BEFORE):
+    if (bare[:1] == "U" and bare[:2].isupper()) or lower.startswith(_A_BEFORE):
         return f"a {word}"
     vowel = lower[:1] in tuple("aeiou") or lower.startswith(_AN_BEFORE)
     return f"{'an' if vowel else 'a'} {word}"

@@ -19,7 +19,7 @@ from kernel_ext.secrets import redact
 from widgets.diffview import code_view, diff_view
 from widgets.render import badge, esc
 from widgets.state import ApprovalView, CallView
-from widgets.wording import by_line, outcome, result_line, row_text, target
+from widgets.wording import by_line, call_word, outcome, result_line, row_text, target
 
 VALUE_CHARS = 2000
 SHELL_TOOLS = ("run_command", "install_dependencies", "sh_run", "sh_kill", "sh_restore")
@@ -99,7 +99,7 @@ def test_body(arguments: dict[str, Any]) -> str:
 def command_body(name: str, request: dict[str, Any], arguments: dict[str, Any]) -> str:
     """The command, where it runs, its risk class and the reasons the planner gave."""
     details = request.get("details") or {}
-    plan = details.get("plan") if isinstance(details.get("plan"), dict) else {}
+    plan: dict[str, Any] = details["plan"] if isinstance(details.get("plan"), dict) else {}
     lines = str(request.get("proposal") or "").splitlines()
     command = arguments.get("command") or next((line[2:] for line in lines if line.startswith("$ ")), "")
     risk = details.get("risk") or plan.get("category") or ""
@@ -143,7 +143,7 @@ def generic_body(request: dict[str, Any]) -> str:
 def body_html(card: ApprovalView) -> str:
     """The part of a card a person decides on, chosen by the tool."""
     request = card.request or {}
-    arguments = request.get("arguments") if isinstance(request.get("arguments"), dict) else {}
+    arguments: dict[str, Any] = request["arguments"] if isinstance(request.get("arguments"), dict) else {}
     if card.category == "generate" or card.name.startswith("generate_"):
         body = generator_body(card.name, request, arguments)
     elif card.name in SHELL_TOOLS or card.category == "shell" or "command" in arguments:
@@ -200,7 +200,7 @@ def row_html(card: ApprovalView | None, call: CallView | None, note: str = "") -
     name = card.name if card is not None else (call.name if call is not None else "?")
     arguments = (card.request or {}).get("arguments") if card is not None else (call.arguments if call else {})
     where = target(name, arguments, card.request if card is not None else None)
-    word = card.outcome if card is not None else ("executed" if call and call.ok else ("pending" if call is None or call.ok is None else "failed"))
+    word = card.outcome if card is not None else call_word(call)
     summary = (f'<summary class="besser-row-line" title="{esc(row_text(card, call))}"><span class="besser-row-tool">{esc(name)}</span> '
                f'<span class="besser-row-target">{esc(where)}</span> {badge(word)} '
                f'<span class="besser-row-outcome">{esc(outcome(card, call))}</span> '
@@ -210,5 +210,6 @@ def row_html(card: ApprovalView | None, call: CallView | None, note: str = "") -
     else:
         result = result_line(call.name, call.ok, call.error_code, call.result, call.data) if call and call.ok is not None else ""
         inner = f'<div class="besser-result">{esc(result)}</div>' + arguments_html(call.arguments if call else {})
-    return f'<details class="besser-row" data-call="{esc((card or call).call_id if (card or call) else "")}">{summary}{inner}</details>'
+    owner = card if card is not None else call
+    return f'<details class="besser-row" data-call="{esc(owner.call_id if owner is not None else "")}">{summary}{inner}</details>'
 

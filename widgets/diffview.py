@@ -68,7 +68,8 @@ def highlight(lines: list[str], path: str) -> list[str]:
         lexer = get_lexer_for_filename(path or "x.txt", stripnl=False, ensurenl=False)
     except ClassNotFound:
         return [esc(line) for line in lines]
-    out, current = [], []
+    out: list[str] = []
+    current: list[str] = []
     for token, value in lexer.get_tokens("\n".join(lines)):
         css = STANDARD_TYPES.get(token) or STANDARD_TYPES.get(token.parent, "")
         for number, piece in enumerate(value.split("\n")):
@@ -109,7 +110,9 @@ def _unified(lines: list[DiffLine]) -> str:
 
 
 def _split(lines: list[DiffLine]) -> str:
-    rows, removed, added = [], [], []
+    rows: list[str] = []
+    removed: list[DiffLine] = []
+    added: list[DiffLine] = []
 
     def flush() -> None:
         for index in range(max(len(removed), len(added))):

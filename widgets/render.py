@@ -42,7 +42,8 @@ def meter_text(state: RunViewState) -> str:
     cost = state.cost
     return (
         f"{seconds(state.elapsed_s) or '0 ms'} · ${float(cost.get('cost_usd') or 0):.4f} · "
-        f"{int(cost.get('input_tokens') or 0):,}+{int(cost.get('output_tokens') or 0):,} tokens · {plural(int(cost.get('turns') or 0), 'turn')}"
+        f"{int(cost.get('input_tokens') or 0):,}+{int(cost.get('output_tokens') or 0):,} tokens · "
+        f"{plural(int(cost.get('turns') or 0), 'turn')}"
     )
 
 
@@ -82,7 +83,8 @@ def timeline_html(state: RunViewState) -> str:
     for phase in state.phases.values():
         mark = STATUS_MARK.get(phase.status, "?")
         title = esc(phase.message) if phase.message else ""
-        waited = f'<br><small class="besser-meta">+{esc(seconds(phase.waiting_s))} waiting for you</small>' if phase.waiting_s >= 0.5 else ""
+        waited = (f'<br><small class="besser-meta">+{esc(seconds(phase.waiting_s))} waiting for you</small>'
+                  if phase.waiting_s >= 0.5 else "")
         cells.append(f'<td title="{title}" style="padding:2px 10px">{mark} {esc(phase.name)}'
                      f"<br><small>{esc(seconds(state.phase_work_s(phase.name)))}</small>{waited}</td>")
     provider = f"provider: {esc(state.provider_label)} ({esc(state.provider_kind)})"
@@ -166,8 +168,8 @@ def findings_html(state: RunViewState) -> str:
                     f'{badge("resolved" if resolved else str(f.get("severity")))} '
                     f'<span class="besser-finding-text">{esc(f.get("source"))}: {esc(f.get("message"))}{where}</span></li>')
     open_blockers = sum(1 for f in state.findings if f.get("severity") == "blocker" and not f.get("resolved"))
-    resolved = sum(1 for f in state.findings if f.get("resolved"))
-    counts = f'<small class="besser-meta">{plural(open_blockers, "open blocker")}, {resolved:,} resolved</small>'
+    closed = sum(1 for f in state.findings if f.get("resolved"))
+    counts = f'<small class="besser-meta">{plural(open_blockers, "open blocker")}, {closed:,} resolved</small>'
     return f"<b>findings</b> {counts}<ul class='besser-findings' style='margin:0'>{''.join(rows)}</ul>"
 
 
@@ -199,7 +201,8 @@ def done_html(state: RunViewState, link_base: str | None = None) -> str:
             share = 100 * len(files) / total
             links = ", ".join(file_link(state, f, link_base) for f in sorted(files)[:30])
             more = f" … and {len(files) - 30:,} more" if len(files) > 30 else ""
-            rows.append(f"<li>{esc(AUTHORSHIP_LABELS.get(key, key))}: {plural(len(files), 'file')} ({share:.0f}%) <small>{links}{more}</small></li>")
+            label = esc(AUTHORSHIP_LABELS.get(key, key))
+            rows.append(f"<li>{label}: {plural(len(files), 'file')} ({share:.0f}%) <small>{links}{more}</small></li>")
         parts.append(f"<div>authorship</div><ul style='margin:0'>{''.join(rows)}</ul>")
     if state.run_dir:
         parts.append(f"<div><small>run folder: {file_link(state, '', link_base, label=state.run_dir)}</small></div>")
@@ -255,18 +258,12 @@ def run_text(state: RunViewState, note: str = "") -> str:
 
 def rows_text(state: RunViewState) -> list[str]:
     """Pending cards first, then every call in order, one line each (the text twin of the view)."""
-    from widgets.wording import row_text
+    from widgets.wording import call_word, row_text
 
     pending = [f"  [waiting] {row_text(card, state.calls.get(card.call_id))}" for card in state.open_approvals()]
     decided = []
     for key in state.rows:
         card, call = state.row(key)
         if card is None or not card.open:
-            decided.append(f"  [{card.outcome if card is not None else _call_word(call)}] {row_text(card, call)}")
+            decided.append(f"  [{card.outcome if card is not None else call_word(call)}] {row_text(card, call)}")
     return pending + decided
-
-
-def _call_word(call: Any) -> str:
-    if call is None or call.ok is None:
-        return "running"
-    return "executed" if call.ok else ("denied by policy" if call.error_code == "policy_denied" else "failed")

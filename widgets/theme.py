@@ -35,6 +35,9 @@ STATUS_TONE = {
     "failed": BAD, "denied": BAD, "stale input": BAD, "blocker": BAD, "denied by policy": BAD,
     "running": INFO, "info": INFO,
     "pending": MUTED, "starting": MUTED, "cancelled": MUTED,
+    # a command's risk class (shellplan.verdict)
+    "read-only": OK, "mutating": WARN, "unknown": WARN, "complex": WARN, "network": BAD, "destructive": BAD,
+    "unclassified": MUTED,
 }
 
 SYNTAX = {  # pygments token classes -> JupyterLab's editor colours

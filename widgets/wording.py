@@ -108,6 +108,13 @@ def outcome(card: ApprovalView | None, call: CallView | None) -> str:
     return "running"
 
 
+def call_word(call: CallView | None) -> str:
+    """The badge word of a call that asked no one: running, executed, denied by policy, failed."""
+    if call is None or call.ok is None:
+        return "running"
+    return "executed" if call.ok else ("denied by policy" if call.error_code == "policy_denied" else "failed")
+
+
 def row_text(card: ApprovalView | None, call: CallView | None) -> str:
     """``write_file backend/deps.py · created, 48 lines · decided by the run's --approve setting``."""
     name = card.name if card is not None else (call.name if call is not None else "?")

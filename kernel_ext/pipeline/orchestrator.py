@@ -30,6 +30,7 @@ from kernel_ext.pipeline.reporting import boundary_observer
 from kernel_ext.pipeline.run_shell import active_tier, shell_for_run
 from kernel_ext.providers.base import Provider
 from kernel_ext.providers.messages import Conversation
+from kernel_ext.safetext import plural
 from kernel_ext.tools.base import Category, ToolContext
 from kernel_ext.tools.registry import default_catalog
 from kernel_ext.tools.task_list import SERVICE as TASKS
@@ -234,7 +235,7 @@ class Orchestrator:
                 self.events.emit("finding", **finding.as_event())
         self.phase3 = result
         left = len(result.report.blockers)
-        return PhaseOutcome("done", f"{left} blockers left after {result.rounds} repair rounds ({result.stop_reason})",
+        return PhaseOutcome("done", f"{plural(left, 'blocker')} left after {plural(result.rounds, 'repair round')} ({result.stop_reason})",
                             {"rounds": result.rounds, "rolled_back": result.rolled_back, "blockers": len(result.report.blockers)})
 
     async def _settle_method_bodies(self) -> None:
