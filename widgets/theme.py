@@ -20,6 +20,7 @@ META = "var(--jp-ui-font-color2, rgba(0,0,0,.54))"
 CONTENT = "var(--jp-content-font-color1, rgba(0,0,0,.87))"
 SURFACE = "var(--jp-layout-color0, #fff)"
 RAISED = "var(--jp-layout-color2, #eee)"
+PANEL = "var(--jp-layout-color1, #fff)"
 BORDER = "var(--jp-border-color2, #e0e0e0)"
 STRONG_BORDER = "var(--jp-border-color1, #bdbdbd)"
 OK = "var(--jp-success-color1, #4caf50)"
@@ -87,7 +88,7 @@ def stylesheet() -> str:
 @container (min-width: 56em) {{ .besser-diff-split {{display: block}} .besser-diff-unified {{display: none}} }}
 .besser-add {{background: {_tint(OK, 18)}}}
 .besser-del {{background: {_tint(BAD, 18)}}}
-.besser-hunk {{color: {META}; background: {RAISED}}}
+.besser-hunk {{color: {META}; background: {PANEL}}}
 .besser-mark {{user-select: none; color: {META}; width: 1%}}
 .besser-table {{border-collapse: collapse}}
 .besser-table th, .besser-table td {{border-bottom: 1px solid {BORDER}; padding: 1px 8px; text-align: left}}
@@ -96,7 +97,7 @@ def stylesheet() -> str:
 .besser-result-failed {{border-left-color: {BAD}}}
 .besser-args > summary, .besser-report > summary {{cursor: pointer; color: {META}}}
 .besser-finding-resolved .besser-finding-text {{text-decoration: line-through; color: {META}}}
-.besser-task-verified .besser-task-mark {{color: {OK}}}
+.besser-task-verified .besser-task-mark {{color: {TEXT}; font-weight: 700}}
 .besser-task-implemented .besser-task-mark {{color: {META}}}
 .besser-run a, .besser-card a {{color: {INFO}}}
 {syntax}
