@@ -85,7 +85,7 @@ def along(x1: float, y1: float, x2: float, y2: float, at: Iterable[float], sides
     """Points at fractions ``at`` of a segment, each offset ``sides`` px across it (+ is left of the way)."""
     length = math.hypot(x2 - x1, y2 - y1) or 1.0
     ux, uy = (x2 - x1) / length, (y2 - y1) / length
-    out = []
+    out: list[tuple[float, float]] = []
     for t in at:
         px, py = x1 + (x2 - x1) * t, y1 + (y2 - y1) * t
         out.extend((px - uy * s, py + ux * s + 3) for s in sides)
