@@ -92,7 +92,7 @@ def describes_secret(name: str) -> bool:
 
 def _word_like(value: str) -> bool:
     """Short, and no dense run that mixes letters and digits (what a key, token or hash looks like)."""
-    if len(value) > 64:
+    if len(value) > 64 or _KEY_SHAPES.search(value) or _BEARER.search(value):
         return False
     return not any(any(c.isdigit() for c in run) and any(c.isalpha() for c in run) for run in _DENSE_RUN.findall(value))
 
