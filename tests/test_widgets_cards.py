@@ -10,6 +10,7 @@ write/modify/run_command/sh_run/a policy refusal/a denial/a generator.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -92,7 +93,10 @@ def test_card_bodies_per_tool():
     page = {c.call_id: c.to_html() for c in view.cards}
     new_file = page["x1"]
     assert "besser-body-newfile" in new_file and '<td class="besser-lineno">6</td>' in new_file
-    assert '<span class="k">def</span>' in new_file and "pending" in new_file  # highlighted, numbered
+    assert "<span" not in new_file.split("besser-listing", 1)[1]  # a folded row's code is plain (its marks stay)
+    asked = next(e["seq"] for e in TOUR if e["type"] == "approval_requested" and e["call_id"] == "x1")
+    [open_card] = RunView().replay(TOUR[:asked])._pending_box.children
+    assert '<span class="k">def</span>' in open_card.to_html() and "pending" in open_card.to_html()  # highlighted, numbered
     edit = page["x2"]
     assert "besser-body-edit" in edit and 'class="besser-del"' in edit and 'class="besser-add"' in edit
     assert "besser-diff-unified" in edit and "besser-diff-split" in edit  # CSS picks side by side where there is room
@@ -110,6 +114,19 @@ def test_card_bodies_per_tool():
     test = RunView().replay(JWT).card("c10").to_html()
     assert "besser-requests" in test and "<th>expected status</th>" in test and "/auth/login" in test
     assert "password: [redacted]" in test and "analytical" not in test
+
+
+async def test_an_open_card_gets_buttons_and_colours_one_loop_turn_later_and_a_replay_never_pays():
+    asked = next(e["seq"] for e in TOUR if e["type"] == "approval_requested" and e["call_id"] == "x1")
+    view = RunView().replay(TOUR[:asked])
+    [card] = view._pending_box.children
+    assert card.children == (card._html,) and "<span" not in card._html.value.split("besser-listing", 1)[1]
+    await asyncio.sleep(0)
+    assert card._buttons in card.children and not card.approve_button.disabled
+    assert '<span class="k">def</span>' in card._html.value
+    replayed = RunView().replay(TOUR)  # every card folds within the turn: no buttons, no colours made
+    await asyncio.sleep(0)
+    assert all(c._button_row is None and True not in c._bodies for c in replayed.cards)
 
 
 def test_results_and_refusals_on_the_rows():

@@ -61,16 +61,17 @@ def _is_new_file(request: dict[str, Any]) -> bool:
     return bool(shots) and all(isinstance(s, dict) and not s.get("exists") for s in shots)
 
 
-def edit_body(request: dict[str, Any], arguments: dict[str, Any]) -> str:
+def edit_body(request: dict[str, Any], arguments: dict[str, Any], colour: bool = True) -> str:
     path = str(arguments.get("path") or "")
     proposal = str(request.get("proposal") or "")
     content = arguments.get("content")
     if isinstance(content, str) and _is_new_file(request):
         return (f'<div class="besser-body besser-body-newfile"><div>new file <code>{esc(path)}</code>'
                 f' <span class="besser-meta">({content.count(chr(10)) + (not content.endswith(chr(10)))} lines)</span></div>'
-                f"{code_view(content, path)}</div>")
+                f"{code_view(content, path, colour=colour)}</div>")
     if proposal.startswith("---") or "\n@@ " in proposal:
-        return f'<div class="besser-body besser-body-edit"><div>edit <code>{esc(path)}</code></div>{diff_view(proposal)}</div>'
+        diff = diff_view(proposal, colour=colour)
+        return f'<div class="besser-body besser-body-edit"><div>edit <code>{esc(path)}</code></div>{diff}</div>'
     return f'<div class="besser-body besser-body-edit"><div><code>{esc(path)}</code></div><pre>{esc(proposal)}</pre></div>'
 
 
@@ -140,8 +141,9 @@ def generic_body(request: dict[str, Any]) -> str:
     return f'<div class="besser-body besser-body-generic"><pre>{esc(proposal)}</pre></div>' if proposal else ""
 
 
-def body_html(card: ApprovalView) -> str:
-    """The part of a card a person decides on, chosen by the tool."""
+def body_html(card: ApprovalView, colour: bool = True) -> str:
+    """The part of a card a person decides on, chosen by the tool. ``colour``: syntax colours in code
+    (what a card waiting for a person gets; a folded row's code keeps its added/removed marks)."""
     request = card.request or {}
     arguments: dict[str, Any] = request["arguments"] if isinstance(request.get("arguments"), dict) else {}
     if card.category == "generate" or card.name.startswith("generate_"):
@@ -151,7 +153,7 @@ def body_html(card: ApprovalView) -> str:
     elif card.name == "test_api" or "requests" in arguments:
         body = test_body(arguments)
     elif "path" in arguments and card.category == "edit":
-        body = edit_body(request, arguments)
+        body = edit_body(request, arguments, colour)
     else:
         body = generic_body(request)
     return body + arguments_html(arguments)
@@ -187,15 +189,16 @@ def header_line(card: ApprovalView) -> str:
             f'<span class="besser-meta">({esc(card.category)}, call {esc(card.call_id)})</span> {badge(card.outcome)}')
 
 
-def card_html(card: ApprovalView, note: str = "", header: bool = True) -> str:
-    """The full card: what is asked, the per-tool body, the result once there, and a note."""
-    parts = [f"<div>{header_line(card)}</div>" if header else "", body_html(card), result_html(card)]
+def card_html(card: ApprovalView, note: str = "", header: bool = True, body: str | None = None) -> str:
+    """The full card: what is asked, the per-tool body (``body`` when already rendered), the result
+    once there, and a note."""
+    parts = [f"<div>{header_line(card)}</div>" if header else "", body_html(card) if body is None else body, result_html(card)]
     if note:
         parts.append(f'<div class="besser-meta">{esc(note)}</div>')
     return "".join(parts)
 
 
-def row_html(card: ApprovalView | None, call: CallView | None, note: str = "") -> str:
+def row_html(card: ApprovalView | None, call: CallView | None, note: str = "", body: str | None = None) -> str:
     """A decided call in one line (tool, target, outcome, who decided) that expands to its card."""
     name = card.name if card is not None else (call.name if call is not None else "?")
     arguments = (card.request or {}).get("arguments") if card is not None else (call.arguments if call else {})
@@ -206,7 +209,7 @@ def row_html(card: ApprovalView | None, call: CallView | None, note: str = "") -
                f'<span class="besser-row-outcome">{esc(outcome(card, call))}</span> '
                f'<span class="besser-row-by besser-meta">· {esc(by_line(card, call))}</span></summary>')
     if card is not None:
-        inner = card_html(card, note, header=False)
+        inner = card_html(card, note, header=False, body=body if body is not None else body_html(card, colour=False))
     else:
         result = result_line(call.name, call.ok, call.error_code, call.result, call.data) if call and call.ok is not None else ""
         inner = f'<div class="besser-result">{esc(result)}</div>' + arguments_html(call.arguments if call else {})

@@ -9,8 +9,11 @@ stays a string. Every line is escaped (``render.esc``); text past ``MAX_LINES`` 
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from widgets.render import esc
 
@@ -54,20 +57,13 @@ def parse_unified(diff: str) -> tuple[str, list[DiffLine]]:
     return path, lines
 
 
-def highlight(lines: list[str], path: str) -> list[str]:
-    """Each line as escaped HTML with syntax classes (plain escaped when no lexer fits)."""
-    if not lines or len(lines) > MAX_LINES:
+def highlight(lines: list[str], path: str, colour: bool = True) -> list[str]:
+    """Each line as escaped HTML with syntax classes (plain escaped when no lexer fits, or not ``colour``)."""
+    lexer = _lexer(os.path.splitext(path)[1].lower() or os.path.basename(path)) if colour and lines and len(lines) <= MAX_LINES else None
+    if lexer is None:
         return [esc(line) for line in lines]
-    try:
-        from pygments.lexers import get_lexer_for_filename
-        from pygments.token import STANDARD_TYPES
-        from pygments.util import ClassNotFound
-    except ImportError:  # pragma: no cover - pygments comes with IPython
-        return [esc(line) for line in lines]
-    try:
-        lexer = get_lexer_for_filename(path or "x.txt", stripnl=False, ensurenl=False)
-    except ClassNotFound:
-        return [esc(line) for line in lines]
+    from pygments.token import STANDARD_TYPES
+
     out: list[str] = []
     current: list[str] = []
     for token, value in lexer.get_tokens("\n".join(lines)):
@@ -83,11 +79,25 @@ def highlight(lines: list[str], path: str) -> list[str]:
     return out + [esc(line) for line in lines[len(out):]]
 
 
-def _highlight_sides(path: str, lines: list[DiffLine]) -> None:
+@functools.lru_cache(maxsize=64)
+def _lexer(suffix: str) -> Any:
+    """The pygments lexer for a file name's suffix (finding one scans every lexer: done once each)."""
+    try:
+        from pygments.lexers import get_lexer_for_filename
+        from pygments.util import ClassNotFound
+    except ImportError:  # pragma: no cover - pygments comes with IPython
+        return None
+    try:
+        return get_lexer_for_filename(f"x{suffix}" if suffix.startswith(".") else suffix, stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return None
+
+
+def _highlight_sides(path: str, lines: list[DiffLine], colour: bool) -> None:
     """Lex the old side (context + removed) and the new side (context + added), each as one text."""
     for kinds in (("ctx", "del"), ("add",)):
         side = [line for line in lines if line.kind in kinds]
-        for line, shown in zip(side, highlight([line.text for line in side], path), strict=True):
+        for line, shown in zip(side, highlight([line.text for line in side], path, colour), strict=True):
             line.html = shown
 
 
@@ -144,21 +154,21 @@ def _split(lines: list[DiffLine]) -> str:
     return f'<table class="besser-diff-split">{"".join(rows)}</table>'
 
 
-def diff_view(diff: str) -> str:
+def diff_view(diff: str, colour: bool = True) -> str:
     """A unified diff as HTML: unified always, side by side too when it is not large."""
     path, lines = parse_unified(diff)
     if not lines:
         return f'<pre class="besser-code">{esc(diff)}</pre>'
-    _highlight_sides(path, lines)
+    _highlight_sides(path, lines, colour)
     split = _split(lines) if len(lines) <= SPLIT_LINES else ""
     return f'<div class="besser-diff besser-code">{_unified(lines)}{split}</div>'
 
 
-def code_view(text: str, path: str, first: int = 1) -> str:
+def code_view(text: str, path: str, first: int = 1, colour: bool = True) -> str:
     """A file's content with line numbers, highlighted by its name."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    shown = highlight(lines, path)
+    shown = highlight(lines, path, colour)
     rows = "".join(f'<tr>{_number(first + n)}<td>{html}</td></tr>' for n, html in enumerate(shown))
     return f'<div class="besser-code besser-listing"><table>{rows}</table></div>'

@@ -153,8 +153,11 @@ class RunView(StaticFallback, w.VBox):
                 if key in self._cards and key in state.approvals:
                     self._cards[key].update(state.approvals[key])
                     relayout |= self._folded.get(key) != self._cards[key].folded
-            elif name.startswith("row:") and name[4:] in self._call_rows:
-                _set(self._call_rows[name[4:]], row_html(*state.row(name[4:])))
+            elif name.startswith("row:"):
+                if name[4:] in self._call_rows:
+                    _set(self._call_rows[name[4:]], row_html(*state.row(name[4:])))
+                else:
+                    relayout = True  # a call that asked no one has its result: its row appears
         if relayout:
             self._layout()
         if "texts" in changed:
@@ -167,20 +170,27 @@ class RunView(StaticFallback, w.VBox):
             _set(self._done, done_html(state, self.link_base))
 
     def _layout(self) -> None:
-        """Open cards in the pinned region; every other call, in order, as a folded row."""
-        pending, decided = [], []
+        """Open cards in the pinned region; every other call, in order, as a folded row. A call
+        that asked no one gets its row once its result is there (until then the timeline says
+        it runs, and a card may still come for it)."""
+        pending: list[w.Widget] = []
+        decided: list[w.Widget] = []
+        folded = self._folded
         for key, card in self._cards.items():
-            self._folded[key] = card.folded
-            if not card.folded:
+            folded[key] = card.folded
+            if not folded[key]:
                 pending.append(card)
         for key in self.state.rows:
             if key in self._cards:
-                if self._cards[key].folded:
+                if folded[key]:
                     decided.append(self._cards[key])
                 continue
             row = self._call_rows.get(key)
             if row is None:
-                row = self._call_rows[key] = w.HTML(row_html(*self.state.row(key)))
+                card, call = self.state.row(key)
+                if call is None or call.ok is None:
+                    continue
+                row = self._call_rows[key] = w.HTML(row_html(card, call))
                 row.add_class("besser-call-row")
             decided.append(row)
         if tuple(pending) != self._pending_box.children:
