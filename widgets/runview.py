@@ -187,10 +187,10 @@ class RunView(StaticFallback, w.VBox):
                 continue
             row = self._call_rows.get(key)
             if row is None:
-                card, call = self.state.row(key)
+                asked, call = self.state.row(key)
                 if call is None or call.ok is None:
                     continue
-                row = self._call_rows[key] = w.HTML(row_html(card, call))
+                row = self._call_rows[key] = w.HTML(row_html(asked, call))
                 row.add_class("besser-call-row")
             decided.append(row)
         if tuple(pending) != self._pending_box.children:
