@@ -206,3 +206,17 @@ def test_every_row_says_who_decided(by, said):
     ])
     card, call = state.row(state.rows[0])
     assert row_text(card, call).startswith("write_file a.py · ") and said in row_text(card, call)
+
+
+def test_calls_that_asked_no_one_share_a_widget_in_order():
+    from widgets.rows import GROUP
+
+    log = [event(1, "run_started", request="r")]
+    for n in range(60):
+        log += [event(len(log) + 1, "tool_call", call_id=f"r{n}", name="read_file", arguments={"path": f"f{n}.py"}),
+                event(len(log) + 2, "tool_result", call_id=f"r{n}", name="read_file", ok=True, summary=f"f{n}.py lines 1-3 of 3")]
+    view = RunView().replay(log)
+    assert len(view._decided_box.children) == -(-60 // GROUP)
+    shown = "".join(child.value for child in view._decided_box.children)
+    assert re.findall(r'data-call="(r\d+)"', shown) == [f"r{n}" for n in range(60)]
+    assert shown.count('<details class="besser-row"') == 60 and "no approval needed" in shown

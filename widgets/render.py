@@ -21,7 +21,10 @@ STATUS_MARK = {"pending": "○", "started": "◐", "done": "●", "skipped": "�
 def esc(value: Any) -> str:
     """HTML for any value: escaped, and shown-not-obeyed (``safetext.shown_text``: HTML escaping
     leaves bidi overrides and line separators live, which could reorder what a card says)."""
-    return html.escape(shown_text(str(value)), quote=True)
+    text = str(value)
+    if text.isascii() and text.isprintable():  # nothing shown_text would change (the common case, fast)
+        return html.escape(text, quote=True)
+    return html.escape(shown_text(text), quote=True)
 
 
 def badge(text: str) -> str:
@@ -79,6 +82,28 @@ def header_html(state: RunViewState, note: str = "") -> str:
 
 
 def timeline_html(state: RunViewState) -> str:
+    provider = f"provider: {esc(state.provider_label)} ({esc(state.provider_kind)})"
+    sandbox = f"sandbox: {esc(state.sandbox_tier or 'n/a')}"
+    now = now_text(state)
+    return (
+        _phase_cells(state)
+        + f'<div class="besser-meta"><small>{provider} · {sandbox} · {esc(meter_text(state))}</small></div>'
+        + (f'<div class="besser-now"><small>{now}</small></div>' if now else "")
+    )
+
+
+_cells: tuple[tuple, str] = ((), "")  # the last phase table and what it was drawn from (it changes far less than the meter)
+
+
+def _phase_cells(state: RunViewState) -> str:
+    global _cells
+    key = tuple((p.name, p.status, p.message, p.duration_s, p.waiting_s) for p in state.phases.values())
+    if key != _cells[0]:
+        _cells = (key, _draw_phases(state))
+    return _cells[1]
+
+
+def _draw_phases(state: RunViewState) -> str:
     cells = []
     for phase in state.phases.values():
         mark = STATUS_MARK.get(phase.status, "?")
@@ -87,14 +112,7 @@ def timeline_html(state: RunViewState) -> str:
                   if phase.waiting_s >= 0.5 else "")
         cells.append(f'<td title="{title}" style="padding:2px 10px">{mark} {esc(phase.name)}'
                      f"<br><small>{esc(seconds(state.phase_work_s(phase.name)))}</small>{waited}</td>")
-    provider = f"provider: {esc(state.provider_label)} ({esc(state.provider_kind)})"
-    sandbox = f"sandbox: {esc(state.sandbox_tier or 'n/a')}"
-    now = now_text(state)
-    return (
-        f'<table class="besser-phases"><tr>{"".join(cells)}</tr></table>'
-        f'<div class="besser-meta"><small>{provider} · {sandbox} · {esc(meter_text(state))}</small></div>'
-        + (f'<div class="besser-now"><small>{now}</small></div>' if now else "")
-    )
+    return f'<table class="besser-phases"><tr>{"".join(cells)}</tr></table>'
 
 
 def now_text(state: RunViewState) -> str:

@@ -31,6 +31,7 @@ from widgets.render import (
     tasks_html,
     texts_html,
 )
+from widgets.rows import DecidedRows
 from widgets.state import RunEvent, RunViewState
 from widgets.theme import STYLE
 from widgets.timeline import PhaseTimeline
@@ -58,14 +59,14 @@ class RunView(StaticFallback, w.VBox):
         self.timeline = PhaseTimeline(self.state)
         self._header = w.HTML()
         self._pending_box = w.VBox()  # cards waiting for a person, pinned at the top
-        self._decided_box = w.VBox()  # every other call, one row each, in call order
-        self._call_rows: dict[str, w.HTML] = {}  # rows of calls that asked no one (by row key)
         self._folded: dict[str, bool] = {}
         self._texts = w.HTML()
         self._tasks = w.HTML()
         self._findings = w.HTML()
         self._done = w.HTML()
         self._cards: dict[str, ApprovalCard] = {}
+        self._rows = DecidedRows(self.state, self._cards)  # every other call, one line each, in call order
+        self._decided_box = self._rows.box
         super().__init__(
             children=(w.HTML(STYLE), self._header, self._pending_box, self.timeline, self._texts, self._decided_box,
                       self._tasks, self._findings, self._done),
@@ -73,7 +74,6 @@ class RunView(StaticFallback, w.VBox):
         )
         self.add_class("besser-run")
         self._pending_box.add_class("besser-pending")
-        self._decided_box.add_class("besser-decided")
         self._render({"header"})
 
     # -- feeding --------------------------------------------------------------------------
@@ -146,7 +146,7 @@ class RunView(StaticFallback, w.VBox):
             for key, card_state in state.approvals.items():
                 if key not in self._cards:
                     self._cards[key] = ApprovalCard(card_state, self.decide)
-        relayout = bool(changed & {"cards", "rows"})
+        relayout = "cards" in changed
         for name in changed:
             if name.startswith("card:"):
                 key = name[5:]
@@ -154,10 +154,7 @@ class RunView(StaticFallback, w.VBox):
                     self._cards[key].update(state.approvals[key])
                     relayout |= self._folded.get(key) != self._cards[key].folded
             elif name.startswith("row:"):
-                if name[4:] in self._call_rows:
-                    _set(self._call_rows[name[4:]], row_html(*state.row(name[4:])))
-                else:
-                    relayout = True  # a call that asked no one has its result: its row appears
+                relayout |= not self._rows.result(name[4:])  # a call that asked no one has its result
         if relayout:
             self._layout()
         if "texts" in changed:
@@ -170,33 +167,15 @@ class RunView(StaticFallback, w.VBox):
             _set(self._done, done_html(state, self.link_base))
 
     def _layout(self) -> None:
-        """Open cards in the pinned region; every other call, in order, as a folded row. A call
-        that asked no one gets its row once its result is there (until then the timeline says
-        it runs, and a card may still come for it)."""
+        """Open cards in the pinned region; every other call, in order, in the decided region."""
         pending: list[w.Widget] = []
-        decided: list[w.Widget] = []
-        folded = self._folded
         for key, card in self._cards.items():
-            folded[key] = card.folded
-            if not folded[key]:
+            self._folded[key] = card.folded
+            if not card.folded:
                 pending.append(card)
-        for key in self.state.rows:
-            if key in self._cards:
-                if folded[key]:
-                    decided.append(self._cards[key])
-                continue
-            row = self._call_rows.get(key)
-            if row is None:
-                asked, call = self.state.row(key)
-                if call is None or call.ok is None:
-                    continue
-                row = self._call_rows[key] = w.HTML(row_html(asked, call))
-                row.add_class("besser-call-row")
-            decided.append(row)
         if tuple(pending) != self._pending_box.children:
             self._pending_box.children = tuple(pending)
-        if tuple(decided) != self._decided_box.children:
-            self._decided_box.children = tuple(decided)
+        self._rows.layout(self._folded)
 
     def to_text(self) -> str:
         return run_text(self.state, self.note)
