@@ -392,8 +392,8 @@ class Orchestrator:
                      phase_durations=self.timer, provider=self.provider, phase3=self.phase3,
                      generated=ledger_of(self.tool_context.state).files, base_run_id=self.request.base_run_id,
                      known_secrets=self.events.known_secrets)
-        summary = (f"{len(split['generator_untouched'])} generator files untouched, "
+        summary = (f"{plural(len(split['generator_untouched']), 'generator file')} untouched, "
                    f"{len(split['generator_llm_modified'])} modified by the LLM, {len(split['llm_authored'])} LLM-authored; "
-                   f"{len(blockers)} blockers, {len(open_tasks)} open tasks")
+                   f"{plural(len(blockers), 'blocker')}, {plural(len(open_tasks), 'open task')}")
         self.events.emit("done", status="blocked" if incomplete else "completed", authorship=split, blockers=blockers + open_tasks,
                          verification=verification, phase_durations=self.timer, summary=summary)
