@@ -141,3 +141,15 @@ def test_a_login_reply_keeps_token_type_and_hides_the_tokens(shown):
     assert TOKEN not in text and "r-8f3a9c21d4e5b6a7" not in text and "eyJzdWIiOiJhZGEifQ" not in text
     if shown is not _view_text:  # the view shows the report's counts, not its bodies
         assert "bearer" in text and "[redacted]" in text
+
+
+async def test_reading_one_line_says_line(tmp_path):
+    from kernel_ext.boundary import Executor, ToolCall
+    from kernel_ext.tools.base import ToolContext
+    from kernel_ext.tools.registry import default_catalog
+    from kernel_ext.workspace import Workspace
+
+    (tmp_path / "a.py").write_text("x = 1\ny = 2\nz = 3\n")
+    executor = Executor(default_catalog(), ToolContext(services={"workspace": Workspace(tmp_path)}))
+    result = await executor.execute(ToolCall("r", "read_file", {"path": "a.py", "offset": 1, "limit": 1}))
+    assert result.ok and result.observation.startswith("a.py line 2 of 3 (read_id") and "[line 3 not shown" in result.observation
