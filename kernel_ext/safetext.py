@@ -28,9 +28,13 @@ __all__ = [
     "MAX_CALL_ID_CHARS",
     "MAX_TOOL_NAME_CHARS",
     "WALK_DEPTH",
+    "article",
     "clip",
+    "line_range",
+    "plural",
     "safe_text",
     "safe_value",
+    "shorten",
     "shown_text",
     "valid_unicode",
 ]
@@ -84,7 +88,40 @@ def safe_text(text: str) -> str:
 
 def clip(text: str, limit: int = MAX_TOOL_NAME_CHARS) -> str:
     """``text`` cut to ``limit`` characters plus a note of the cut (unchanged when it fits)."""
-    return text if len(text) <= limit else f"{text[:limit]}...[{len(text) - limit} chars cut]"
+    return text if len(text) <= limit else f"{text[:limit]}…[{len(text) - limit} chars cut]"
+
+
+# -- wording: what a person reads (one rule each, shared by the widgets, the CLI and tool text) --
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, ending in an ellipsis when it was cut."""
+    return text if len(text) <= limit else text[: max(limit - 1, 0)].rstrip() + "…"
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 file``, ``2 files``, ``0 files``; ``many`` for an irregular plural (``entry``/``entries``)."""
+    return f"{count:,} {noun if count == 1 else (many or noun + 's')}"
+
+
+_A_BEFORE = ("uni", "use", "usu", "uti", "uu", "one", "once", "eu", "ew")  # a vowel letter, a consonant sound
+_AN_BEFORE = ("hour", "honest", "honor", "honour", "heir")  # a silent h
+
+
+def article(word: str) -> str:
+    """``word`` with its indefinite article, by sound: ``an int``, ``a str``, ``a union``, ``an hour``,
+    ``a UUID`` (of acronyms only a leading ``U`` is read as a sound)."""
+    bare = word.lstrip()
+    lower = bare.lower()
+    if (bare[:1] == "U" and bare[:2].isupper()) or lower.startswith(_A_BEFORE):
+        return f"a {word}"
+    vowel = lower[:1] in tuple("aeiou") or lower.startswith(_AN_BEFORE)
+    return f"{'an' if vowel else 'a'} {word}"
+
+
+def line_range(first: int, last: int) -> str:
+    """``line 9`` or ``lines 9-12``: a range of one line is that line."""
+    return f"line {first}" if last <= first else f"lines {first}-{last}"
 
 
 def _walk(value: Any, on_text: Callable[[str], str], depth: int, finite: bool) -> Any:

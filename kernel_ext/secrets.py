@@ -70,6 +70,41 @@ def is_secret_name(name: str) -> bool:
     )
 
 
+# The last piece of a name that describes a credential instead of holding it: ``token_type``
+# ("bearer"), ``key_kind``, ``token_expires_in``, ``secret_length``. Such a field is kept when its
+# value is short and word-like; a value shaped like a credential is redacted whatever the name,
+# and every value still passes the value rules (known secrets, key shapes, bearer credentials).
+DESCRIPTOR_PARTS = frozenset({
+    "TYPE", "KIND", "EXPIRES", "EXPIRY", "EXPIRATION", "TTL", "LIFETIME", "LENGTH", "LEN", "SIZE", "COUNT",
+    "FORMAT", "SCHEME", "ALG", "ALGORITHM", "USAGE", "VERSION",
+})
+_TRAILING = ("IN", "AT")  # token_expires_in, key_expires_at
+_DENSE_RUN = re.compile(r"[A-Za-z0-9+/=_-]{16,}")
+
+
+def describes_secret(name: str) -> bool:
+    """True for a secret-sounding name whose last piece names a property (``token_type``)."""
+    pieces = [p.upper() for p in _NAME_SPLIT.split(name) if p]
+    while len(pieces) > 1 and pieces[-1] in _TRAILING:
+        pieces.pop()
+    return len(pieces) > 1 and pieces[-1] in DESCRIPTOR_PARTS
+
+
+def _word_like(value: str) -> bool:
+    """Short, and no dense run that mixes letters and digits (what a key, token or hash looks like)."""
+    if len(value) > 64 or _KEY_SHAPES.search(value) or _BEARER.search(value):
+        return False
+    return not any(any(c.isdigit() for c in run) and any(c.isalpha() for c in run) for run in _DENSE_RUN.findall(value))
+
+
+def is_secret_field(name: str, value: Any) -> bool:
+    """Whether a named field's value is withheld for its name: a secret name (``is_secret_name``),
+    unless the name only describes a credential and the value is word-like (``token_type: bearer``)."""
+    if not is_secret_name(name):
+        return False
+    return not (describes_secret(name) and isinstance(value, str) and _word_like(value))
+
+
 FRAGMENT_CHARS = 12  # a run this long of a known secret is cut; shorter secrets are cut whole
 SHORTEST_SECRET = 6  # below this a "secret" would blank common words: not matched at all
 MAX_CUTS = 1000  # past this many hits in one text, the whole text is withheld (bounded time)
@@ -306,7 +341,7 @@ def _redact(value: Any, known: tuple[str, ...], depth: int) -> Any:
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         for key, item in value.items():
-            secret_field = isinstance(key, str) and isinstance(item, str) and item and is_secret_name(key)
+            secret_field = isinstance(key, str) and isinstance(item, str) and item and is_secret_field(key, item)
             out[_free_key(redact_key(key, known), out)] = REDACTED if secret_field else _redact(item, known, depth + 1)
         return out
     if isinstance(value, (list, tuple)):

@@ -83,6 +83,7 @@ def test_nothing_shows_a_credential_even_when_the_app_echoes_it(echo, host, tmp_
     assert rows[2].response.body["you_sent"] == "[redacted]" and "[redacted]" in rows[2].response.body["note"]
     assert rows[2].response.headers["x-echo-auth"] == "[redacted]"
     assert rows[1].response.headers["set-cookie"] == "[redacted]" and rows[1].response.body["access_token"] == "[redacted]"
+    assert rows[1].response.body["token_type"] == "bearer"  # it names the kind of token; it is not one
     assert rows[4].request.headers["X-Api-Key"] == "[redacted]"
     assert "unknown token [redacted]" in json.dumps(rows[5].response.body)
     assert rows[6].error and "boom while handling" in rows[6].error and "[redacted]" in rows[6].error

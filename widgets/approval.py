@@ -1,7 +1,9 @@
 """``ApprovalCard``: one frozen request, Approve / Deny, then its outcome; decided only once.
 
-The card shows what the boundary froze (tool, copied arguments, the diff of an edit, the
-command and risk class of a shell call). A click disables both buttons at once and hands the
+The card shows what the boundary froze, through the tool's own body (``widgets.cards``: the diff
+of an edit, the command and risk class of a shell call, a test's requests). Once the run's events
+say it was decided, the card folds into one row (tool, target, outcome, who decided) with no
+buttons; the row expands to the full card and its result. A click disables both buttons at once and hands the
 decision to ``decide(call_id, approved, digest=...)``: the REST client (server mode) or
 ``run.decide`` (in-process); the digest binds it to the request this card shows. That may
 answer a bool (or a ``Verdict``), an awaitable or a ``concurrent.futures.Future``; a false
@@ -20,7 +22,8 @@ from typing import Protocol
 import ipywidgets as w
 
 from widgets.base import StaticFallback
-from widgets.render import card_html, card_text
+from widgets.cards import body_html, card_html, row_html
+from widgets.render import card_text
 from widgets.state import ApprovalView
 
 log = logging.getLogger(__name__)
@@ -39,16 +42,62 @@ class ApprovalCard(StaticFallback, w.VBox):
         self._sent: bool | None = None  # the decision this card sent, if any
         self._note = ""
         self._html = w.HTML()
-        self.approve_button = w.Button(description="Approve", button_style="success", icon="check")
-        self.deny_button = w.Button(description="Deny", button_style="danger", icon="times")
-        self.approve_button.on_click(lambda _: self.click(True))
-        self.deny_button.on_click(lambda _: self.click(False))
-        super().__init__(
-            children=(self._html, w.HBox((self.approve_button, self.deny_button))),
-            layout=w.Layout(border="1px solid #d0d7de", padding="4px", margin="4px 0"),
-            **kwargs,
-        )
+        self._button_row: w.HBox | None = None  # made when first needed: a card replayed decided never shows one
+        self._bodies: dict[bool, str] = {}  # with/without syntax colours -> the body (the frozen request never changes)
+        self._completing = self._completed = False
+        super().__init__(children=(self._html,), **kwargs)
+        self.add_class("besser-card")
+        self._folded: tuple[bool, bool] | None = None  # (folded, its buttons still to come) as last shown
         self.update(card)
+
+    @property
+    def _buttons(self) -> w.HBox:
+        if self._button_row is None:
+            approve = w.Button(description="Approve", button_style="success", icon="check", disabled=self.decided)
+            deny = w.Button(description="Deny", button_style="danger", icon="times", disabled=self.decided)
+            approve.on_click(lambda _: self.click(True))
+            deny.on_click(lambda _: self.click(False))
+            self._button_row = w.HBox((approve, deny))
+        return self._button_row
+
+    @property
+    def approve_button(self) -> w.Button:
+        return self._buttons.children[0]
+
+    @property
+    def deny_button(self) -> w.Button:
+        return self._buttons.children[1]
+
+    def _body(self, colour: bool) -> str:
+        if colour not in self._bodies:
+            self._bodies[colour] = body_html(self.card, colour)
+        return self._bodies[colour]
+
+    def _later(self) -> bool:
+        """Whether the costly parts of an open card (its buttons, its syntax colours) come one loop
+        turn later: where a loop runs (a kernel), a replay folds most cards before that turn and
+        never pays for them; a person sees them at once all the same."""
+        if self._completed:
+            return False
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._completed = True
+            return False
+        if not self._completing:
+            self._completing = True
+            loop.call_soon(self._complete)
+        return True
+
+    def _complete(self) -> None:
+        self._completed = True
+        if not self.folded:
+            self._render()
+
+    @property
+    def folded(self) -> bool:
+        """Shown as one row: the run's events say this card was decided (or can no longer be)."""
+        return not self.card.open
 
     @property
     def call_id(self) -> str:
@@ -116,10 +165,17 @@ class ApprovalCard(StaticFallback, w.VBox):
 
     def _render(self) -> None:
         disabled = self.decided
-        for button in (self.approve_button, self.deny_button):
+        for button in self._button_row.children if self._button_row is not None else ():
             if button.disabled != disabled:
                 button.disabled = disabled
-        value = card_html(self.card, self._note)
+        folded = self.folded
+        later = not folded and self._later()
+        if (folded, later) != self._folded:
+            self._folded = (folded, later)
+            self.children = (self._html,) if folded or later else (self._html, self._buttons)
+            self.remove_class("besser-card-decided" if not folded else "besser-card-open")
+            self.add_class("besser-card-decided" if folded else "besser-card-open")
+        value = self.to_html()
         if self._html.value != value:
             self._html.value = value
 
@@ -127,4 +183,6 @@ class ApprovalCard(StaticFallback, w.VBox):
         return card_text(self.card)
 
     def to_html(self) -> str:
-        return card_html(self.card, self._note)
+        if self.folded:
+            return row_html(self.card, None, self._note, body=self._body(False))
+        return card_html(self.card, self._note, body=self._body(not self._later()))

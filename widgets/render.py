@@ -7,33 +7,29 @@ Shared by the live widgets (HTML) and their ``_repr_mimebundle_`` fallbacks for 
 from __future__ import annotations
 
 import html
-import json
 import os
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from kernel_ext.safetext import shown_text
+from kernel_ext.safetext import plural, shorten, shown_text
 from widgets.state import ApprovalView, RunViewState
+from widgets.theme import badge_class
 
 STATUS_MARK = {"pending": "○", "started": "◐", "done": "●", "skipped": "–", "failed": "✕"}
-STATUS_COLOR = {
-    "completed": "#1a7f37", "executed": "#1a7f37", "approved": "#1a7f37",
-    "blocked": "#9a6700", "waiting": "#9a6700", "pending": "#57606a", "running": "#0969da", "starting": "#57606a",
-    "failed": "#cf222e", "denied": "#cf222e", "stale input": "#cf222e", "expired": "#9a6700",
-    "cancelled": "#57606a", "interrupted": "#9a6700", "budget_exhausted": "#cf222e",
-}
-ARGUMENT_CHARS = 1500
 
 
 def esc(value: Any) -> str:
     """HTML for any value: escaped, and shown-not-obeyed (``safetext.shown_text``: HTML escaping
     leaves bidi overrides and line separators live, which could reorder what a card says)."""
-    return html.escape(shown_text(str(value)), quote=True)
+    text = str(value)
+    if text.isascii() and text.isprintable():  # nothing shown_text would change (the common case, fast)
+        return html.escape(text, quote=True)
+    return html.escape(shown_text(text), quote=True)
 
 
 def badge(text: str) -> str:
-    color = STATUS_COLOR.get(text.split(" (")[0], "#57606a")
-    return f'<span style="color:#fff;background:{color};border-radius:8px;padding:0 6px;font-size:90%">{esc(text)}</span>'
+    """A status word in a badge whose edge carries its tone (``theme.STATUS_TONE``)."""
+    return f'<span class="{badge_class(text)}">{esc(text)}</span>'
 
 
 def seconds(value: float | None) -> str:
@@ -49,20 +45,36 @@ def meter_text(state: RunViewState) -> str:
     cost = state.cost
     return (
         f"{seconds(state.elapsed_s) or '0 ms'} · ${float(cost.get('cost_usd') or 0):.4f} · "
-        f"{int(cost.get('input_tokens') or 0)}+{int(cost.get('output_tokens') or 0)} tokens · {int(cost.get('turns') or 0)} turns"
+        f"{int(cost.get('input_tokens') or 0):,}+{int(cost.get('output_tokens') or 0):,} tokens · "
+        f"{plural(int(cost.get('turns') or 0), 'turn')}"
     )
 
 
-def header_html(state: RunViewState, note: str = "") -> str:
+def waiting_status(state: RunViewState) -> str:
     waiting = len(state.open_approvals())
-    status = f"waiting for {waiting} approval{'s' * (waiting > 1)}" if waiting and not state.finished else state.status
-    parts = [f"<b>run {esc(state.run_id or '…')}</b> {badge(status)}"]
+    return f"waiting for {plural(waiting, 'approval')}" if waiting and not state.finished else state.status
+
+
+def banner_html(state: RunViewState) -> str:
+    """One line over the pinned cards: how many wait for a person (nothing when none do)."""
+    waiting = len(state.open_approvals())
+    if not waiting or state.finished:
+        return ""
+    names = ", ".join(sorted({card.name for card in state.open_approvals()}))
+    verb = "waits" if waiting == 1 else "wait"
+    return (f'<div class="besser-banner" role="status">{esc(plural(waiting, "approval"))} {verb} for you '
+            f"({esc(names)}): answer below</div>")
+
+
+def header_html(state: RunViewState, note: str = "") -> str:
+    parts = [f"<b>run {esc(state.run_id or '…')}</b> {badge(waiting_status(state))}"]
     if state.request:
-        parts.append(f"<div><i>{esc(state.request[:300])}</i></div>")
+        parts.append(f"<div><i>{esc(shorten(state.request, 300))}</i></div>")
     if note:
-        parts.append(f'<div style="color:#57606a">{esc(note)}</div>')
+        parts.append(f'<div class="besser-meta">{esc(note)}</div>')
     for error in state.errors[-3:]:
-        parts.append(f'<div style="color:#cf222e">{esc(error["code"])}: {esc(error["message"])}</div>')
+        parts.append(f'<div class="besser-error">{esc(error["code"])}: {esc(error["message"])}</div>')
+    parts.append(banner_html(state))
     return "".join(parts)
 
 
@@ -70,96 +82,115 @@ def header_html(state: RunViewState, note: str = "") -> str:
 
 
 def timeline_html(state: RunViewState) -> str:
+    provider = f"provider: {esc(state.provider_label)} ({esc(state.provider_kind)})"
+    sandbox = f"sandbox: {esc(state.sandbox_tier or 'n/a')}"
+    now = now_text(state)
+    return (
+        _phase_cells(state)
+        + f'<div class="besser-meta"><small>{provider} · {sandbox} · {esc(meter_text(state))}</small></div>'
+        + (f'<div class="besser-now"><small>{now}</small></div>' if now else "")
+    )
+
+
+_cells: tuple[tuple, str] = ((), "")  # the last phase table and what it was drawn from (it changes far less than the meter)
+
+
+def _phase_cells(state: RunViewState) -> str:
+    global _cells
+    key = tuple((p.name, p.status, p.message, p.duration_s, p.waiting_s) for p in state.phases.values())
+    if key != _cells[0]:
+        _cells = (key, _draw_phases(state))
+    return _cells[1]
+
+
+def _draw_phases(state: RunViewState) -> str:
     cells = []
     for phase in state.phases.values():
         mark = STATUS_MARK.get(phase.status, "?")
         title = esc(phase.message) if phase.message else ""
+        waited = (f'<br><small class="besser-meta">+{esc(seconds(phase.waiting_s))} waiting for you</small>'
+                  if phase.waiting_s >= 0.5 else "")
         cells.append(f'<td title="{title}" style="padding:2px 10px">{mark} {esc(phase.name)}'
-                     f'<br><small>{esc(seconds(phase.duration_s))}</small></td>')
+                     f"<br><small>{esc(seconds(state.phase_work_s(phase.name)))}</small>{waited}</td>")
+    return f'<table class="besser-phases"><tr>{"".join(cells)}</tr></table>'
+
+
+def now_text(state: RunViewState) -> str:
+    """What the run is doing: a call that waits for a person says so (never "running" it)."""
     current = state.calls.get(state.current_call) if state.current_call else None
-    now = f"running <code>{esc(current.name)}</code> {esc(current.summary)}" if current else ""
-    provider = f"provider: {esc(state.provider_label)} ({esc(state.provider_kind)})"
-    sandbox = f"sandbox: {esc(state.sandbox_tier or 'n/a')}"
-    return (
-        f"<table><tr>{''.join(cells)}</tr></table>"
-        f'<div style="color:#57606a"><small>{provider} · {sandbox} · {esc(meter_text(state))}</small></div>'
-        + (f"<div><small>{now}</small></div>" if now else "")
-    )
+    if current is None or state.finished:
+        return ""
+    card = state.card_for(current.call_id)
+    if card is not None and card.open:
+        return f"waiting for your approval of <code>{esc(current.name)}</code> {esc(current.summary)}"
+    return f"running <code>{esc(current.name)}</code> {esc(current.summary)}"
+
+
+def _phase_text(state: RunViewState, name: str) -> str:
+    phase = state.phases[name]
+    waited = f" (+{seconds(phase.waiting_s)} waiting)" if phase.waiting_s >= 0.5 else ""
+    return f"{STATUS_MARK.get(phase.status, '?')} {name} {seconds(state.phase_work_s(name))}{waited}".rstrip()
 
 
 def timeline_text(state: RunViewState) -> str:
-    phases = "  ".join(f"{STATUS_MARK.get(p.status, '?')} {p.name} {seconds(p.duration_s)}".rstrip() for p in state.phases.values())
+    phases = "  ".join(_phase_text(state, name) for name in state.phases)
     return (f"{phases}\nprovider: {state.provider_label} ({state.provider_kind}) · "
             f"sandbox: {state.sandbox_tier or 'n/a'} · {meter_text(state)}")
 
 
-# -- approval cards -----------------------------------------------------------------------
-
-
-def card_html(card: ApprovalView, note: str = "") -> str:
-    request = card.request or {}
-    arguments = request.get("arguments", {})
-    body = [f"<b>{esc(card.name)}</b> <small>({esc(card.category)}, call {esc(card.call_id)})</small> {badge(card.outcome)}"]
-    command = arguments.get("command") if isinstance(arguments, dict) else None
-    if command:
-        risk = request.get("risk") or (request.get("plan") or {}).get("risk") or "unclassified"
-        body.append(f"<div>command <code>{esc(command)}</code> · risk {esc(risk)}</div>")
-    shown = json.dumps(arguments, indent=1, ensure_ascii=False, default=str)
-    if len(shown) > ARGUMENT_CHARS:
-        shown = shown[:ARGUMENT_CHARS] + f"\n… {len(shown) - ARGUMENT_CHARS} characters more"
-    body.append(f'<pre style="max-height:12em;overflow:auto;margin:2px 0">{esc(shown)}</pre>')
-    proposal = request.get("proposal") or ""
-    if proposal:
-        body.append(f'<pre style="max-height:20em;overflow:auto;margin:2px 0">{diff_html(proposal)}</pre>')
-    if note:
-        body.append(f'<div style="color:#57606a">{esc(note)}</div>')
-    return "".join(body)
-
-
-def diff_html(text: str) -> str:
-    lines = []
-    for line in text.splitlines():
-        added, removed = line.startswith("+") and not line.startswith("+++"), line.startswith("-") and not line.startswith("---")
-        color = "#1a7f37" if added else "#cf222e" if removed else None
-        lines.append(f'<span style="color:{color}">{esc(line)}</span>' if color else esc(line))
-    return "\n".join(lines)
+# -- approval cards (bodies per tool: widgets/cards.py) --------------------------------------
 
 
 def card_text(card: ApprovalView) -> str:
-    return f"[{card.outcome}] {card.name} ({card.category}, call {card.call_id})"
+    from widgets.wording import row_text
+
+    return f"[{card.outcome}] {row_text(card, None)}"
 
 
 # -- tasks, findings, done ----------------------------------------------------------------
 
 
 def texts_html(state: RunViewState) -> str:
-    return "".join(f'<div style="color:#57606a"><small>{esc(t[:500])}</small></div>' for t in state.texts[-3:])
+    return "".join(f'<div class="besser-meta besser-text"><small>{esc(shorten(t, 500))}</small></div>' for t in state.texts[-3:])
+
+
+TASK_LOOK = {  # status -> (mark, what it means): implemented is claimed, verified is checked
+    "verified": ("✔", "verified"),
+    "existing": ("✔", "already there"),
+    "implemented": ("◑", "implemented, not verified"),
+    "blocked": ("✕", "blocked"),
+    "dropped": ("–", "dropped"),
+}
 
 
 def tasks_html(state: RunViewState) -> str:
     if not state.tasks:
         return ""
-    rows = "".join(
-        f"<li>{'☑' if str(t.get('status', '')).lower() in CLOSED_TASKS else '☐'} {esc(t.get('id', ''))} {esc(t.get('text', ''))}"
-        f" <small>{esc(t.get('status', ''))}</small></li>"
-        for t in state.tasks
-    )
-    return f"<b>tasks</b><ul style='margin:0'>{rows}</ul>"
+    rows = []
+    for task in state.tasks:
+        status = str(task.get("status", "")).lower()
+        mark, meaning = TASK_LOOK.get(status, ("☐", status or "open"))
+        rows.append(f'<li class="besser-task besser-task-{esc(status or "open")}"><span class="besser-task-mark">{mark}</span> '
+                    f'{esc(task.get("id", ""))} {esc(task.get("text", ""))} <small class="besser-meta">{esc(meaning)}</small></li>')
+    return f"<b>tasks</b><ul class='besser-tasks' style='margin:0'>{''.join(rows)}</ul>"
 
 
 def findings_html(state: RunViewState) -> str:
     if not state.findings:
         return ""
-    rows = "".join(
-        f"<li>{badge(str(f.get('severity')))} {esc(f.get('source'))}: {esc(f.get('message'))}"
-        + (f" <code>{esc(f.get('path'))}{':' + esc(f.get('line')) if f.get('line') else ''}</code>" if f.get("path") else "")
-        + "</li>"
-        for f in state.findings[-50:]
-    )
-    return f"<b>findings</b><ul style='margin:0'>{rows}</ul>"
+    rows = []
+    for f in state.findings[-50:]:
+        resolved = bool(f.get("resolved"))
+        where = f" <code>{esc(f.get('path'))}{':' + esc(f.get('line')) if f.get('line') else ''}</code>" if f.get("path") else ""
+        rows.append(f'<li class="besser-finding{" besser-finding-resolved" if resolved else ""}">'
+                    f'{badge("resolved" if resolved else str(f.get("severity")))} '
+                    f'<span class="besser-finding-text">{esc(f.get("source"))}: {esc(f.get("message"))}{where}</span></li>')
+    open_blockers = sum(1 for f in state.findings if f.get("severity") == "blocker" and not f.get("resolved"))
+    closed = sum(1 for f in state.findings if f.get("resolved"))
+    counts = f'<small class="besser-meta">{plural(open_blockers, "open blocker")}, {closed:,} resolved</small>'
+    return f"<b>findings</b> {counts}<ul class='besser-findings' style='margin:0'>{''.join(rows)}</ul>"
 
 
-CLOSED_TASKS = ("verified", "implemented", "existing")
 AUTHORSHIP_LABELS = {
     "generator_untouched": "generator output, untouched",
     "generator_llm_modified": "generator output modified by the LLM",
@@ -174,16 +205,22 @@ def done_html(state: RunViewState, link_base: str | None = None) -> str:
         return ""
     parts = [f"<b>done</b> {badge(str(done.get('status')))} {esc(done.get('summary') or '')}"]
     for blocker in done.get("blockers") or []:
-        parts.append(f'<div style="color:#cf222e">blocker: {esc(blocker)}</div>')
+        parts.append(f'<div class="besser-error">blocker: {esc(blocker)}</div>')
+    if state.waiting_s >= 0.5:
+        parts.append(f'<div class="besser-meta besser-waited">the run waited {esc(seconds(state.waiting_s))} for approvals '
+                     "(not counted in the phase times)</div>")
     authorship = done.get("authorship") or {}
     if authorship:
         total = sum(len(v) for v in authorship.values()) or 1
         rows = []
         for key, files in authorship.items():
+            if not files:
+                continue
             share = 100 * len(files) / total
             links = ", ".join(file_link(state, f, link_base) for f in sorted(files)[:30])
-            more = f" and {len(files) - 30} more" if len(files) > 30 else ""
-            rows.append(f"<li>{esc(AUTHORSHIP_LABELS.get(key, key))}: {len(files)} files ({share:.0f}%) <small>{links}{more}</small></li>")
+            more = f" … and {len(files) - 30:,} more" if len(files) > 30 else ""
+            label = esc(AUTHORSHIP_LABELS.get(key, key))
+            rows.append(f"<li>{label}: {plural(len(files), 'file')} ({share:.0f}%) <small>{links}{more}</small></li>")
         parts.append(f"<div>authorship</div><ul style='margin:0'>{''.join(rows)}</ul>")
     if state.run_dir:
         parts.append(f"<div><small>run folder: {file_link(state, '', link_base, label=state.run_dir)}</small></div>")
@@ -226,11 +263,25 @@ def run_text(state: RunViewState, note: str = "") -> str:
     if note:
         lines.append(note)
     lines.append(timeline_text(state))
-    lines.extend("  " + card_text(card) for card in state.approvals.values())
-    lines.extend(f"  {f.get('severity')}: {f.get('message')}" for f in state.findings[-10:])
+    lines.extend(rows_text(state))
+    lines.extend(f"  {'resolved' if f.get('resolved') else f.get('severity')}: {f.get('message')}" for f in state.findings[-10:])
     if state.done:
         lines.append(f"done: {state.done.get('status')} {state.done.get('summary') or ''}".rstrip())
         for key, files in (state.done.get("authorship") or {}).items():
-            lines.append(f"  {AUTHORSHIP_LABELS.get(key, key)}: {len(files)} files")
+            if files:
+                lines.append(f"  {AUTHORSHIP_LABELS.get(key, key)}: {plural(len(files), 'file')}")
         lines.extend(f"  blocker: {b}" for b in state.done.get("blockers") or [])
     return "\n".join(lines)
+
+
+def rows_text(state: RunViewState) -> list[str]:
+    """Pending cards first, then every call in order, one line each (the text twin of the view)."""
+    from widgets.wording import call_word, row_text
+
+    pending = [f"  [waiting] {row_text(card, state.calls.get(card.call_id))}" for card in state.open_approvals()]
+    decided = []
+    for key in state.rows:
+        card, call = state.row(key)
+        if card is None or not card.open:
+            decided.append(f"  [{card.outcome if card is not None else call_word(call)}] {row_text(card, call)}")
+    return pending + decided

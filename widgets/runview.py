@@ -1,4 +1,7 @@
-"""``RunView``: a run in one widget: header, timeline, approval cards, tasks, findings, done.
+"""``RunView``: a run in one widget: header, pending cards, timeline, decided calls, tasks, findings, done.
+
+Cards waiting for a person are pinned under the header (the header's banner counts them); every
+call decided, auto-approved or refused folds into one row, in call order, below the timeline.
 
 Fed one event at a time through ``apply`` (from the SSE follower, an in-process listener or a
 replayed ``events.jsonl``); the pure ``RunViewState`` reducer decides what changed and only those
@@ -18,6 +21,7 @@ import ipywidgets as w
 
 from widgets.approval import ApprovalCard, Decide
 from widgets.base import StaticFallback
+from widgets.cards import row_html
 from widgets.kernel_comms import pass_widget_messages, queueing_kernel
 from widgets.render import (
     done_html,
@@ -27,7 +31,9 @@ from widgets.render import (
     tasks_html,
     texts_html,
 )
+from widgets.rows import DecidedRows
 from widgets.state import RunEvent, RunViewState
+from widgets.theme import STYLE
 from widgets.timeline import PhaseTimeline
 
 log = logging.getLogger(__name__)
@@ -52,16 +58,22 @@ class RunView(StaticFallback, w.VBox):
         self.follower: object = None  # the background task following the run, if any (kept referenced)
         self.timeline = PhaseTimeline(self.state)
         self._header = w.HTML()
-        self._cards_box = w.VBox()
+        self._pending_box = w.VBox()  # cards waiting for a person, pinned at the top
+        self._folded: dict[str, bool] = {}
         self._texts = w.HTML()
         self._tasks = w.HTML()
         self._findings = w.HTML()
         self._done = w.HTML()
         self._cards: dict[str, ApprovalCard] = {}
+        self._rows = DecidedRows(self.state, self._cards)  # every other call, one line each, in call order
+        self._decided_box = self._rows.box
         super().__init__(
-            children=(self._header, self.timeline, self._texts, self._cards_box, self._tasks, self._findings, self._done),
+            children=(w.HTML(STYLE), self._header, self._pending_box, self.timeline, self._texts, self._decided_box,
+                      self._tasks, self._findings, self._done),
             **kwargs,
         )
+        self.add_class("besser-run")
+        self._pending_box.add_class("besser-pending")
         self._render({"header"})
 
     # -- feeding --------------------------------------------------------------------------
@@ -134,12 +146,17 @@ class RunView(StaticFallback, w.VBox):
             for key, card_state in state.approvals.items():
                 if key not in self._cards:
                     self._cards[key] = ApprovalCard(card_state, self.decide)
-            self._cards_box.children = tuple(self._cards.values())
+        relayout = "cards" in changed
         for name in changed:
             if name.startswith("card:"):
                 key = name[5:]
                 if key in self._cards and key in state.approvals:
                     self._cards[key].update(state.approvals[key])
+                    relayout |= self._folded.get(key) != self._cards[key].folded
+            elif name.startswith("row:"):
+                relayout |= not self._rows.result(name[4:])  # a call that asked no one has its result
+        if relayout:
+            self._layout()
         if "texts" in changed:
             _set(self._texts, texts_html(state))
         if "tasks" in changed:
@@ -149,22 +166,44 @@ class RunView(StaticFallback, w.VBox):
         if "done" in changed:
             _set(self._done, done_html(state, self.link_base))
 
+    def _layout(self) -> None:
+        """Open cards in the pinned region; every other call, in order, in the decided region."""
+        pending: list[w.Widget] = []
+        for key, card in self._cards.items():
+            self._folded[key] = card.folded
+            if not card.folded:
+                pending.append(card)
+        if tuple(pending) != self._pending_box.children:
+            self._pending_box.children = tuple(pending)
+        self._rows.layout(self._folded)
+
     def to_text(self) -> str:
         return run_text(self.state, self.note)
 
     def to_html(self) -> str:
+        rows = [self._cards[key].to_html() if key in self._cards else row_html(*self.state.row(key)) for key in self.state.rows]
+        pending = [card.to_html() for card in self._cards.values() if not card.folded]
         return "".join(
             part
             for part in (
+                STYLE,
+                '<div class="besser-run">',
                 header_html(self.state, self.note),
+                f'<div class="besser-pending">{"".join(pending)}</div>' if pending else "",
                 self.timeline.to_html(),
-                "".join(c.to_html() for c in self._cards.values()),
+                texts_html(self.state),
+                f'<div class="besser-decided">{"".join(r for k, r in zip(self.state.rows, rows, strict=True) if not _open(self, k))}</div>',
                 tasks_html(self.state),
                 findings_html(self.state),
                 done_html(self.state, self.link_base),
+                "</div>",
             )
             if part
         )
+
+
+def _open(view: RunView, key: str) -> bool:
+    return key in view._cards and not view._cards[key].folded
 
 
 def _set(widget: w.HTML, value: str) -> None:

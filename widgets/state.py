@@ -24,6 +24,10 @@ OUTCOME_BY_CODE = {
 }
 
 
+# Deciders that never wait for anyone: their cards add no waiting time.
+NOT_A_PERSON = frozenset({"auto", "policy"})
+
+
 class EventModel(Protocol):
     """A run event as the host holds it (``kernel_ext.hosting.events``): dumped to its JSON form."""
 
@@ -40,6 +44,7 @@ class PhaseView:
     started_at: float | None = None
     duration_s: float | None = None
     message: str = ""
+    waiting_s: float = 0.0  # time this phase spent waiting for a person (shown apart from its duration)
 
 
 @dataclass
@@ -51,6 +56,7 @@ class CallView:
     ok: bool | None = None  # None while it runs
     error_code: str | None = None
     result: str = ""
+    data: dict[str, Any] = field(default_factory=dict)  # the tool_result's data (report, exit code, lines)
 
 
 @dataclass
@@ -64,6 +70,13 @@ class ApprovalView:
     outcome: str = "pending"  # pending | approved | denied | executed | stale input | expired | cancelled | ...
     digest: str = ""  # the frozen request's digest, sent back with the decision
     key: str = ""  # this card's own key: the call id, made unique should a log repeat one
+    phase: str = ""  # the phase it was asked in (its waiting time is that phase's)
+    requested_at: float | None = None
+    decided_at: float | None = None
+    ok: bool | None = None  # the call's result, once it ran (None: not yet, or never)
+    error_code: str | None = None
+    result: str = ""  # the tool_result's summary
+    result_data: dict[str, Any] = field(default_factory=dict)
 
     @property
     def open(self) -> bool:
@@ -96,6 +109,8 @@ class RunViewState:
     done: dict[str, Any] | None = None
     last_seq: int = 0
     event_count: int = 0
+    current_phase: str = ""
+    rows: list[str] = field(default_factory=list)  # the run's calls in order: a card key, or "call:<id>" without a card
 
     # -- reducing -------------------------------------------------------------------------
 
@@ -136,11 +151,12 @@ class RunViewState:
         phase.message = e.get("message", "") or phase.message
         if e["status"] == "started":
             phase.started_at = e.get("ts")
+            self.current_phase = phase.name
         elif e.get("duration_s") is not None:
             phase.duration_s = e["duration_s"]
         elif phase.started_at is not None and e.get("ts") is not None:
             phase.duration_s = max(e["ts"] - phase.started_at, 0.0)
-        return {"timeline"}
+        return {"timeline"} | self._phase_findings(e)
 
     def _on_text(self, e: dict) -> set[str]:
         self.texts.append(e["text"])
@@ -150,18 +166,22 @@ class RunViewState:
     def _on_tool_call(self, e: dict) -> set[str]:
         self.calls[e["call_id"]] = CallView(e["call_id"], e["name"], e.get("summary", ""), e.get("arguments", {}))
         self.current_call = e["call_id"]
-        return {"timeline", "calls"}
+        return {"timeline", "calls"} | self._add_row("call:" + e["call_id"])
 
     def _on_tool_result(self, e: dict) -> set[str]:
         call = self.calls.setdefault(e["call_id"], CallView(e["call_id"], e["name"]))
         call.ok, call.error_code, call.result = e["ok"], e.get("error_code"), e.get("summary", "")
+        call.data = dict(e.get("data") or {})
         if self.current_call == e["call_id"]:
             self.current_call = None
         changed = {"timeline", "calls"}
         card = self.card_for(e["call_id"])
         if card is not None:
             card.outcome = _outcome(card, call)
+            card.ok, card.error_code, card.result, card.result_data = call.ok, call.error_code, call.result, call.data
             changed.add(f"card:{card.key}")
+        else:
+            changed.add(f"row:call:{e['call_id']}")
         return changed
 
     def _on_approval_requested(self, e: dict) -> set[str]:
@@ -170,9 +190,10 @@ class RunViewState:
         call_id = e["call_id"]
         key = call_id if call_id not in self.approvals else f"{call_id}#{e.get('seq') or len(self.approvals) + 1}"
         self.approvals[key] = ApprovalView(call_id, e["name"], e["category"], e.get("request", {}),
-                                           digest=str(e.get("digest") or ""), key=key)
+                                           digest=str(e.get("digest") or ""), key=key,
+                                           phase=self.current_phase, requested_at=e.get("ts"))
         self.card_of_call[call_id] = key
-        return {"cards", f"card:{key}", "header"}
+        return {"cards", f"card:{key}", "header"} | self._add_row(key, replaces="call:" + call_id)
 
     def card_for(self, call_id: str) -> ApprovalView | None:
         """The latest card of ``call_id``."""
@@ -190,14 +211,20 @@ class RunViewState:
             card.outcome = "cancelled"
         else:
             card.outcome = "approved" if card.approved else "denied"
-        return {f"card:{card.key}", "header"}
+        self._waited(card, e.get("ts"))
+        return {f"card:{card.key}", "header", "timeline"}
 
     def _on_task_list(self, e: dict) -> set[str]:
         self.tasks = list(e.get("tasks", []))
         return {"tasks"}
 
     def _on_finding(self, e: dict) -> set[str]:
-        self.findings.append({k: e.get(k) for k in ("severity", "source", "message", "path", "line")})
+        found = {k: e.get(k) for k in ("severity", "source", "message", "path", "line")}
+        for earlier in self.findings:  # a later sweep reporting the same finding again: still one, open again
+            if all(earlier.get(k) == v for k, v in found.items()):
+                earlier["resolved"] = False
+                return {"findings"}
+        self.findings.append({**found, "resolved": False})
         return {"findings"}
 
     def _on_snapshot(self, e: dict) -> set[str]:
@@ -222,8 +249,71 @@ class RunViewState:
         for card in self.approvals.values():
             if card.open:  # nobody answered before the run ended
                 card.outcome = "cancelled" if self.status == "cancelled" else self.status
+                self._waited(card, e.get("ts"))
                 changed.add(f"card:{card.key}")
-        return changed
+        return changed | self._done_findings()
+
+    # -- rows, waiting time and resolved findings (the run view's own bookkeeping) ----------
+
+    def _add_row(self, key: str, replaces: str = "") -> set[str]:
+        """A call's row, in call order; a card takes over the row its call already had."""
+        if replaces and replaces in self.rows and key not in self.rows:
+            self.rows[self.rows.index(replaces)] = key
+            return {"rows"}
+        if key not in self.rows and (not key.startswith("call:") or key[5:] not in self.card_of_call):
+            self.rows.append(key)
+            return {"rows"}
+        return set()
+
+    def _waited(self, card: ApprovalView, ts: float | None) -> None:
+        """Count the time a card stood open against its phase (once)."""
+        if card.decided_at is not None or ts is None or card.requested_at is None:
+            return
+        card.decided_at = ts
+        if card.decided_by in NOT_A_PERSON:
+            return
+        phase = self.phases.get(card.phase)
+        if phase is not None:
+            phase.waiting_s += max(ts - card.requested_at, 0.0)
+
+    def _phase_findings(self, e: dict) -> set[str]:
+        """Validation ending with no blockers left: every blocker found before is resolved."""
+        details = e.get("details") or {}
+        if e.get("phase") == "validate" and e.get("status") == "done" and details.get("blockers") == 0:
+            return self._resolve(lambda finding: True)
+        return set()
+
+    def _done_findings(self) -> set[str]:
+        """The final report names the blockers left (``[source] message``); the others were resolved."""
+        if not self.done or self.status not in ("completed", "blocked"):
+            return set()
+        left = set(self.done.get("blockers") or [])
+        return self._resolve(lambda finding: f"[{finding.get('source')}] {finding.get('message')}" not in left)
+
+    def _resolve(self, rule) -> set[str]:
+        changed = False
+        for finding in self.findings:
+            if finding.get("severity") == "blocker" and not finding.get("resolved") and rule(finding):
+                finding["resolved"] = changed = True
+        return {"findings"} if changed else set()
+
+    def row(self, key: str) -> tuple[ApprovalView | None, CallView | None]:
+        """A row's card (if the call asked for one) and its call (if a tool_call was seen)."""
+        if key.startswith("call:"):
+            return None, self.calls.get(key[5:])
+        card = self.approvals.get(key)
+        return card, (self.calls.get(card.call_id) if card is not None else None)
+
+    def phase_work_s(self, name: str) -> float | None:
+        """A phase's duration without the time it waited for a person."""
+        phase = self.phases.get(name)
+        if phase is None or phase.duration_s is None:
+            return None
+        return max(phase.duration_s - phase.waiting_s, 0.0)
+
+    @property
+    def waiting_s(self) -> float:
+        return sum(p.waiting_s for p in self.phases.values())
 
     # -- reading --------------------------------------------------------------------------
 

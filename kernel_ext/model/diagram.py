@@ -4,19 +4,43 @@ No web service, no JavaScript, no Graphviz: boxes are laid out in layers (parent
 their children, associated classes near each other, enumerations last), rows wrap at a
 width that keeps the picture roughly square, and edges are straight lines clipped to the
 box borders (hollow triangle: generalization; filled diamond: composition; role names and
-multiplicities at the ends). ``ClassDiagram`` renders itself in a notebook
-(``_repr_mimebundle_``: SVG plus plain text for static viewers); this is what
-``%besser show`` displays.
+multiplicities at the ends, placed where they cover no box and no other label:
+``labels.py``). ``ClassDiagram`` renders itself in a notebook (``_repr_mimebundle_``: the SVG
+inline as HTML, so JupyterLab's theme variables colour it; the SVG alone, whose colours fall
+back to a light picture; plain text for static viewers); this is what ``%besser show`` displays.
+
+Drawing a model again (same name) keeps every box that is still there where it was: the
+layouts drawn in this process are remembered, the last ``REMEMBERED`` models' worth.
 """
 
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from kernel_ext.model.index import ModelIndex
+from kernel_ext.model.labels import LabelPlacer, along, near_end
 from kernel_ext.model.layout import ABSTRACT, ENUMERATION, GAP_Y, LINE_H, PAD, Box, Layout, border, layout, unit
+
+REMEMBERED = 32
+_drawn: OrderedDict[str, Layout] = OrderedDict()  # model name -> the layout last drawn for it
+
+
+def placed(index: ModelIndex) -> Layout:
+    """The model's layout, keeping the boxes of the one drawn before for the same model name."""
+    plan = layout(index, keep=_drawn.get(index.name))
+    _drawn[index.name] = plan
+    _drawn.move_to_end(index.name)
+    while len(_drawn) > REMEMBERED:
+        _drawn.popitem(last=False)
+    return plan
+
+
+def forget_layouts() -> None:
+    """Start afresh: the next drawing of every model is laid out from scratch."""
+    _drawn.clear()
 
 
 class ClassDiagram:
@@ -47,7 +71,7 @@ class ClassDiagram:
         return self.svg
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return {"image/svg+xml": self.svg, "text/plain": self.text}
+        return {"text/html": f'<div class="besser-uml-diagram">{self.svg}</div>', "image/svg+xml": self.svg, "text/plain": self.text}
 
     def __repr__(self) -> str:
         return self.text
@@ -120,20 +144,35 @@ def _invariants(index: ModelIndex) -> list[Any]:
 # -- svg ------------------------------------------------------------------------------------
 
 
+# JupyterLab's theme colours where the SVG sits in its page; the presentation attributes (light)
+# where it does not (an <img>, a converter without CSS variables).
+THEME = (
+    "svg.besser-uml text{fill:var(--jp-ui-font-color1,#000)}"
+    "svg.besser-uml .uml-bg,svg.besser-uml .uml-plate,svg.besser-uml .uml-hollow{fill:var(--jp-layout-color0,#fff)}"
+    "svg.besser-uml .uml-box{fill:var(--jp-layout-color1,#fefce8)}svg.besser-uml .uml-enum{fill:var(--jp-layout-color2,#f4f8e8)}"
+    "svg.besser-uml .uml-box,svg.besser-uml .uml-enum,svg.besser-uml .uml-line,svg.besser-uml .uml-hollow,"
+    "svg.besser-uml .association,svg.besser-uml .generalization"
+    "{stroke:var(--jp-ui-font-color2,#444)}"
+    "svg.besser-uml .uml-solid{fill:var(--jp-ui-font-color2,#444)}svg.besser-uml text.uml-name{fill:var(--jp-brand-color1,#225)}"
+)
+
+
 def _svg(index: ModelIndex) -> str:
-    plan = layout(index)
+    plan = placed(index)
+    lines, labels, (right, bottom) = _edges(index, plan)
+    width, height = max(plan.width, right + 4), max(plan.height, bottom + 4)
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{plan.width:.0f}" height="{plan.height:.0f}" '
-        f'viewBox="0 0 {plan.width:.0f} {plan.height:.0f}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="besser-uml" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}" '
         f'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="12">',
         f"<title>{escape(xml_text(f'Class diagram of {index.name}'))}</title>",
-        f'<rect x="0" y="0" width="{plan.width:.0f}" height="{plan.height:.0f}" fill="white"/>',
+        f"<style>{THEME}</style>",
+        f'<rect class="uml-bg" x="0" y="0" width="{width:.0f}" height="{height:.0f}" fill="white"/>',
     ]
-    lines, labels = _edges(index, plan)
     out.extend(lines)
     for box in plan.boxes.values():
         out.extend(_box_svg(box))
-    out.extend(labels)  # on top of boxes, with a white halo
+    out.extend(labels)  # on top of boxes, on a plate of the background colour
     out.append("</svg>")
     return "\n".join(out)
 
@@ -147,24 +186,26 @@ def xml_text(text: str) -> str:
 
 
 def _text(x: float, y: float, text: str, **attrs: str) -> str:
-    extra = "".join(f" {k.replace('_', '-')}={quoteattr(xml_text(v))}" for k, v in attrs.items())
+    extra = "".join(f" {k.rstrip('_').replace('_', '-')}={quoteattr(xml_text(v))}" for k, v in attrs.items())
     return f'<text x="{x:.1f}" y="{y:.1f}"{extra}>{escape(xml_text(text))}</text>'
 
 
-def _label(x: float, y: float, text: str, **attrs: str) -> str:
-    """Small centred text on a white plate, readable over lines in any SVG renderer."""
+def _label(placer: LabelPlacer, wanted: list[tuple[float, float]], text: str, **attrs: str) -> str:
+    """Small centred text on a plate, at the first of ``wanted`` that covers no box or label."""
+    x, y = placer.place(text, wanted)
     w = len(text) * 6.0 + 4
     return (
-        f'<g class="label"><rect x="{x - w / 2:.1f}" y="{y - 9:.1f}" width="{w:.1f}" height="12" fill="white" '
+        f'<g class="label"><rect class="uml-plate" x="{x - w / 2:.1f}" y="{y - 9:.1f}" width="{w:.1f}" height="12" fill="white" '
         f'fill-opacity="0.85"/>{_text(x, y, text, text_anchor="middle", font_size="10", **attrs)}</g>'
     )
 
 
 def _box_svg(box: Box) -> list[str]:
-    fill = "#f4f8e8" if box.stereotype == ENUMERATION else "#fefce8"
+    fill, kind = ("#f4f8e8", "uml-enum") if box.stereotype == ENUMERATION else ("#fefce8", "uml-box")
     parts = [
         f'<g class="class" data-name={quoteattr(xml_text(box.name))}>',
-        f'<rect x="{box.x:.1f}" y="{box.y:.1f}" width="{box.w:.1f}" height="{box.h:.1f}" fill="{fill}" stroke="#444" rx="3"/>',
+        f'<rect class="{kind}" x="{box.x:.1f}" y="{box.y:.1f}" width="{box.w:.1f}" height="{box.h:.1f}" '
+        f'fill="{fill}" stroke="#444" rx="3"/>',
     ]
     y = box.y + 17
     if box.stereotype:
@@ -174,7 +215,7 @@ def _box_svg(box: Box) -> list[str]:
     parts.append(_text(box.cx, y, box.name, text_anchor="middle", font_weight="bold", **style))
     y = box.y + box.head
     for rows in box.sections:
-        parts.append(f'<line x1="{box.x:.1f}" y1="{y:.1f}" x2="{box.x + box.w:.1f}" y2="{y:.1f}" stroke="#444"/>')
+        parts.append(f'<line class="uml-line" x1="{box.x:.1f}" y1="{y:.1f}" x2="{box.x + box.w:.1f}" y2="{y:.1f}" stroke="#444"/>')
         for i, row in enumerate(rows):
             parts.append(_text(box.x + PAD, y + LINE_H * (i + 1) - 2, row))
         y += max(1, len(rows)) * LINE_H + PAD
@@ -182,18 +223,19 @@ def _box_svg(box: Box) -> list[str]:
     return parts
 
 
-def _edges(index: ModelIndex, plan: Layout) -> tuple[list[str], list[str]]:
+def _edges(index: ModelIndex, plan: Layout) -> tuple[list[str], list[str], tuple[float, float]]:
     lines: list[str] = []
     labels: list[str] = []
     boxes = plan.boxes
+    placer = LabelPlacer(boxes.values())
     for view in index.classes.values():
         for parent in view.parents:
             if parent in boxes:
                 lines.extend(_generalization(boxes[view.name], boxes[parent]))
     for a, b in _associations(index):
         if a.declared_in in boxes and a.target in boxes:
-            _association(boxes[a.declared_in], boxes[a.target], a, b, lines, labels)
-    return lines, labels
+            _association(plan, boxes[a.declared_in], boxes[a.target], a, b, lines, labels, placer)
+    return lines, labels, placer.extent()
 
 
 def _generalization(child: Box, parent: Box) -> list[str]:
@@ -203,21 +245,25 @@ def _generalization(child: Box, parent: Box) -> list[str]:
     bx, by = x2 + ux * 14, y2 + uy * 14
     return [
         f'<line class="generalization" x1="{x1:.1f}" y1="{y1:.1f}" x2="{bx:.1f}" y2="{by:.1f}" stroke="#444"/>',
-        f'<polygon points="{x2:.1f},{y2:.1f} {bx - uy * 8:.1f},{by + ux * 8:.1f} {bx + uy * 8:.1f},{by - ux * 8:.1f}" '
+        f'<polygon class="uml-hollow" points="{x2:.1f},{y2:.1f} {bx - uy * 8:.1f},{by + ux * 8:.1f} {bx + uy * 8:.1f},{by - ux * 8:.1f}" '
         'fill="white" stroke="#444"/>',
     ]
 
 
-def _association(near: Box, far: Box, a: Any, b: Any, lines: list[str], labels: list[str]) -> None:
+def _association(plan: Layout, near: Box, far: Box, a: Any, b: Any, lines: list[str], labels: list[str],
+                 placer: LabelPlacer) -> None:
     """``a`` is the end seen from ``near`` (its role points at ``far``); ``b`` the opposite one."""
     own_role = b.role if b is not a else a.own_role
+    far_text, near_text = f"{a.role} {_short(a.multiplicity)}", f"{own_role} {_short(a.own_multiplicity)}"
     if near is far:  # a self-association: a loop on the right side
         x, y = near.x + near.w, near.cy
         lines.append(f'<path class="association" d="M {x:.1f} {y - 12:.1f} h 28 v 24 h -28" fill="none" stroke="#444"/>')
-        labels.append(_label(x + 30, y - 16, f"{a.association}: {a.role} {_short(a.multiplicity)}"))
+        text = f"{a.association}: {a.role} {_short(a.multiplicity)}"
+        half = len(text) * 3.0
+        labels.append(_label(placer, [(x + 32 + half, y - 16), (x + 32 + half, y + 24), (x + 32 + half, y + 4)], text))
         return
-    if near.row == far.row and abs(near.column - far.column) > 1:
-        # Same row, boxes in between: arc through the free band above the row.
+    if abs(near.y - far.y) < 1 and plan.between(near, far):
+        # Same band, boxes in between: arc through the free band above it.
         left, right = (near, far) if near.x < far.x else (far, near)
         x1, x2, y = left.cx + left.w / 4, right.cx - right.w / 4, left.y
         lift = min(GAP_Y - 10, 30 + 4 * abs(near.column - far.column))
@@ -225,10 +271,12 @@ def _association(near: Box, far: Box, a: Any, b: Any, lines: list[str], labels: 
             f'<path class="association" d="M {x1:.1f} {y:.1f} C {x1:.1f} {y - lift * 1.33:.1f} '
             f'{x2:.1f} {y - lift * 1.33:.1f} {x2:.1f} {y:.1f}" fill="none" stroke="#444"/>'
         )
-        labels.append(_label((x1 + x2) / 2, y - lift + 4, a.association, fill="#225"))
+        middle = (x1 + x2) / 2
+        labels.append(_label(placer, [(middle, y - lift + 4), (middle, y - lift - 10), (middle, y - lift + 18)], a.association,
+                             class_="uml-name", fill="#225"))
         nx, fx = (x1, x2) if near is left else (x2, x1)
-        labels.append(_label(fx, y - 6, f"{a.role} {_short(a.multiplicity)}"))
-        labels.append(_label(nx, y - 6, f"{own_role} {_short(a.own_multiplicity)}"))
+        for at, text in ((fx, far_text), (nx, near_text)):
+            labels.append(_label(placer, [(at, y - 6), (at, y - 20), (at + 30, y - 6), (at - 30, y - 6)], text))
         return
     x1, y1 = border(near, far.cx, far.cy)
     x2, y2 = border(far, near.cx, near.cy)
@@ -239,12 +287,13 @@ def _association(near: Box, far: Box, a: Any, b: Any, lines: list[str], labels: 
             mx, my = ex + ux * 9 * sign, ey + uy * 9 * sign
             bx, by = ex + ux * 18 * sign, ey + uy * 18 * sign
             lines.append(
-                f'<polygon points="{ex:.1f},{ey:.1f} {mx - uy * 5:.1f},{my + ux * 5:.1f} {bx:.1f},{by:.1f} '
+                f'<polygon class="uml-solid" points="{ex:.1f},{ey:.1f} {mx - uy * 5:.1f},{my + ux * 5:.1f} {bx:.1f},{by:.1f} '
                 f'{mx + uy * 5:.1f},{my - ux * 5:.1f}" fill="#444"/>'
             )
-    labels.append(_label((x1 + x2) / 2 - uy * 9, (y1 + y2) / 2 + ux * 9 + 3, a.association, fill="#225"))
-    labels.append(_label(x2 - ux * 26 + uy * 11, y2 - uy * 26 - ux * 11 + 4, f"{a.role} {_short(a.multiplicity)}"))
-    labels.append(_label(x1 + ux * 26 + uy * 11, y1 + uy * 26 - ux * 11 + 4, f"{own_role} {_short(a.own_multiplicity)}"))
+    labels.append(_label(placer, near_end(x2, y2, -ux, -uy, far_text), far_text))
+    labels.append(_label(placer, near_end(x1, y1, ux, uy, near_text), near_text))
+    labels.append(_label(placer, along(x1, y1, x2, y2, (0.5, 0.4, 0.6, 0.3, 0.7), (9, -9, 20, -20)), a.association,
+                         class_="uml-name", fill="#225"))
 
 
 def _short(mult: str) -> str:

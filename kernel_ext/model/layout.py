@@ -5,6 +5,11 @@ is ordered by a breadth-first walk from the most connected class, so associated 
 up side by side; each later layer is ordered by the mean position of its already placed
 neighbours, so children sit under their parents. Layers wrap into rows that keep the
 picture roughly square; enumerations take the last rows.
+
+Given the layout it drew before (``keep``), every box that is still there stays where it was
+(a person who adds a class finds the picture they knew): only new boxes, and a kept box that
+grew into a neighbour, are placed, each at its fresh position slid right past whatever it
+would cover.
 """
 
 from __future__ import annotations
@@ -60,6 +65,16 @@ class Layout:
     width: float
     height: float
     rows: list[list[str]] = field(default_factory=list)
+
+    def between(self, a: Box, b: Box) -> bool:
+        """Whether another box stands between two boxes of one band (a straight line would cross it)."""
+        left, right = (a, b) if a.x < b.x else (b, a)
+        top, bottom = max(a.y, b.y), min(a.y + a.h, b.y + b.h)
+        return any(
+            box is not a and box is not b and box.x >= left.x + left.w and box.x + box.w <= right.x
+            and box.y < bottom and box.y + box.h > top
+            for box in self.boxes.values()
+        )
 
 
 def _clip(text: str) -> str:
@@ -145,7 +160,44 @@ def _ordered_layers(index: ModelIndex) -> list[list[str]]:
     return ordered
 
 
-def layout(index: ModelIndex) -> Layout:
+def layout(index: ModelIndex, keep: Layout | None = None) -> Layout:
+    """Where every box goes; with ``keep`` (the layout drawn before), boxes still there do not move."""
+    fresh = _fresh(index)
+    return fresh if keep is None else _kept(fresh, keep)
+
+
+CLEARANCE = 20.0  # the least room between two boxes placed around kept ones
+
+
+def _clash(a: Box, b: Box) -> bool:
+    return not (a.x + a.w + CLEARANCE <= b.x or b.x + b.w + CLEARANCE <= a.x
+                or a.y + a.h + CLEARANCE <= b.y or b.y + b.h + CLEARANCE <= a.y)
+
+
+def _kept(fresh: Layout, keep: Layout) -> Layout:
+    settled: list[Box] = []
+    moving: list[Box] = []
+    for name in sorted((n for n in fresh.boxes if n in keep.boxes), key=lambda n: (keep.boxes[n].y, keep.boxes[n].x)):
+        box, old = fresh.boxes[name], keep.boxes[name]
+        box.x, box.y = old.x, old.y
+        (moving if any(_clash(box, other) for other in settled) else settled).append(box)
+    order = [name for row in fresh.rows for name in row]
+    moving += [fresh.boxes[name] for name in order if name not in keep.boxes]
+    for box in moving:  # at its fresh place, slid right past every box it would cover
+        if box.name in keep.boxes:
+            box.x = float(MARGIN)
+        while True:
+            hit = [other for other in settled if _clash(box, other)]
+            if not hit:
+                break
+            box.x = max(other.x + other.w for other in hit) + GAP_X
+        settled.append(box)
+    width = max(box.x + box.w for box in fresh.boxes.values()) + MARGIN if fresh.boxes else fresh.width
+    height = max(box.y + box.h for box in fresh.boxes.values()) + MARGIN if fresh.boxes else fresh.height
+    return Layout(fresh.boxes, width, height, fresh.rows)
+
+
+def _fresh(index: ModelIndex) -> Layout:
     boxes = {v.name: _class_box(v) for v in index.classes.values()}
     for name, literals in index.enumerations.items():
         boxes[name] = Box(name, ENUMERATION, [_limited(list(literals))])

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.model.inheritance import bound_model
+from kernel_ext.safetext import article
 
 if TYPE_CHECKING:  # BESSER loads with the first model
     from besser.BUML.metamodel.structural import DomainModel
@@ -65,7 +66,7 @@ def check_model(model: object, *, origin: str = "the model") -> list[str]:
     from besser.BUML.metamodel.structural import DomainModel
 
     if not isinstance(model, DomainModel):
-        raise ToolFailure(ErrorCode.NOT_A_MODEL, f"{origin} is a {type(model).__name__}, not a B-UML DomainModel")
+        raise ToolFailure(ErrorCode.NOT_A_MODEL, f"{origin} is {article(type(model).__name__)}, not a B-UML DomainModel")
     bound_model(model, origin=origin)  # before validate() walks all_parents (inheritance.py)
     if not model.get_classes():
         kinds = f" (it has {len(model.types)} other types)" if model.types else ""

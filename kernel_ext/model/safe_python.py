@@ -32,6 +32,7 @@ from typing import Any, NoReturn
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.model.eval_budget import EvalBudget
 from kernel_ext.model.pysource import iter_statements
+from kernel_ext.safetext import article
 
 # Bounds on the work and memory one model file may cost (each exceeded: ``too_large``, named;
 # the counted ones are in eval_budget).
@@ -191,7 +192,7 @@ class _Evaluator:
         elif isinstance(stmt, ast.Pass):
             return
         else:
-            self._refuse(stmt, f"a {type(stmt).__name__.lower()} statement")
+            self._refuse(stmt, article(f"{type(stmt).__name__.lower()} statement"))
 
     def _taint(self, stmt: ast.stmt) -> None:
         """Names a skipped statement would have bound become opaque too."""
@@ -268,7 +269,7 @@ class _Evaluator:
                 return self.budget.joined(node, left, right)
             if isinstance(left, (int, float)) and isinstance(right, (int, float)):
                 return self.budget.charged(node, left + right)
-        self._refuse(node, f"a {type(node).__name__} expression")
+        self._refuse(node, article(f"{type(node).__name__} expression"))
 
     def _attribute(self, node: ast.Attribute, depth: int) -> Any:
         if node.attr.startswith("_"):

@@ -30,6 +30,7 @@ from kernel_ext.pipeline.reporting import boundary_observer
 from kernel_ext.pipeline.run_shell import active_tier, shell_for_run, write_probe
 from kernel_ext.providers.base import Provider
 from kernel_ext.providers.messages import Conversation
+from kernel_ext.safetext import plural
 from kernel_ext.tools.base import Category, ToolContext
 from kernel_ext.tools.registry import default_catalog
 from kernel_ext.tools.task_list import SERVICE as TASKS
@@ -238,7 +239,7 @@ class Orchestrator:
                 self.events.emit("finding", **finding.as_event())
         self.phase3 = result
         left = len(result.report.blockers)
-        return PhaseOutcome("done", f"{left} blockers left after {result.rounds} repair rounds ({result.stop_reason})",
+        return PhaseOutcome("done", f"{plural(left, 'blocker')} left after {plural(result.rounds, 'repair round')} ({result.stop_reason})",
                             {"rounds": result.rounds, "rolled_back": result.rolled_back, "blockers": len(result.report.blockers)})
 
     async def _settle_method_bodies(self) -> None:
@@ -382,9 +383,9 @@ class Orchestrator:
                      phase_durations=self.timer, provider=self.provider, phase3=self.phase3,
                      generated=ledger_of(self.tool_context.state).files, base_run_id=self.request.base_run_id,
                      known_secrets=self.events.known_secrets)
-        summary = (f"{len(split['generator_untouched'])} generator files untouched, "
+        summary = (f"{plural(len(split['generator_untouched']), 'generator file')} untouched, "
                    f"{len(split['generator_llm_modified'])} modified by the LLM, {len(split['llm_authored'])} LLM-authored; "
-                   f"{len(blockers)} blockers, {len(open_tasks)} open tasks")
+                   f"{plural(len(blockers), 'blocker')}, {plural(len(open_tasks), 'open task')}")
         status, summary = self.budgets.ending("blocked" if incomplete else "completed", summary)
         self.events.emit("done", status=status, authorship=split, blockers=blockers + open_tasks,
                          verification=verification, phase_durations=self.timer, summary=summary)

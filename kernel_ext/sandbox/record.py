@@ -14,6 +14,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 
+from kernel_ext.safetext import plural
 from kernel_ext.sandbox.capture import StreamResult
 
 VIEW_CHARS = 6000  # per stream, for the model
@@ -83,7 +84,7 @@ class CommandRecord:
         omitted = text[head : len(text) - tail]
         marker = (
             f"\n[... {omitted.count(chr(10))} lines / {len(omitted)} characters not shown; "
-            f"{which} has {stream.lines} lines, {stream.total_bytes} bytes ...]\n"
+            f"{which} has {plural(stream.lines, 'line')}, {plural(stream.total_bytes, 'byte')} ...]\n"
         )
         return text[:head] + marker + text[-tail:], True
 
@@ -97,7 +98,7 @@ class CommandRecord:
             if stream.total_bytes == 0:
                 continue
             text, _ = self.view(name)
-            parts.append(f"[{name}: {stream.lines} lines, {stream.total_bytes} bytes]\n{text.rstrip()}")
+            parts.append(f"[{name}: {plural(stream.lines, 'line')}, {plural(stream.total_bytes, 'byte')}]\n{text.rstrip()}")
         if self.stdout.total_bytes == 0 and self.stderr.total_bytes == 0:
             parts.append("(no output)")
         if self.full_output_path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kernel_ext.boundary import ExecutionPolicy, Executor, ToolCall
+from kernel_ext.boundary import ExecutionPolicy, Executor, ToolCall, ToolResult
 from kernel_ext.hosting.options import OperatorSettings, ScenarioRequest
 from kernel_ext.hosting.run import RunBody, RunContext
 from kernel_ext.pipeline.reporting import boundary_observer, report_call, report_result
@@ -60,7 +60,7 @@ def side_effects_body(allowed: Iterable[str] = ("edit", "test"), request: str = 
         events.emit("phase", phase="customize", status="done")
         fixed = FIX in (ctx.layout.app_dir / CALCULATOR).read_text()
         passed = results[-1].ok
-        blockers = [] if passed else [f"{results[-1].error_code}: the calculator test did not pass"]
+        blockers = [] if passed else [_why_not_passed(results[-1])]
         events.emit(
             "done",
             status="completed" if fixed and passed else "blocked",
@@ -69,6 +69,19 @@ def side_effects_body(allowed: Iterable[str] = ("edit", "test"), request: str = 
         )
 
     return body
+
+
+# A refusal names what was refused and that it never ran; only a test that ran can have failed.
+NOT_RUN = {
+    "policy_denied": "the calculator test was denied by policy (it did not run)",
+    "approval_denied": "the calculator test was denied (it did not run)",
+    "stale_input": "the calculator test did not run: its files changed after the card was shown",
+}
+
+
+def _why_not_passed(result: ToolResult) -> str:
+    code = result.error.code if result.error else None
+    return f"{code}: {NOT_RUN.get(str(code), 'the calculator test failed')}"
 
 
 def scenario_body(request: ScenarioRequest, operator: OperatorSettings) -> RunBody:

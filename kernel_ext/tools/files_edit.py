@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.safetext import line_range, plural
 from kernel_ext.tools.anchors import closest_lines, duplicate_insertion, find
 from kernel_ext.tools.base import (
     Category,
@@ -252,8 +253,12 @@ def _run_modify(args: ModifyArgs, ctx: ToolContext) -> ToolOutcome:
             return plan
         done = commit(ctx, plan)
     first, last = plan.changed[0][0], plan.changed[-1][1]
-    where = ", ".join(f"{a}-{b}" if b >= a else f"removed before {a}" for a, b in plan.changed)
-    text = f"modified {loc.display} (new lines {where}); the file now has {len(plan.new_lines)} lines"
+    if len(plan.changed) == 1 and plan.changed[0][1] >= plan.changed[0][0]:
+        where = "new " + line_range(*plan.changed[0])
+    else:
+        where = "new lines " + ", ".join(
+            (str(a) if b == a else f"{a}-{b}") if b >= a else f"removed before {a}" for a, b in plan.changed)
+    text = f"modified {loc.display} ({where}); the file now has {plural(len(plan.new_lines), 'line')}"
     return _outcome(text, plan, done, _echo(plan.new_lines, first, last))
 
 

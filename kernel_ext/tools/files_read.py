@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.safetext import line_range
 from kernel_ext.tools.base import Category, ToolArgs, ToolContext, ToolOutcome, ToolSpec
 from kernel_ext.tools.files_common import (
     FILE_SERVICES,
@@ -115,10 +116,10 @@ def _read_file(args: ReadFileArgs, ctx: ToolContext) -> ToolOutcome:
     if total == 0:
         header = f"{loc.display} is empty (read_id {view.read_id})"
     else:
-        header = f"{loc.display} lines {start + 1}-{end} of {total} (read_id {view.read_id})"
+        header = f"{loc.display} {line_range(start + 1, end)} of {total} (read_id {view.read_id})"
     footer = []
     if end < total:
-        footer.append(f"[lines {end + 1}-{total} not shown: read_file with offset={end} to continue]")
+        footer.append(f"[{line_range(end + 1, total)} not shown: read_file with offset={end} to continue]")
     observation = "\n".join([header, *rendered, *footer])
     data = {
         "path": loc.display,

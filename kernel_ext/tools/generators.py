@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.generation.registry import ALL_TARGETS
 from kernel_ext.generation.targets import GeneratorSpec
+from kernel_ext.safetext import plural
 from kernel_ext.tools.base import Category, Preparation, ToolArgs, ToolContext, ToolOutcome, ToolSpec
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ def _make(spec: GeneratorSpec) -> ToolSpec:
         while len(pending) > _MAX_PENDING:
             pending.pop(next(iter(pending)))
         where = f"{spec.subdir}/" if spec.subdir else "the workspace root"
-        proposal = f"{spec.tool_name} writes {len(output.files)} files under {where}: {len(output.files) - len(existing)} new"
+        proposal = f"{spec.tool_name} writes {plural(len(output.files), 'file')} under {where}: {len(output.files) - len(existing)} new"
         if existing:
             shown = ", ".join(existing[:_LIST]) + (" ..." if len(existing) > _LIST else "")
             proposal += f", {len(existing)} overwritten if their content differs: {shown}"

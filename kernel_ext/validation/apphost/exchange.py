@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from kernel_ext import safejson
-from kernel_ext.secrets import is_secret_name, redact, redact_text
+from kernel_ext.secrets import is_secret_field, is_secret_name, redact, redact_text
 from kernel_ext.validation.apphost.lifespan import ErrorRecorder, Lifespan
 from kernel_ext.validation.assertions import field_checks, status_check
 from kernel_ext.validation.references import MISSING, ReferenceFailure, Responses, resolve_string, resolve_value
@@ -49,7 +49,7 @@ class Secrets:
         """Secret-named string fields anywhere in a JSON value."""
         if isinstance(value, dict):
             for key, item in value.items():
-                if isinstance(item, str) and isinstance(key, str) and is_secret_name(key):
+                if isinstance(item, str) and isinstance(key, str) and is_secret_field(key, item):
                     self.add(item)
                 else:
                     self.fields(item)

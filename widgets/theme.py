@@ -1,0 +1,114 @@
+"""The run view's look: one stylesheet whose every colour is a JupyterLab theme variable.
+
+JupyterLab's light, dark and high-contrast themes define the ``--jp-*`` variables, so a view
+styled only through them follows the theme the person chose (the class diagram too). Each
+``var()`` carries a light fallback for pages that do not define them (nbviewer, GitHub, VS Code
+without JupyterLab's variables). Tints (a diff's added line) mix a theme colour with
+``transparent``, so the text colour on them stays the theme's own body colour.
+tests/test_widgets_theme.py parses this sheet: every colour is a ``--jp-*`` variable, and body
+text meets WCAG AA on JupyterLab's dark theme.
+
+Status colours carry meaning twice: a badge's coloured edge and its words (colour alone never
+says "denied").
+"""
+
+from __future__ import annotations
+
+# The variables the view uses, with the fallback each gets outside JupyterLab.
+TEXT = "var(--jp-ui-font-color1, rgba(0,0,0,.87))"
+META = "var(--jp-ui-font-color2, rgba(0,0,0,.54))"
+CONTENT = "var(--jp-content-font-color1, rgba(0,0,0,.87))"
+SURFACE = "var(--jp-layout-color0, #fff)"
+RAISED = "var(--jp-layout-color2, #eee)"
+PANEL = "var(--jp-layout-color1, #fff)"
+BORDER = "var(--jp-border-color2, #e0e0e0)"
+STRONG_BORDER = "var(--jp-border-color1, #bdbdbd)"
+OK = "var(--jp-success-color1, #4caf50)"
+WARN = "var(--jp-warn-color1, #ff9800)"
+BAD = "var(--jp-error-color1, #f44336)"
+INFO = "var(--jp-brand-color1, #1976d2)"
+MUTED = "var(--jp-layout-color4, #757575)"
+
+# A status word -> the colour of its badge's edge.
+STATUS_TONE = {
+    "completed": OK, "executed": OK, "approved": OK, "passed": OK, "verified": OK, "resolved": OK,
+    "blocked": WARN, "waiting": WARN, "expired": WARN, "interrupted": WARN, "warning": WARN, "implemented": WARN,
+    "failed": BAD, "denied": BAD, "stale input": BAD, "blocker": BAD, "denied by policy": BAD, "budget_exhausted": BAD,
+    "running": INFO, "info": INFO,
+    "pending": MUTED, "starting": MUTED, "cancelled": MUTED,
+    # a command's risk class (shellplan.verdict)
+    "read-only": OK, "mutating": WARN, "unknown": WARN, "complex": WARN, "network": BAD, "destructive": BAD,
+    "unclassified": MUTED,
+}
+
+SYNTAX = {  # pygments token classes -> JupyterLab's editor colours
+    "k kc kd kn kp kr kt": "keyword", "s s1 s2 sb sc sd se sh si sx sr ss dl": "string",
+    "c c1 ch cm cp cpf cs": "comment", "m mb mf mh mi mo il": "number", "nf fm nc": "def",
+    "nb bp": "builtin", "o ow": "operator", "nd": "meta", "na": "attribute", "nt": "tag",
+}
+
+
+def _tint(colour: str, percent: int) -> str:
+    return f"color-mix(in srgb, {colour} {percent}%, transparent)"
+
+
+def stylesheet() -> str:
+    syntax = "\n".join(
+        f".besser-run .besser-code .{cls}, .besser-card .besser-code .{cls} {{color: var(--jp-mirror-editor-{name}-color, {TEXT})}}"
+        for classes, name in SYNTAX.items() for cls in classes.split()
+    )
+    tones = "\n".join(
+        f".besser-st-{word.replace(' ', '-')} {{border-left-color: {tone}}}" for word, tone in STATUS_TONE.items()
+    )
+    return f"""
+.besser-run, .besser-card {{color: {TEXT}}}
+.besser-run table, .besser-card table {{color: inherit; font-size: inherit}}
+.besser-meta {{color: {META}; font-size: 90%}}
+.besser-badge {{color: {TEXT}; background: {RAISED}; border: 1px solid {STRONG_BORDER}; border-left: 4px solid {MUTED};
+  border-radius: 4px; padding: 0 6px; font-size: 90%; white-space: nowrap}}
+{tones}
+.besser-banner {{color: {TEXT}; background: {_tint(WARN, 22)}; border-left: 4px solid {WARN}; padding: 2px 8px; margin: 4px 0}}
+.besser-error {{color: {TEXT}; border-left: 4px solid {BAD}; padding-left: 6px}}
+.besser-card {{border: 1px solid {BORDER}; border-radius: 4px; padding: 4px 8px; margin: 4px 0; background: {SURFACE}}}
+.besser-card-open {{border-color: {WARN}; border-width: 2px}}
+.besser-card-decided {{border: 0; padding: 0; margin: 0; background: transparent}}
+.besser-row {{border-bottom: 1px solid {BORDER}; padding: 1px 0}}
+.besser-row > summary {{cursor: pointer; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; list-style-position: inside}}
+.besser-row[open] > summary {{white-space: normal}}
+.besser-row-tool {{font-family: var(--jp-code-font-family, monospace); font-weight: 600}}
+.besser-row-target {{font-family: var(--jp-code-font-family, monospace)}}
+.besser-row > .besser-body, .besser-row > .besser-result {{margin: 4px 0 8px 16px}}
+.besser-body pre, .besser-result pre, .besser-code {{margin: 2px 0; max-height: 24em; overflow: auto;
+  font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 13px); color: {CONTENT}}}
+.besser-code table, .besser-diff table {{border-collapse: collapse; width: 100%}}
+.besser-code td, .besser-diff td {{padding: 0 6px; white-space: pre; vertical-align: top; text-align: left}}
+.besser-lineno {{color: {META}; text-align: right !important; user-select: none; width: 1%}}
+.besser-diff {{container-type: inline-size; max-height: 28em; overflow: auto; border: 1px solid {BORDER}}}
+.besser-diff-split {{display: none}}
+@container (min-width: 56em) {{ .besser-diff-split {{display: block}} .besser-diff-unified {{display: none}} }}
+.besser-add {{background: {_tint(OK, 18)}}}
+.besser-del {{background: {_tint(BAD, 18)}}}
+.besser-hunk {{color: {META}; background: {PANEL}}}
+.besser-mark {{user-select: none; color: {META}; width: 1%}}
+.besser-table {{border-collapse: collapse}}
+.besser-table th, .besser-table td {{border-bottom: 1px solid {BORDER}; padding: 1px 8px; text-align: left}}
+.besser-result {{margin: 4px 0; padding-left: 6px; border-left: 4px solid {MUTED}}}
+.besser-result-ok {{border-left-color: {OK}}}
+.besser-result-failed {{border-left-color: {BAD}}}
+.besser-args > summary, .besser-report > summary {{cursor: pointer; color: {META}}}
+.besser-finding-resolved .besser-finding-text {{text-decoration: line-through; color: {META}}}
+.besser-task-verified .besser-task-mark {{color: {TEXT}; font-weight: 700}}
+.besser-task-implemented .besser-task-mark {{color: {META}}}
+.besser-run a, .besser-card a {{color: {INFO}}}
+{syntax}
+"""
+
+
+STYLE = f"<style>{stylesheet()}</style>"
+
+
+def badge_class(word: str) -> str:
+    """The class of a badge for ``word`` (its status tone), e.g. ``besser-st-denied``."""
+    key = word.split(" (")[0].strip().lower()
+    key = key if key in STATUS_TONE else key.split(" ")[0]
+    return f"besser-badge besser-st-{key.replace(' ', '-')}" if key in STATUS_TONE else "besser-badge"
