@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox import landlock, netns
 from kernel_ext.sandbox.capture import CAPTURE_CAP, StreamCapture
-from kernel_ext.sandbox.confined import spawn_confined
+from kernel_ext.sandbox.confined import Confined, spawn_confined
+from kernel_ext.sandbox.shares import STDERR_TAIL
 from kernel_ext.sandbox.shtools.options import SandboxOptions
 from kernel_ext.sandbox.spec import Confinement, is_within
 from kernel_ext.sandbox.supervisor import Job
@@ -66,6 +67,7 @@ class Attempt:
     stderr_lines: int
     secrets_removed: int
     trace: bytes | None = None
+    memory_note: str | None = None  # the sandbox's memory limit stopped it (``shares.MEMORY_LIMIT``)
 
 
 def resolve_inside(workspace: Path, base: Path, path: str, what: str) -> Path:
@@ -143,14 +145,15 @@ def secret_paths(root: Path) -> list[Path]:
 
 
 def start(choice: TierChoice, conf: Confinement, argv: list[str], stdout: StreamCapture, stderr: StreamCapture, *,
-          stable: bool) -> tuple[Job, int]:
-    """Spawn ``argv`` confined by ``conf`` with piped output into the captures; returns the job and secrets removed."""
+          stable: bool) -> tuple[Job, Confined]:
+    """Spawn ``argv`` confined by ``conf`` with piped output into the captures; returns the job and how it started
+    (secrets removed, its memory watch)."""
     assert choice.tier is not None
     try:
         started = spawn_confined(argv, conf, tier=choice.tier, stable=stable)
     except OSError as exc:
         raise ToolFailure(ErrorCode.EXECUTION_FAILED, f"could not start the sandbox: {exc.strerror}") from None
-    return Job(started.process, stdout=stdout, stderr=stderr), started.secrets_removed
+    return Job(started.process, stdout=stdout, stderr=stderr), started
 
 
 def shell_argv(command: str) -> list[str]:
@@ -169,16 +172,18 @@ def run_once(choice: TierChoice, placement: Placement, command: str, timeout_s: 
 
         argv = wrap(argv, trace_dir / "trace", strace)
     try:
-        job, secrets = start(choice, conf, argv, captures[0], captures[1], stable=False)
+        job, started = start(choice, conf, argv, captures[0], captures[1], stable=False)
         outcome = job.run(timeout_s)
         trace = _read_trace(trace_dir) if trace_dir is not None else None
     finally:
         if trace_dir is not None:
             shutil.rmtree(trace_dir, ignore_errors=True)
     out, err = (c.result() for c in captures)
+    stderr = sinks[1].getvalue()
+    memory = started.memory.note(0, outcome.exit_code, stderr[-STDERR_TAIL:].decode(errors="replace"))
     return Attempt(
         outcome.exit_code, outcome.timed_out, outcome.capped, outcome.duration_s * 1000,
-        sinks[0].getvalue(), sinks[1].getvalue(), out.lines, err.lines, secrets, trace,
+        sinks[0].getvalue(), stderr, out.lines, err.lines, started.secrets_removed, trace, memory,
     )
 
 

@@ -250,9 +250,9 @@ class Shell:
         }
 
         def launch() -> Job:  # runs on the job's own thread; the record exists before the job can finish
-            job, removed = start(p.choice, p.placement.conf, shell_argv(req.command), *background_captures(out, err),
+            job, started = start(p.choice, p.placement.conf, shell_argv(req.command), *background_captures(out, err),
                                  stable=False)
-            meta["secrets_env_scrubbed"] = removed
+            meta["secrets_env_scrubbed"] = started.secrets_removed
             self.records.write_meta(meta, persist=persist)
             return job
 
@@ -378,6 +378,8 @@ def _paths(value: str | list[str] | None) -> list[str]:
 
 
 def _retryable(request: ShRunRequest, attempt: Any) -> bool:
+    if attempt.memory_note:  # the same command meets the same limit: no retry
+        return False
     if attempt.timed_out:
         return True
     if attempt.exit_code == expected_exit(request):
