@@ -23,7 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernel_ext.sandbox import landlock, resource_caps
+from kernel_ext.sandbox import landlock, resource_caps, shares
 from kernel_ext.sandbox.bwrap import bwrap_options, bwrap_path
 from kernel_ext.sandbox.env import scrub_environment
 from kernel_ext.sandbox.launcher import bootstrap_argv
@@ -249,6 +249,12 @@ def choose_tier(policy: str) -> TierChoice:
     order = {"auto": (Tier.BWRAP, Tier.LANDLOCK), "bwrap": (Tier.BWRAP,), "landlock": (Tier.LANDLOCK,)}.get(policy)
     if order is None:
         return TierChoice(policy, None, f"unknown sandbox policy {policy!r}")
+    try:  # the operator's caps: a bad figure leaves no tier (fail closed), named in the log
+        resource_caps.operator_max_tasks()
+        shares.operator_settings()
+    except ValueError as exc:
+        log.error("shell sandbox unavailable (policy %s): %s", policy, exc)
+        return TierChoice(policy, None, str(exc))
     causes = []
     for tier in order:
         cause = self_test(tier)
