@@ -20,10 +20,11 @@ Elsewhere (no cgroups this process may make, or ``BESSER_SANDBOX_CGROUPS=off``):
 
 - memory: ``RLIMIT_AS`` at ``BESSER_SANDBOX_ADDRESS_SPACE`` (4 GiB) per process. It counts
   address space, not memory: Python reserves 8 MiB of stack per thread and glibc 64 MiB per
-  malloc arena, so a FastAPI app with anyio's 40 worker threads reserves 1.3 GiB while it uses
-  ~100 MB (measured), and node needs ~1 GiB to start; 1 GiB would stop real jobs, 4 GiB lets
-  them pass and still stops a balloon. An allocation past it fails (Python: ``MemoryError``),
-  which the result names from the output.
+  malloc arena. Measured here: a FastAPI app answering 40 requests at once (TestClient, anyio's
+  worker threads) peaked at 1.9 GiB of address space while using ~100 MB, pip needs more than
+  512 MiB, node ~1 GiB to start. So 1 GiB would stop real jobs; 4 GiB leaves them twice the room
+  and still stops a balloon. An allocation past it fails (Python: ``MemoryError``), which the
+  result names from the output.
 - CPU: ``nice`` +``BESSER_SANDBOX_NICE`` (10) against the server.
 """
 
