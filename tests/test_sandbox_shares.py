@@ -146,6 +146,8 @@ def test_a_balloon_in_a_one_off_is_stopped_by_name(tmp_path, policy, mechanism_i
     expected = ("it exceeded the sandbox's memory limit of 1 GiB" if mechanism_in_process == "cgroup"
                 else "an allocation failed at the sandbox's limit of 1 GiB of address space per process (RLIMIT_AS)")
     assert record.exit_code != 0 and not record.timed_out, record.as_data()
+    if mechanism_in_process == "cgroup":  # the kernel stopped it: SIGKILL, as bwrap (128 + 9) or the launcher reports it
+        assert record.exit_code in (137, -9), record.as_data()
     assert record.stopped_by == "memory_limit" and record.as_data()["stopped_by"] == "memory_limit"
     assert any(note.startswith("memory_limit: ") and expected in note for note in record.notes), record.notes
     assert "memory limit" in record.status_line() and "memory_limit" in record.observation()
@@ -171,6 +173,50 @@ def test_the_run_shell_names_the_stop_and_keeps_going(tmp_path, mechanism_in_pro
     assert balloon.stopped_by == "memory_limit" and any("memory_limit: " in n for n in balloon.notes), balloon.as_data()
     assert after.exit_code == 0 and after.stdout.text.strip() == "yes" and after.stopped_by is None
     assert not any("a new shell was started" in n for n in after.notes)  # the same shell, not a restarted one
+
+
+@pytest.mark.parametrize("policy", [tier_param(t) for t in CONFINED_TIERS])
+def test_a_command_killed_by_sigkill_is_reported_so_in_every_tier(tmp_path, policy):
+    """The memory limit's signal: the landlock launcher ends as its command did (it once exited 1)."""
+    run = make_run(tmp_path)
+    record = execute(tiers.choose_tier(policy), Confinement.for_run(run.ws, run.home), ["sh", "-c", "kill -KILL $$"],
+                     timeout=30)
+    assert record.exit_code in (137, -9) and record.stopped_by is None, record.as_data()
+
+
+@pytest.mark.parametrize("mechanism_in_process", MECHANISMS, indirect=True)
+def test_sh_run_names_the_stop_gives_a_hint_and_does_not_retry(tmp_path, mechanism_in_process):
+    from shell_tools_fixtures import harness
+
+    h = harness(tmp_path)
+    try:
+        result = h.call("sh_run", command=f"python3 -c \"{BALLOON}\"", retries=3, backoff_ms=0, timeout_ms=120_000)
+    finally:
+        h.service.close()
+    assert not result.ok and result.data["stopped_by"] == "memory_limit", result.data
+    assert "attempts" not in result.data  # the same command would meet the same limit: not retried
+    assert "memory limit of 1 GiB" in result.data["memory_limit"] or "1 GiB of address space" in result.data["memory_limit"]
+    assert "BESSER_SANDBOX_MEMORY" in result.data["hint"]
+
+
+@pytest.mark.skipif(bool(no_cgroup_cause()), reason=no_cgroup_cause())
+@pytest.mark.skipif(tiers.self_test(tiers.Tier.BWRAP) is not None, reason="bubblewrap cannot start here")
+def test_a_worker_stopped_by_the_memory_limit_says_so_in_its_exit_reason(tmp_path):
+    """A long-lived worker (the app host's kind): the reason its owner gets names the limit."""
+    from sandbox_fixtures import wait_until
+
+    from kernel_ext.sandbox.workers import WarmWorker, WorkerPlan
+
+    run = make_run(tmp_path)
+    worker = WarmWorker(lambda: WorkerPlan(["python3", "-c", BALLOON], Confinement.for_run(run.ws, run.home)),
+                        what="the balloon worker", policy="bwrap")
+    reasons: list[str] = []
+    worker.start(on_exit=reasons.append)
+    try:
+        assert wait_until(lambda: bool(reasons), timeout=120)
+    finally:
+        worker.stop()
+    assert reasons[0].startswith("the balloon worker exited (exit code ") and "memory_limit: " in reasons[0], reasons
 
 
 # -- the issue's case: a student's balloon and spinner beside a neighbour's demo run ------------------

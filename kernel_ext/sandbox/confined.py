@@ -28,7 +28,7 @@ from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox.config import startup_settings
 from kernel_ext.sandbox.env import scrub_environment
 from kernel_ext.sandbox.netns import Attachment
-from kernel_ext.sandbox.shares import MemoryWatch
+from kernel_ext.sandbox.shares import NO_WATCH, MemoryWatch
 from kernel_ext.sandbox.spec import Confinement
 from kernel_ext.sandbox.supervisor import Stream, spawn
 from kernel_ext.sandbox.tiers import (
@@ -51,7 +51,7 @@ class Confined:
     notes: tuple[str, ...]
     secrets_removed: int
     net_note: str | None = None  # a private network's outbound traffic could not be set up
-    memory: MemoryWatch = MemoryWatch()  # whether the sandbox's memory limit stopped a command
+    memory: MemoryWatch = NO_WATCH  # whether the sandbox's memory limit stopped a command
 
 
 def require_tier(policy: str | None = None) -> TierChoice:

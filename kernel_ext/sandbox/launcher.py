@@ -80,8 +80,9 @@ def main(args: list[str]) -> int:
         for tasks in spec.get("cgroups", []):  # before Landlock, which would refuse the write
             with open(tasks, "w") as procs:
                 procs.write(str(os.getpid()))
-        if spec.get("nice"):
-            os.nice(spec["nice"])
+        nice = spec.get("nice")
+        if nice:
+            os.nice(nice)
         rules = spec.get("landlock")
         if rules is not None:
             from kernel_ext.sandbox.landlock import Ruleset, restrict_self
@@ -109,9 +110,10 @@ def main(args: list[str]) -> int:
     status = _wait_for(pid)
     proctree.kill_tree(os.getpid(), signal.SIGKILL, include_root=False)
     _reap_all()
-    if os.WIFSIGNALED(status):
+    if os.WIFSIGNALED(status):  # end the same way (SIGKILL, the memory limit's, has no handler to reset)
         signum = os.WTERMSIG(status)
-        signal.signal(signum, signal.SIG_DFL)
+        if signum not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
     return os.waitstatus_to_exitcode(status) if not os.WIFSIGNALED(status) else 128 + os.WTERMSIG(status)
 

@@ -22,7 +22,7 @@ from kernel_ext.sandbox import spares
 from kernel_ext.sandbox.confined import require_tier, spawn_confined
 from kernel_ext.sandbox.env import split_secrets
 from kernel_ext.sandbox.record import CommandRecord, new_record_id
-from kernel_ext.sandbox.shares import MEMORY_LIMIT, STDERR_TAIL, MemoryWatch
+from kernel_ext.sandbox.shares import MEMORY_LIMIT, NO_WATCH, STDERR_TAIL, MemoryWatch
 from kernel_ext.sandbox.spec import Confinement, is_within
 from kernel_ext.sandbox.spill import attach_spill
 from kernel_ext.sandbox.supervisor import MAX_STDIN, Job, Outcome, feed_stdin
@@ -137,7 +137,7 @@ def _record(
     label: str | None,
     spill_output: bool,
     notes: Sequence[str] = (),
-    memory: MemoryWatch = MemoryWatch(),
+    memory: MemoryWatch = NO_WATCH,
 ) -> CommandRecord:
     all_notes = list(notes)
     if choice.tier is Tier.OFF:

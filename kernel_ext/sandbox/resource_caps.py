@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kernel_ext.sandbox import shares
-from kernel_ext.sandbox.cgroups import GROUP_PREFIX, Hierarchy, locate, remove, server_group, sweep_dead_servers
+from kernel_ext.sandbox.cgroups import Hierarchy, locate, remove, server_group, sweep_dead_servers
 from kernel_ext.sandbox.shares import Controls, MemoryWatch
 from kernel_ext.sandbox.supervisor import spawn_later
 
@@ -185,7 +185,7 @@ class SandboxCaps:
     def memory_watch(self) -> MemoryWatch:
         """How this sandbox's results learn that its memory limit stopped a command."""
         if self.group is None and self.address_space is None:
-            return MemoryWatch()
+            return shares.NO_WATCH
         return shares.watch(share_controls(), self.group, self.address_space)
 
 

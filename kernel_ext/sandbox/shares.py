@@ -245,6 +245,9 @@ class MemoryWatch:
         return None
 
 
+NO_WATCH = MemoryWatch()  # a sandbox with no memory limit (or none known)
+
+
 def watch(controls: Controls, group: Path | None, address_space: int | None) -> MemoryWatch:
     """The watch for a sandbox given ``group`` (its task-cap group) or an ``RLIMIT_AS`` of ``address_space``."""
     if group is not None and controls.memory is not None:
@@ -252,7 +255,7 @@ def watch(controls: Controls, group: Path | None, address_space: int | None) -> 
         return MemoryWatch(operator_settings().memory, controls.memory / group.name / name)
     if address_space:
         return MemoryWatch(address_space, per_process=True)
-    return MemoryWatch()
+    return NO_WATCH
 
 
 def limits(controls: Controls, settings: ShareSettings) -> tuple[str, ...]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernel_ext.sandbox.confined import spawn_confined
-from kernel_ext.sandbox.shares import MemoryWatch
+from kernel_ext.sandbox.shares import NO_WATCH, MemoryWatch
 from kernel_ext.sandbox.spec import Confinement
 from kernel_ext.sandbox.supervisor import release, spawn_later
 from kernel_ext.sandbox.tiers import Tier
@@ -61,7 +61,7 @@ class Prepared:
     home: Path
     workspace_ident: tuple[int, int]
     created: float = field(default_factory=time.monotonic)
-    memory: MemoryWatch = MemoryWatch()
+    memory: MemoryWatch = NO_WATCH
 
     def usable(self) -> bool:
         try:

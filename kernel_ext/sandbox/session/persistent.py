@@ -46,7 +46,7 @@ from kernel_ext.sandbox.session.protocol import (
     read_and_remove,
     unlink_quietly,
 )
-from kernel_ext.sandbox.shares import MEMORY_LIMIT, STDERR_TAIL, MemoryWatch
+from kernel_ext.sandbox.shares import MEMORY_LIMIT, NO_WATCH, STDERR_TAIL
 from kernel_ext.sandbox.spec import Confinement, is_within
 from kernel_ext.sandbox.spill import attach_spill
 from kernel_ext.sandbox.supervisor import Pump, release
@@ -104,7 +104,7 @@ class ShellSession:
         self._machinery: set[int] = set()
         self._shell_pid = 0
         self._secrets_removed = 0
-        self._memory = MemoryWatch()  # the live shell's sandbox: did its memory limit stop a command
+        self._memory = NO_WATCH  # the live shell's sandbox: did its memory limit stop a command
         self.closed = False
         self.kill_grace_s = KILL_GRACE_S
 

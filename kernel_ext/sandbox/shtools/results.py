@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kernel_ext.sandbox.shares import MEMORY_LIMIT
 from kernel_ext.sandbox.shtools import condense
 from kernel_ext.sandbox.shtools.effects import changed_paths
 from kernel_ext.sandbox.shtools.options import Expect, ShRunRequest, stdout_regex
-from kernel_ext.sandbox.shares import MEMORY_LIMIT
 from kernel_ext.sandbox.shtools.runner import Attempt, Placement
 from kernel_ext.shellplan.plan import Plan
 from kernel_ext.shellplan.verdict import DESTRUCTIVE
