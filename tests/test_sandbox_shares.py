@@ -199,6 +199,26 @@ def test_sh_run_names_the_stop_gives_a_hint_and_does_not_retry(tmp_path, mechani
     assert "BESSER_SANDBOX_MEMORY" in result.data["hint"]
 
 
+@pytest.mark.parametrize("mechanism_in_process", MECHANISMS, indirect=True)
+def test_a_background_command_stopped_by_the_limit_is_named_in_its_record(tmp_path, mechanism_in_process):
+    from sandbox_fixtures import wait_until
+    from shell_tools_fixtures import harness
+
+    h = harness(tmp_path)
+    try:
+        record = h.call("sh_run", command=f"python3 -c \"{BALLOON}\"", background=True).data["id"]
+        box: dict = {}
+
+        def stored() -> bool:
+            box["meta"] = h.call("sh_detail", id=record, selector="meta").data["meta"]
+            return "exit" in box["meta"]
+
+        assert wait_until(stored, timeout=120), box
+    finally:
+        h.service.close()
+    assert box["meta"]["stopped_by"] == "memory_limit" and "1 GiB" in box["meta"]["memory_limit"], box["meta"]
+
+
 @pytest.mark.skipif(bool(no_cgroup_cause()), reason=no_cgroup_cause())
 @pytest.mark.skipif(tiers.self_test(tiers.Tier.BWRAP) is not None, reason="bubblewrap cannot start here")
 def test_a_worker_stopped_by_the_memory_limit_says_so_in_its_exit_reason(tmp_path):
