@@ -123,6 +123,45 @@ def test_the_limits_say_which_mechanism_applies_with_its_figures():
     assert tiers.TierChoice("off", tiers.Tier.OFF).limits(network=False) == tiers.OFF_LIMITS
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_files_written_and_read_per_cgroup_version(tmp_path, version):
+    """What a group gets and how a stop is counted, on each version's file names (plain files here:
+    this host has one version; the real hierarchy is exercised by the tests below)."""
+    parent = tmp_path / "besser-agent-1"
+    group = parent / "sandbox-a"
+    group.mkdir(parents=True)
+    swap = group / ("memory.swap.max" if version == 2 else "memory.memsw.limit_in_bytes")
+    swap.write_text("max")
+    controls = Controls(parent, parent, version, version)
+    assert controls.companions(group) == []  # one group serves both controllers on one hierarchy
+    controls.apply(group, ShareSettings(memory=GIB, cpu_weight=50))
+    if version == 2:
+        assert [(group / n).read_text() for n in ("memory.max", "memory.swap.max", "cpu.weight")] == [str(GIB), "0", "50"]
+        events = group / "memory.events"
+        events.write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 0\n")
+    else:
+        assert [(group / n).read_text() for n in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "cpu.shares")] == [
+            str(GIB), str(GIB), "512"]
+        events = group / "memory.oom_control"
+        events.write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 0\n")
+    watch = shares.watch(controls, group, None)
+    assert watch.events == events and watch.kills() == 0 and watch.note(0, 137, "") is None
+    events.write_text(events.read_text().replace("oom_kill 0", "oom_kill 2"))
+    assert watch.kills() == 2 and watch.note(2, 137, "") is None  # stops before the command are not its own
+    assert watch.note(1, 137, "").startswith("memory_limit: the command was stopped")
+    assert watch.note(1, 0, "") is None  # a command that succeeded was not stopped
+    v1_apart = Controls(tmp_path / "memory", tmp_path / "cpu", 1, 1)  # v1: a hierarchy per controller
+    assert v1_apart.companions(group) == [tmp_path / "memory" / "sandbox-a", tmp_path / "cpu" / "sandbox-a"]
+
+
+def test_under_rlimit_as_a_failed_allocation_is_read_from_the_output():
+    watch = shares.watch(Controls(), None, 4 * GIB)
+    assert watch.per_process and watch.limit == 4 * GIB
+    assert watch.note(0, 1, "Traceback ...\nMemoryError\n").endswith("4 GiB of address space per process (RLIMIT_AS)")
+    assert watch.note(0, 1, "ValueError: no") is None and watch.note(0, 0, "MemoryError") is None
+    assert shares.watch(Controls(), None, None) is shares.NO_WATCH
+
+
 # -- real sandboxes, in process ---------------------------------------------------------------------
 
 
