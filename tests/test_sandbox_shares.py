@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import CONFINED_TIERS, make_run, tier_param
+from sandbox_fixtures import CONFINED_TIERS, make_run, parked_next, spy_starts, tier_param
 
 from kernel_ext.sandbox import resource_caps, shares, tiers
 from kernel_ext.sandbox.oneoff import execute
@@ -192,6 +192,26 @@ def test_a_balloon_in_a_one_off_is_stopped_by_name(tmp_path, policy, mechanism_i
     assert "memory limit" in record.status_line() and "memory_limit" in record.observation()
     ordinary = execute(tiers.choose_tier(policy), conf, ["python3", "-c", "print(sum(range(10**6)))"], timeout=60)
     assert ordinary.exit_code == 0 and ordinary.stopped_by is None and "stopped_by" not in ordinary.as_data()
+
+
+@pytest.mark.skipif(bool(resource_caps.task_cap_cause()), reason=f"no pids cgroups here: {resource_caps.task_cap_cause()}")
+@pytest.mark.skipif(tiers.self_test(tiers.Tier.BWRAP) is not None, reason="bubblewrap cannot start here")
+def test_a_parked_launcher_in_a_group_without_memory_or_cpu_cgroups_sets_rlimit_as_and_nice(tmp_path, monkeypatch):
+    """A task-cap group alone (a v2 subtree with only pids delegated): the launcher parked in it
+    applies the fallbacks itself, and the command it takes runs under them."""
+    monkeypatch.setattr(resource_caps, "share_controls", lambda: Controls(memory_cause="not here", cpu_cause="not here"))
+    monkeypatch.setattr(shares, "operator_settings", lambda: ShareSettings(address_space=2 * GIB, nice=7))
+    resource_caps.drain()  # launchers parked before carry the real groups' caps
+    try:
+        run = make_run(tmp_path)
+        used = spy_starts(monkeypatch)
+        parked_next(run)
+        probe = "import os, resource; print(os.nice(0), resource.getrlimit(resource.RLIMIT_AS)[0])"
+        record = execute(tiers.choose_tier("bwrap"), Confinement.for_run(run.ws, run.home), ["python3", "-c", probe], timeout=60)
+    finally:
+        resource_caps.drain()
+    assert used[-1] is True, used  # through a launcher parked in its group
+    assert record.exit_code == 0 and record.stdout.text.split() == [str(min(19, os.nice(0) + 7)), str(2 * GIB)], record.as_data()
 
 
 @pytest.mark.parametrize("mechanism_in_process", MECHANISMS, indirect=True)

@@ -373,7 +373,9 @@ def sweep(grace_s: float = GRACE_S) -> int:
     return removed
 
 
-def _at_exit() -> None:
+def drain() -> None:
+    """Let go of the groups made ahead and the launchers parked in them (at exit; a test that
+    changes the caps, so the next sandbox gets a group made under them)."""
     with _lock:
         spare, _ready[:] = list(_ready), []
         parked = list(_launchers.values())
@@ -383,6 +385,10 @@ def _at_exit() -> None:
         launcher.dismiss()
     for group in spare:
         _remove(group)
+
+
+def _at_exit() -> None:
+    drain()
     sweep(0.0)
     for parent in _parents:
         remove(parent)
