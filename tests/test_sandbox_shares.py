@@ -110,6 +110,8 @@ def test_the_limits_say_which_mechanism_applies_with_its_figures():
                   "cpu: weight 50 against a default of 100, per sandbox and for this server's sandboxes together "
                   "(cgroup v2 cpu.weight)")
     assert "cgroup v1 memory.limit_in_bytes" in shares.limits(Controls(Path("/m"), Path("/c"), 1, 1), settings)[0]
+    unaccounted = Controls(Path("/m"), Path("/c"), 1, 1, no_swap=False)
+    assert "swap not limited (this kernel does not account it)" in shares.limits(unaccounted, settings)[0]
     bare = Controls(memory_cause="no memory cgroup is mounted", cpu_cause="no cpu cgroup is mounted")
     assert shares.limits(bare, settings) == (
         "memory: 4 GiB of address space per process, not per sandbox (RLIMIT_AS; no memory cgroup: no memory cgroup "

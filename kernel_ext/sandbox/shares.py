@@ -6,8 +6,9 @@ v1 hierarchy per controller or one v2 hierarchy with the controller delegated), 
 group also gets:
 
 - memory: ``memory.max`` (v2) / ``memory.limit_in_bytes`` (v1) at ``BESSER_SANDBOX_MEMORY``
-  (1 GiB) and no swap (``memory.swap.max`` 0 / ``memory.memsw.limit_in_bytes`` equal): the limit
-  is RAM, since a sandbox that swaps slows every neighbour's I/O. Past it the kernel stops the
+  (1 GiB) and no swap (``memory.swap.max`` 0 / ``memory.memsw.limit_in_bytes`` equal, where the
+  kernel accounts swap; the limits say when it does not): the limit is RAM, since a sandbox that
+  swaps slows every neighbour's I/O. Past it the kernel stops the
   largest process in the sandbox and counts an ``oom_kill`` (``memory.events`` /
   ``memory.oom_control``), which the result names (``memory_limit``).
 - CPU: ``cpu.weight`` (v2) / ``cpu.shares`` (v1, weight x 1024 / 100) at
@@ -131,6 +132,7 @@ class Controls:
     cpu_version: int = 0
     memory_cause: str = ""
     cpu_cause: str = ""
+    no_swap: bool = True  # the kernel accounts swap per group, so the limit keeps a sandbox out of swap
 
     def companions(self, group: Path) -> list[Path]:
         """The folders of the sandbox ``group`` (its pids group) in the other hierarchies (v1)."""
@@ -152,6 +154,7 @@ def discover(pids: Hierarchy, settings: ShareSettings) -> Controls:
     """Find and prove (a group made, limited and removed) the memory and CPU hierarchies, where
     this server makes task-cap groups (``pids``); the server's own group gets the CPU weight."""
     found: dict[str, tuple[Path | None, int, str]] = {}
+    no_swap = True
     for controller, wanted in (("memory", settings.memory > 0), ("cpu", True)):
         if not wanted:
             found[controller] = (None, 0, f"off ({MEMORY_VAR}=0)")
@@ -169,7 +172,7 @@ def discover(pids: Hierarchy, settings: ShareSettings) -> Controls:
             probe.mkdir()
             try:
                 if controller == "memory":
-                    _write_memory(probe, hierarchy.version, settings.memory)
+                    no_swap = _write_memory(probe, hierarchy.version, settings.memory)
                 else:
                     _write_weight(probe, hierarchy.version, settings.cpu_weight)
             finally:
@@ -183,18 +186,21 @@ def discover(pids: Hierarchy, settings: ShareSettings) -> Controls:
             continue
         found[controller] = (parent, hierarchy.version, "")
     (memory, memory_version, memory_cause), (cpu, cpu_version, cpu_cause) = found["memory"], found["cpu"]
-    return Controls(memory, cpu, memory_version, cpu_version, memory_cause, cpu_cause)
+    return Controls(memory, cpu, memory_version, cpu_version, memory_cause, cpu_cause, no_swap)
 
 
-def _write_memory(group: Path, version: int, limit: int) -> None:
+def _write_memory(group: Path, version: int, limit: int) -> bool:
+    """Write the limit and keep the group out of swap; False where the kernel does not account swap."""
     if version == 2:
         (group / "memory.max").write_text(str(limit))
-        swap = group / "memory.swap.max"  # absent without swap accounting: then there is none to use
+        swap = group / "memory.swap.max"
     else:
         (group / "memory.limit_in_bytes").write_text(str(limit))
         swap = group / "memory.memsw.limit_in_bytes"  # memory + swap: equal means no swap
-    if swap.exists():
-        swap.write_text("0" if version == 2 else str(limit))
+    if not swap.exists():  # no swap accounting (swapaccount=0): swap is not limited per group
+        return False
+    swap.write_text("0" if version == 2 else str(limit))
+    return True
 
 
 def _write_weight(group: Path, version: int, weight: int) -> None:
@@ -264,7 +270,8 @@ def limits(controls: Controls, settings: ShareSettings) -> tuple[str, ...]:
         memory = f"memory: no limit per sandbox ({MEMORY_VAR}=0)"
     elif controls.memory is not None:
         files = "memory.max" if controls.memory_version == 2 else "memory.limit_in_bytes"
-        memory = (f"memory: {size_text(settings.memory)} per sandbox, no swap (cgroup v{controls.memory_version} "
+        swap = "no swap" if controls.no_swap else "swap not limited (this kernel does not account it)"
+        memory = (f"memory: {size_text(settings.memory)} per sandbox, {swap} (cgroup v{controls.memory_version} "
                   f"{files}); a command past it is stopped, its result says {MEMORY_LIMIT}")
     elif settings.address_space > 0:
         memory = (f"memory: {size_text(settings.address_space)} of address space per process, not per sandbox "
