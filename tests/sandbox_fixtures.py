@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from kernel_ext.sandbox import landlock, tiers
+from kernel_ext.sandbox import landlock, resource_caps, tiers
+from kernel_ext.sandbox.oneoff import execute
+from kernel_ext.sandbox.spec import Confinement
 
 CONFINED_TIERS = ("bwrap", "landlock")
 ALL_TIERS = ("bwrap", "landlock", "off")
@@ -112,3 +114,28 @@ def serving(ns: str) -> list[int]:
         if ns in links:
             found.append(pid)
     return found
+
+
+def conf_for(run) -> Confinement:
+    return Confinement.for_run(run.ws, run.home, network=False)
+
+
+def parked_next(run) -> None:
+    """An on-demand start asks for parked launchers; wait until the next group handed out has one."""
+    execute(tiers.choose_tier("bwrap"), conf_for(run), ["true"], timeout=30)
+    assert wait_until(lambda: bool(resource_caps._ready) and resource_caps._ready[-1] in resource_caps._launchers,
+                      timeout=20), "no launcher was parked"
+
+
+def spy_starts(monkeypatch) -> list[bool]:
+    """Whether each start went through a parked launcher."""
+    used: list[bool] = []
+    real = tiers.Launch.start
+
+    def start(self, env, stdin=b""):
+        process = real(self, env, stdin)
+        used.append(process is not None)
+        return process
+
+    monkeypatch.setattr(tiers.Launch, "start", start)
+    return used

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sandbox_fixtures import CONFINED_TIERS, make_run, tier_param, wait_until
 
-from kernel_ext.sandbox import resource_caps, tiers
+from kernel_ext.sandbox import cgroups, resource_caps, tiers
 from kernel_ext.sandbox.oneoff import execute
 from kernel_ext.sandbox.spec import Confinement
 
@@ -98,18 +98,21 @@ def test_groups_go_when_their_sandboxes_end_and_dead_servers_are_swept(tmp_path,
     assert record.exit_code == 0 and len(given) == 1 and given[0].is_dir()
     documented = os.environ.get("BESSER_SANDBOX_MAX_TASKS", "").strip() or str(DOCUMENTED_MAX_TASKS)
     assert (given[0] / "pids.max").read_text().strip() == documented
-    # the sandbox ended; its group goes at the first sweep after its last task has exited
+    companions = resource_caps.share_controls().companions(given[0])  # its memory and cpu groups (cgroup v1)
+    assert all(c.is_dir() for c in companions)
+    # the sandbox ended; its groups go at the first sweep after its last task has exited
     assert wait_until(lambda: resource_caps.sweep(0.0) >= 0 and not given[0].exists(), timeout=10)
-    dead = base / f"{resource_caps.GROUP_PREFIX}{2**22 + 12345}"  # above pid_max's default: no such process
+    assert not any(c.exists() for c in companions)
+    dead = base / f"{cgroups.GROUP_PREFIX}{2**22 + 12345}"  # above pid_max's default: no such process
     (dead / "sandbox-left-behind").mkdir(parents=True)
-    resource_caps._sweep_dead_servers(base)
+    cgroups.sweep_dead_servers(base)
     assert not dead.exists()
 
 
 def test_the_limits_name_a_missing_cap(monkeypatch):
     monkeypatch.setattr(resource_caps, "task_cap_cause", lambda: "no pids cgroup is mounted")
     bwrap = tiers.TierChoice("bwrap", tiers.Tier.BWRAP).limits(network=False)
-    assert bwrap == ("no cap on the number of processes: no pids cgroup is mounted",)
+    assert bwrap == ("no cap on the number of processes: no pids cgroup is mounted", *resource_caps.share_limits())
     assert tiers.TierChoice("off", tiers.Tier.OFF).limits(network=False) == tiers.OFF_LIMITS
 
 

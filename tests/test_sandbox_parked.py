@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import make_run, tier_param, wait_until
+from sandbox_fixtures import conf_for, make_run, parked_next, spy_starts, tier_param, wait_until
 
 from kernel_ext.sandbox import resource_caps, supervisor, tiers
 from kernel_ext.sandbox.bwrap import bwrap_options
@@ -52,30 +52,6 @@ print(json.dumps({"argv": sys.argv[1:], "env": dict(os.environ), "stdin": sys.st
 SHOW = 'printf "%s %s\\n" "${#PAD}" "$(wc -c)"'  # the padding variable's length, then stdin's
 WORDS = [" lead", "trail ", "", "$HOME", "a\\", "\t*", "é", "two\nlines\n", "\n"]
 
-
-def conf_for(run) -> Confinement:
-    return Confinement.for_run(run.ws, run.home, network=False)
-
-
-def parked_next(run) -> None:
-    """An on-demand start asks for parked launchers; wait until the next group handed out has one."""
-    execute(tiers.choose_tier("bwrap"), conf_for(run), ["true"], timeout=30)
-    assert wait_until(lambda: bool(resource_caps._ready) and resource_caps._ready[-1] in resource_caps._launchers,
-                      timeout=20), "no launcher was parked"
-
-
-def spy_starts(monkeypatch) -> list[bool]:
-    """Whether each start went through a parked launcher."""
-    used: list[bool] = []
-    real = tiers.Launch.start
-
-    def start(self, env, stdin=b""):
-        process = real(self, env, stdin)
-        used.append(process is not None)
-        return process
-
-    monkeypatch.setattr(tiers.Launch, "start", start)
-    return used
 
 
 def no_more_parked(monkeypatch) -> None:

@@ -9,7 +9,8 @@ the app host, the import checker). So each gets the same three things, from one 
   can start; unconfined only under the operator's explicit ``off``, which ``notes`` then say),
   or the one the caller already resolved;
 - the tier's launch line for a ``Confinement`` (bubblewrap or the launcher), which applies the
-  resource caps (``resource_caps``: file size, core files, the task cap);
+  resource caps (``resource_caps``: file size, core files, the task cap, the memory limit and
+  CPU share of ``shares``), and the ``memory`` watch a caller asks whether that limit stopped it;
 - the environment from ``scrub_environment``, the one allowlist: a caller adds explicit extra
   variables (``env``), and secret names among them are still removed;
 - the network the confinement names: a private one (``netns``: pasta attached before the
@@ -28,6 +29,7 @@ from kernel_ext.sandbox.config import startup_settings
 from kernel_ext.sandbox.env import scrub_environment
 from kernel_ext.sandbox.netns import Attachment
 from kernel_ext.sandbox.nsjoin import Held, SharedNetwork
+from kernel_ext.sandbox.shares import NO_WATCH, MemoryWatch
 from kernel_ext.sandbox.spec import Confinement
 from kernel_ext.sandbox.supervisor import Stream, spawn
 from kernel_ext.sandbox.tiers import (
@@ -51,6 +53,7 @@ class Confined:
     secrets_removed: int
     net_note: str | None = None  # a private network's outbound traffic could not be set up
     held: Held | None = None  # its namespaces, when asked to ``hold`` them (``runnet``)
+    memory: MemoryWatch = NO_WATCH  # whether the sandbox's memory limit stopped a command
 
 
 def require_tier(policy: str | None = None) -> TierChoice:
@@ -129,4 +132,4 @@ def spawn_confined(
             entry.close()
     off = tier is Tier.OFF
     return Confined(process, tier, conf.network or off, (OFF_WARNING,) if off else (), scrubbed.secrets_removed, net_note,
-                    held)
+                    held, ready.caps.memory_watch())

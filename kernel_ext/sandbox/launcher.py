@@ -4,7 +4,8 @@ Started by the supervisor as ``python -I -S -c <bootstrap> SPEC -- argv...``, it
 
 - asks for SIGTERM when its parent (the server) dies, and becomes a child subreaper, so
   every process the command starts (daemons included) stays below it;
-- joins its task cap (a pids cgroup, ``resource_caps``), applies resource limits, drops root
+- joins its cgroups (task cap, memory, cpu: ``resource_caps``), applies resource limits and
+  its niceness (``shares``, where it has no memory or cpu cgroup), drops root
   capabilities (landlock tier) and restricts itself with Landlock before anything of the
   command runs;
 - runs the command as its child and, when that child ends (or the server goes away), kills
@@ -44,9 +45,11 @@ if TYPE_CHECKING:  # the shapes only: the launcher starts with ``-S`` and import
         cwd: str
         landlock: LandlockRules | None
         drop_caps: bool
-        tasks_cgroup: str | None
+        cgroups: list[str]  # the cgroup.procs files it joins: task cap, memory, cpu
         process_limit: int | None
         file_size_limit: int
+        address_space: int | None  # RLIMIT_AS, where there is no memory cgroup
+        nice: int | None  # added niceness, where there is no cpu cgroup
 
 _PR_SET_PDEATHSIG = 1
 _PR_CAPBSET_DROP = 24
@@ -72,12 +75,14 @@ def main(args: list[str]) -> int:
     if os.getppid() != parent:  # the server died before the request took effect
         return 125
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    _limits(spec.get("file_size_limit"), spec.get("process_limit"))
+    _limits(spec.get("file_size_limit"), spec.get("process_limit"), spec.get("address_space"))
     try:
-        tasks = spec.get("tasks_cgroup")
-        if tasks:  # before Landlock, which would refuse the write
+        for tasks in spec.get("cgroups", []):  # before Landlock, which would refuse the write
             with open(tasks, "w") as procs:
                 procs.write(str(os.getpid()))
+        nice = spec.get("nice")
+        if nice:
+            os.nice(nice)
         rules = spec.get("landlock")
         if rules is not None:
             from kernel_ext.sandbox.landlock import Ruleset, restrict_self
@@ -105,9 +110,10 @@ def main(args: list[str]) -> int:
     status = _wait_for(pid)
     proctree.kill_tree(os.getpid(), signal.SIGKILL, include_root=False)
     _reap_all()
-    if os.WIFSIGNALED(status):
+    if os.WIFSIGNALED(status):  # end the same way (SIGKILL, the memory limit's, has no handler to reset)
         signum = os.WTERMSIG(status)
-        signal.signal(signum, signal.SIG_DFL)
+        if signum not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
     return os.waitstatus_to_exitcode(status) if not os.WIFSIGNALED(status) else 128 + os.WTERMSIG(status)
 
@@ -155,10 +161,12 @@ def _release_streams() -> None:
     os.close(null)
 
 
-def _limits(file_size: int | None, processes: int | None) -> None:
-    """No core files; files capped at ``file_size`` bytes, processes at ``processes`` (``resource_caps``)."""
+def _limits(file_size: int | None, processes: int | None, address_space: int | None) -> None:
+    """No core files; files capped at ``file_size`` bytes, processes at ``processes``, address space
+    at ``address_space`` (``resource_caps``)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    for which, value in ((resource.RLIMIT_FSIZE, file_size), (resource.RLIMIT_NPROC, processes)):
+    for which, value in ((resource.RLIMIT_FSIZE, file_size), (resource.RLIMIT_NPROC, processes),
+                         (resource.RLIMIT_AS, address_space)):
         if value:
             _, hard = resource.getrlimit(which)
             cap = value if hard == resource.RLIM_INFINITY else min(hard, value)

@@ -21,6 +21,7 @@ from kernel_ext.sandbox import spares
 from kernel_ext.sandbox.confined import require_tier, spawn_confined
 from kernel_ext.sandbox.env import split_secrets
 from kernel_ext.sandbox.record import CommandRecord, new_record_id
+from kernel_ext.sandbox.shares import MEMORY_LIMIT, NO_WATCH, STDERR_TAIL, MemoryWatch
 from kernel_ext.sandbox.spec import Confinement, is_within
 from kernel_ext.sandbox.spill import attach_spill
 from kernel_ext.sandbox.supervisor import MAX_STDIN, Job, Outcome, feed_stdin
@@ -80,7 +81,8 @@ def run_confined(
             if prepared.hand_over(where, list(argv), extra_env, stdin):
                 outcome = Job(prepared.process).run(timeout)
                 removed = prepared.secrets_removed + len(dropped)
-                return _record(choice, prepared.conf, where, argv, outcome, removed, label, spill_output)
+                return _record(choice, prepared.conf, where, argv, outcome, removed, label, spill_output,
+                               memory=prepared.memory)
         finally:
             prepared.discard()
     own_home = home is None
@@ -121,7 +123,8 @@ def execute(
         feed_stdin(started.process, stdin or b"")
     outcome = Job(started.process).run(timeout)
     notes = [*notes, started.net_note] if started.net_note else notes
-    return _record(choice, conf, conf.working_dir(), argv, outcome, started.secrets_removed, label, spill_output, notes)
+    return _record(choice, conf, conf.working_dir(), argv, outcome, started.secrets_removed, label, spill_output, notes,
+                   started.memory)
 
 
 def _record(
@@ -134,10 +137,14 @@ def _record(
     label: str | None,
     spill_output: bool,
     notes: Sequence[str] = (),
+    memory: MemoryWatch = NO_WATCH,
 ) -> CommandRecord:
     all_notes = list(notes)
     if choice.tier is Tier.OFF:
         all_notes.insert(0, OFF_WARNING)
+    stopped = memory.note(0, outcome.exit_code, outcome.stderr.result().text[-STDERR_TAIL:])
+    if stopped:
+        all_notes.append(stopped)
     record = CommandRecord(
         id=new_record_id(),
         command=label or shlex.join(argv),
@@ -156,6 +163,7 @@ def _record(
         secrets_removed=secrets_removed,
         started_at=time.time() - outcome.duration_s,
         extra={"network_mode": "host" if choice.tier is Tier.OFF else conf.network_mode},
+        stopped_by=MEMORY_LIMIT if stopped else None,
     )
     return attach_spill(record, conf.workspace) if spill_output else record
 

@@ -46,6 +46,7 @@ class CommandRecord:
     secrets_removed: int = 0
     started_at: float = 0.0
     extra: dict[str, str] = field(default_factory=dict)  # added to ``as_data`` (which session ran it)
+    stopped_by: str | None = None  # a named limit that stopped the command (``memory_limit``); its note says more
 
     @property
     def ok(self) -> bool:
@@ -67,6 +68,8 @@ class CommandRecord:
             state = "exit 0 (success)"
         else:
             state = f"exit {self.exit_code} (failure)"
+        if self.stopped_by:
+            state += f", at the sandbox's {self.stopped_by.replace('_', ' ')}"
         mode = self.extra.get("network_mode")  # private / host / off where the sandbox said which
         net = f"network {mode}" if mode else "network on" if self.network else "network off"
         return f"{state} · {self.duration_ms:.0f} ms · sandbox {self.tier} ({net}) · cwd {self.cwd}"
@@ -132,6 +135,8 @@ class CommandRecord:
             "sandbox_limits": list(self.limits),
             "secrets_env_scrubbed": self.secrets_removed,
         }
+        if self.stopped_by:
+            data["stopped_by"] = self.stopped_by
         data.update(self.extra)
         return data
 

@@ -23,6 +23,12 @@ pays neither the join nor the shell. One nobody took within ``LAUNCHER_TTL_S`` i
 group stays, plain), so an idle server keeps no process around. An empty group is removed on a
 later launch (after a grace period, so a sandbox still starting keeps its group), at exit, and,
 for servers that died, by the next server.
+
+The same groups carry each sandbox's fair share (``shares``): a memory limit and a CPU weight, in
+the memory and cpu hierarchies (on v1 a group of the same name in each, joined together; on v2
+the one group), written when the group is made, so a parked launcher is in all of them ahead.
+Without groups a sandbox gets ``RLIMIT_AS`` and ``nice`` instead. ``BESSER_SANDBOX_CGROUPS=off``
+makes no cgroups at all (the task cap falls back as above).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import functools
 import logging
 import os
 import resource
+import shlex
 import threading
 import time
 import uuid
@@ -41,7 +48,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from kernel_ext.sandbox.cgroups import PidsHierarchy, locate
+from kernel_ext.sandbox import shares
+from kernel_ext.sandbox.cgroups import Hierarchy, locate, remove, server_group, sweep_dead_servers
+from kernel_ext.sandbox.shares import Controls, MemoryWatch
 from kernel_ext.sandbox.supervisor import spawn_later
 
 log = logging.getLogger(__name__)
@@ -49,13 +58,15 @@ log = logging.getLogger(__name__)
 FILE_SIZE_LIMIT = 4 << 30
 DEFAULT_MAX_TASKS = 1024
 MAX_TASKS_VAR = "BESSER_SANDBOX_MAX_TASKS"
-GROUP_PREFIX = "besser-agent-"
 GRACE_S = 60.0
 # Run by /bin/sh in front of bwrap; ``$0`` is the group's cgroup.procs. POSIX sh counts
 # ``ulimit -f`` in 512-byte blocks (dash, and bash when started as sh).
-JOIN_LINE = 'echo $$ > "$0" || { echo "sandbox: cannot join its task cap" >&2; exit 125; }\n'
+JOIN_LINE = 'echo $$ > {procs} || {{ echo "sandbox: cannot join its cgroups" >&2; exit 125; }}\n'
 LIMITS_LINE = (f"ulimit -c 0 && ulimit -f {FILE_SIZE_LIMIT // 512} "
                '|| { echo "sandbox: cannot set its resource limits" >&2; exit 125; }\n')
+# RLIMIT_AS (``ulimit -v``, in KiB); then ``__nice`` is what ``then`` puts before the command it execs.
+ADDRESS_LINE = 'ulimit -v {kib} || {{ echo "sandbox: cannot set its memory limit" >&2; exit 125; }}\n'
+NICE_LINE = "__nice='nice -n {n}'\n"
 # RLIMIT_NPROC is ``ulimit -p`` in dash and busybox, ``-u`` in bash (whose -p is read-only).
 PROCESSES_LINE = ('{{ ulimit -p {n} 2>/dev/null || ulimit -u {n}; }} '
                   '|| {{ echo "sandbox: cannot set its process limit" >&2; exit 125; }}\n')
@@ -66,6 +77,7 @@ LAUNCHER_TTL_S = 15.0
 _lock = threading.Lock()
 _created: dict[Path, float] = {}  # groups handed out by this process -> when
 _ready: list[Path] = []  # groups made ahead, not handed out yet
+_parents: list[Path] = []  # this server's group in each hierarchy it uses, removed at exit
 _refilling = False
 
 
@@ -111,16 +123,18 @@ def max_tasks(environ: Mapping[str, str]) -> int:
 
 
 @functools.cache
-def pids_hierarchy() -> PidsHierarchy:
+def pids_hierarchy() -> Hierarchy:
     """Found and proven once per process: a group is made, capped and removed again."""
+    if not shares.operator_settings().cgroups:
+        return Hierarchy(None, cause=f"cgroups are off ({shares.CGROUPS_VAR}=off)")
     try:
-        found = locate()
+        found = locate("pids")
     except OSError as exc:
-        return PidsHierarchy(None, cause=f"cgroups unreadable: {exc}")
+        return Hierarchy(None, cause=f"cgroups unreadable: {exc}")
     if found.base is None:
         return found
     try:
-        parent = _server_group(found)
+        parent = server_group(found, "pids")
         probe = parent / f"probe-{uuid.uuid4().hex[:8]}"
         probe.mkdir()
         try:
@@ -128,10 +142,19 @@ def pids_hierarchy() -> PidsHierarchy:
         finally:
             probe.rmdir()
     except OSError as exc:
-        return PidsHierarchy(None, found.version, f"cannot make a pids cgroup under {found.base}: {exc.strerror or exc}")
-    _sweep_dead_servers(found.base)
-    atexit.register(_at_exit, parent)
+        return Hierarchy(None, found.version, f"cannot make a pids cgroup under {found.base}: {exc.strerror or exc}")
+    sweep_dead_servers(found.base)
+    _parents.append(parent)
+    atexit.register(_at_exit)
     return found
+
+
+@functools.cache
+def share_controls() -> Controls:
+    """Where sandboxes here get their memory and CPU cgroups (``shares``), found once, beside the task cap's."""
+    controls = shares.discover(pids_hierarchy(), shares.operator_settings())
+    _parents.extend(p for p in (controls.memory, controls.cpu) if p is not None and p not in _parents)
+    return controls
 
 
 def task_cap_cause() -> str:
@@ -144,20 +167,44 @@ def rlimit_fallback() -> bool:
     return bool(task_cap_cause()) and os.geteuid() != 0
 
 
+def share_limits() -> tuple[str, ...]:
+    """The memory and CPU lines of every sandbox's limits: which mechanism applies, with its figures."""
+    return shares.limits(share_controls(), shares.operator_settings())
+
+
 @dataclass(frozen=True)
 class SandboxCaps:
-    """What one sandbox is given: its pids cgroup, or else an ``RLIMIT_NPROC`` value, or neither."""
+    """What one sandbox is given: its cgroups (the pids group names them), or else an ``RLIMIT_NPROC``
+    value; ``address_space`` (``RLIMIT_AS``) and ``nice`` where it has no memory or cpu cgroup."""
 
     group: Path | None = None
     process_limit: int | None = None
+    address_space: int | None = None
+    nice: int | None = None
+
+    def memory_watch(self) -> MemoryWatch:
+        """How this sandbox's results learn that its memory limit stopped a command."""
+        if self.group is None and self.address_space is None:
+            return shares.NO_WATCH
+        return shares.watch(share_controls(), self.group, self.address_space)
 
 
 def sandbox_caps() -> SandboxCaps:
-    """The task cap for one new sandbox (raises ``OSError`` when a group cannot be set up)."""
-    group = new_group()
-    if group is not None or not rlimit_fallback():
-        return SandboxCaps(group)
-    return SandboxCaps(None, process_limit())
+    """The caps for one new sandbox (raises ``OSError`` when a group cannot be set up)."""
+    return caps_for(new_group())
+
+
+def caps_for(group: Path | None) -> SandboxCaps:
+    """The caps of a sandbox in ``group`` (None: it has no cgroups): the rlimit and nice fallbacks
+    for what the group does not give."""
+    controls = share_controls()
+    settings = shares.operator_settings()
+    address_space = settings.address_space or None if group is None or controls.memory is None else None
+    nice = settings.nice or None if group is None or controls.cpu is None else None
+    if settings.memory <= 0:
+        address_space = None
+    nproc = process_limit() if group is None and rlimit_fallback() else None
+    return SandboxCaps(group, nproc, address_space, nice)
 
 
 def want_launchers(park: Callable[[Path], Launcher]) -> None:
@@ -225,13 +272,23 @@ def new_group(limit: int | None = None) -> Path | None:
     return group
 
 
-def _make_group(found: PidsHierarchy) -> Path:
-    group = _server_group(found) / f"sandbox-{uuid.uuid4().hex[:12]}"
+def _make_group(found: Hierarchy) -> Path:
+    """A new sandbox group: the pids one and, where there are, its memory and cpu companions with
+    the operator's limit and weight written (before anything joins them)."""
+    group = server_group(found, "pids") / f"sandbox-{uuid.uuid4().hex[:12]}"
     group.mkdir()
+    controls = share_controls()
+    try:
+        for companion in controls.companions(group):
+            companion.mkdir()
+        controls.apply(group, shares.operator_settings())
+    except OSError:
+        _remove(group)
+        raise
     return group
 
 
-def _refill(found: PidsHierarchy) -> None:
+def _refill(found: Hierarchy) -> None:
     """Top the pool up to ``POOL_SIZE`` on the spawner thread (one refill at a time; no thread is
     started on the caller's way, and launchers are forked where the parent-death signal holds)."""
     global _refilling
@@ -281,13 +338,24 @@ def procs_file(group: Path | None) -> str | None:
     return None if group is None else str(group / "cgroup.procs")
 
 
-def bwrap_prefix(caps: SandboxCaps, then: str = 'exec "$@"') -> list[str]:
-    """What goes in front of ``bwrap``: a shell that joins the group (if any), sets the caps, then
-    runs ``then`` (by default: becomes the rest of the command line)."""
-    script = JOIN_LINE if caps.group is not None else ""
-    script += LIMITS_LINE
+def procs_files(group: Path | None) -> list[str]:
+    """Every ``cgroup.procs`` a sandbox of ``group`` joins: its pids group's, then its companions'."""
+    if group is None:
+        return []
+    return [str(group / "cgroup.procs"), *(str(c / "cgroup.procs") for c in share_controls().companions(group))]
+
+
+def bwrap_prefix(caps: SandboxCaps, then: str = 'exec $__nice "$@"') -> list[str]:
+    """What goes in front of ``bwrap``: a shell that joins the groups (if any), sets the caps, then
+    runs ``then`` (by default: becomes the rest of the command line, under ``nice`` when the
+    sandbox has no cpu cgroup; a ``then`` of its own puts ``$__nice`` before what it execs)."""
+    joins = ['"$0"', *(shlex.quote(f) for f in procs_files(caps.group)[1:])] if caps.group is not None else []
+    script = "".join(JOIN_LINE.format(procs=f) for f in joins) + LIMITS_LINE
+    if caps.address_space is not None:
+        script += ADDRESS_LINE.format(kib=caps.address_space // 1024)
     if caps.process_limit is not None:
         script += PROCESSES_LINE.format(n=caps.process_limit)
+    script += NICE_LINE.format(n=caps.nice) if caps.nice else "__nice=\n"
     return ["/bin/sh", "-c", script + then, procs_file(caps.group) or "sandbox-caps"]
 
 
@@ -305,7 +373,9 @@ def sweep(grace_s: float = GRACE_S) -> int:
     return removed
 
 
-def _at_exit(parent: Path) -> None:
+def drain() -> None:
+    """Let go of the groups made ahead and the launchers parked in them (at exit; a test that
+    changes the caps, so the next sandbox gets a group made under them)."""
     with _lock:
         spare, _ready[:] = list(_ready), []
         parked = list(_launchers.values())
@@ -315,38 +385,16 @@ def _at_exit(parent: Path) -> None:
         launcher.dismiss()
     for group in spare:
         _remove(group)
+
+
+def _at_exit() -> None:
+    drain()
     sweep(0.0)
-    _remove(parent)
+    for parent in _parents:
+        remove(parent)
 
 
 def _remove(group: Path) -> bool:
-    try:
-        group.rmdir()
-        return True
-    except FileNotFoundError:
-        return True
-    except OSError:  # still has tasks (EBUSY): a later sweep takes it
-        return False
-
-
-def _server_group(found: PidsHierarchy) -> Path:
-    if found.base is None:  # callers only come here with a hierarchy that was found
-        raise OSError(errno.ENOENT, found.cause or "no pids cgroup")
-    parent = found.base / f"{GROUP_PREFIX}{os.getpid()}"
-    if not parent.is_dir():
-        parent.mkdir(exist_ok=True)
-        if found.version == 2:  # children get pids.max only once the parent hands the controller down
-            (parent / "cgroup.subtree_control").write_text("+pids")
-    return parent
-
-
-def _sweep_dead_servers(base: Path) -> None:
-    """Groups left by servers that were killed (their pid is gone): removed when empty."""
-    for parent in base.glob(f"{GROUP_PREFIX}*"):
-        pid = parent.name[len(GROUP_PREFIX):]
-        if not pid.isdigit() or int(pid) == os.getpid() or Path(f"/proc/{pid}").exists():
-            continue
-        for group in parent.iterdir():
-            if group.is_dir():
-                _remove(group)
-        _remove(parent)
+    """Remove a sandbox's groups (pids and companions); False while one still has tasks."""
+    gone = [remove(companion) for companion in share_controls().companions(group)]
+    return remove(group) and all(gone)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernel_ext.sandbox.confined import spawn_confined
+from kernel_ext.sandbox.shares import NO_WATCH, MemoryWatch
 from kernel_ext.sandbox.spec import Confinement
 from kernel_ext.sandbox.supervisor import release, spawn_later
 from kernel_ext.sandbox.tempsweep import make_temp_home
@@ -60,6 +61,7 @@ class Prepared:
     home: Path
     workspace_ident: tuple[int, int]
     created: float = field(default_factory=time.monotonic)
+    memory: MemoryWatch = NO_WATCH
 
     def usable(self) -> bool:
         try:
@@ -106,7 +108,7 @@ def prepare(tier: Tier, workspace: Path, network: bool, writable: tuple[Path, ..
     except OSError:
         shutil.rmtree(home, ignore_errors=True)
         raise
-    return Prepared(started.process, tier, conf, started.secrets_removed, home, (st.st_dev, st.st_ino))
+    return Prepared(started.process, tier, conf, started.secrets_removed, home, (st.st_dev, st.st_ino), memory=started.memory)
 
 
 Key = tuple[Tier, Path, bool, tuple[Path, ...], tuple[Path, ...]]

@@ -23,7 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernel_ext.sandbox import landlock, resource_caps
+from kernel_ext.sandbox import landlock, resource_caps, shares
 from kernel_ext.sandbox.bwrap import bwrap_options, bwrap_path
 from kernel_ext.sandbox.env import scrub_environment
 from kernel_ext.sandbox.launcher import bootstrap_argv
@@ -45,13 +45,14 @@ OFF_WARNING = "sandbox is OFF (operator override): this command ran unconfined, 
 OFF_LIMITS = ("no confinement at all: files, processes and network of the server's user are reachable",)
 # The rest of a parked launcher's /bin/sh, once it joined the group and set the limits: read the
 # command (a word count, then per word its line count and lines; the shell reads byte by byte,
-# so what follows stays the command's stdin), then become bubblewrap (``$1``), which reads its
-# options and the command's variables (``--setenv``/``--unsetenv``) from the pipe numbered ``$2``.
+# so what follows stays the command's stdin), then become bubblewrap (``$1``; under ``nice`` when
+# the sandbox has no cpu cgroup), which reads its options and the command's variables
+# (``--setenv``/``--unsetenv``) from the pipe numbered ``$2``.
 PARKED_READER = (
     '__b=$1 __f=$2; IFS= read -r __n || exit 125; set --; __i=0; '
     'while [ "$__i" -lt "$__n" ]; do IFS= read -r __k && IFS= read -r __a || exit 125; __j=1; '
     'while [ "$__j" -lt "$__k" ]; do IFS= read -r __l || exit 125; __a="$__a\n$__l"; __j=$((__j+1)); done; '
-    'set -- "$@" "$__a"; __i=$((__i+1)); done; exec "$__b" --args "$__f" -- "$@"'
+    'set -- "$@" "$__a"; __i=$((__i+1)); done; exec $__nice "$__b" --args "$__f" -- "$@"'
 )
 # A parked launcher starts with the scrubbed environment for no home in particular (what the
 # sandbox's pid 1, bubblewrap, shows); the command gets the call's own, set over it.
@@ -78,7 +79,8 @@ class TierChoice:
         return self.tier is not None
 
     def limits(self, network: bool) -> tuple[str, ...]:
-        """What the active tier does not give, for results and run metadata."""
+        """What the active tier does not give, then the memory and CPU share every sandbox gets
+        (which mechanism, what figure), for results and run metadata."""
         if self.tier is Tier.OFF:
             return OFF_LIMITS
         missing = []
@@ -90,7 +92,7 @@ class TierChoice:
                            f"user runs at the start): {cause}")
         elif cause:
             missing.append(f"no cap on the number of processes: {cause}")
-        return tuple(missing)
+        return (*missing, *resource_caps.share_limits())
 
 
 @dataclass
@@ -112,7 +114,7 @@ class ParkedLauncher:
         env = scrub_environment(home=PARKED_HOME, tmpdir=PARKED_HOME).env
         read_end, write_end = os.pipe()
         try:
-            argv = [*resource_caps.bwrap_prefix(resource_caps.SandboxCaps(group), PARKED_READER), bwrap, str(read_end)]
+            argv = [*resource_caps.bwrap_prefix(resource_caps.caps_for(group), PARKED_READER), bwrap, str(read_end)]
             process = spawn(argv, stable=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env, cwd="/", pass_fds=(read_end,))
         except BaseException:
@@ -176,6 +178,7 @@ class Launch:
     options: tuple[str, ...] = ()
     command: tuple[str, ...] = ()
     parked: ParkedLauncher | None = field(default=None, compare=False)
+    caps: resource_caps.SandboxCaps = field(default_factory=resource_caps.SandboxCaps)
 
     def start(self, env: Mapping[str, str], stdin: bytes = b"") -> subprocess.Popen[bytes] | None:
         """The parked launcher running the command (``stdin`` written, stdin left open), or None:
@@ -214,14 +217,15 @@ def launch(tier: Tier, conf: Confinement, argv: Sequence[str], *, parked: bool =
     if tier is Tier.BWRAP:
         options = [*bwrap_options(conf, joined=bool(join)), *extra_options]
         full = [*resource_caps.bwrap_prefix(caps), *join, bwrap_path() or "bwrap", *options, "--", *argv]
-        return Launch(full, tier, True, tuple(options), tuple(argv), waiting)
+        return Launch(full, tier, True, tuple(options), tuple(argv), waiting, caps)
     spec: LauncherSpec = {"cwd": str(conf.working_dir()), "landlock": None, "drop_caps": False,
-                  "tasks_cgroup": resource_caps.procs_file(caps.group), "process_limit": caps.process_limit,
-                  "file_size_limit": resource_caps.FILE_SIZE_LIMIT}
+                  "cgroups": resource_caps.procs_files(caps.group), "process_limit": caps.process_limit,
+                  "file_size_limit": resource_caps.FILE_SIZE_LIMIT, "address_space": caps.address_space,
+                  "nice": caps.nice}
     if tier is Tier.LANDLOCK:
         spec["landlock"] = landlock_rules(conf)
         spec["drop_caps"] = True
-    return Launch(bootstrap_argv(spec, list(argv)), tier, False)
+    return Launch(bootstrap_argv(spec, list(argv)), tier, False, caps=caps)
 
 
 def landlock_rules(conf: Confinement) -> LandlockRules:
@@ -246,6 +250,12 @@ def choose_tier(policy: str) -> TierChoice:
     order = {"auto": (Tier.BWRAP, Tier.LANDLOCK), "bwrap": (Tier.BWRAP,), "landlock": (Tier.LANDLOCK,)}.get(policy)
     if order is None:
         return TierChoice(policy, None, f"unknown sandbox policy {policy!r}")
+    try:  # the operator's caps: a bad figure leaves no tier (fail closed), named in the log
+        resource_caps.operator_max_tasks()
+        shares.operator_settings()
+    except ValueError as exc:
+        log.error("shell sandbox unavailable (policy %s): %s", policy, exc)
+        return TierChoice(policy, None, str(exc))
     causes = []
     for tier in order:
         cause = self_test(tier)

@@ -23,6 +23,7 @@ from typing import IO
 from kernel_ext.sandbox import proctree
 from kernel_ext.sandbox.confined import Confined, spawn_confined
 from kernel_ext.sandbox.frames import FrameError, JSONValue, read_frame, write_frame
+from kernel_ext.sandbox.shares import MemoryWatch
 from kernel_ext.sandbox.spec import Confinement
 
 
@@ -124,7 +125,7 @@ class WarmWorker:
         self.starts += 1
         frames: queue.SimpleQueue[JSONValue | WorkerGone] = queue.SimpleQueue()
         self._frames = frames
-        reader = threading.Thread(target=self._read, args=(started.process, frames, on_frame, on_exit),
+        reader = threading.Thread(target=self._read, args=(started.process, frames, on_frame, on_exit, started.memory),
                                   name="besser-worker-reader", daemon=True)
         reader.start()
         return True
@@ -182,8 +183,9 @@ class WarmWorker:
             log.close()
 
     def _read(self, proc: subprocess.Popen[bytes], frames: queue.SimpleQueue[JSONValue | WorkerGone], on_frame: OnFrame | None,
-              on_exit: OnExit | None) -> None:
-        """The reader thread of one process: frames out, then how it ended (it owns the stdout pipe)."""
+              on_exit: OnExit | None, memory: MemoryWatch) -> None:
+        """The reader thread of one process: frames out, then how it ended (it owns the stdout pipe;
+        a stop by the sandbox's memory limit is named in the reason)."""
         assert proc.stdout is not None
         reason = f"{self.what} exited"
         try:
@@ -202,6 +204,9 @@ class WarmWorker:
         code = proc.wait()
         _close(proc.stdout)
         reason = f"{reason} (exit code {code})"
+        stopped = memory.note(0, code, "")
+        if stopped:
+            reason = f"{reason}; {stopped}"
         frames.put(WorkerGone(reason))
         if on_exit is not None:
             on_exit(reason)

@@ -47,6 +47,7 @@ from kernel_ext.sandbox.session.protocol import (
     read_and_remove,
     unlink_quietly,
 )
+from kernel_ext.sandbox.shares import MEMORY_LIMIT, NO_WATCH, STDERR_TAIL
 from kernel_ext.sandbox.spec import Confinement, is_within
 from kernel_ext.sandbox.spill import attach_spill
 from kernel_ext.sandbox.supervisor import Pump, release
@@ -106,6 +107,7 @@ class ShellSession:
         self._machinery: set[int] = set()
         self._shell_pid = 0
         self._secrets_removed = 0
+        self._memory = NO_WATCH  # the live shell's sandbox: did its memory limit stop a command
         self.closed = False
         self.kill_grace_s = KILL_GRACE_S
 
@@ -170,6 +172,7 @@ class ShellSession:
                                          cwd=self.conf.workspace, stable=True, shared=self.shared)
             self._proc = started.process
             self._secrets_removed = started.secrets_removed
+            self._memory = started.memory
             if started.net_note:
                 self._pending_notes.append(started.net_note)
         except OSError as exc:
@@ -215,6 +218,7 @@ class ShellSession:
         pump.add(ctl_fd, lambda data: self._control.feed(data, marker, str(n)))
         root = self._proc.pid
         before = proctree.snapshot(root)
+        memory, kills_before = self._memory, self._memory.kills()
         self._send(command_line(n, self.ctl, wd, preserve))
         started = time.monotonic()
         started_at = time.time()
@@ -243,6 +247,9 @@ class ShellSession:
         files.retire()
         notes = self._take_notes()
         code, pwd = (marker[0].status, marker[0].cwd) if marker else (None, "")
+        stopped = memory.note(kills_before, code, stderr.result().text[-STDERR_TAIL:])
+        if stopped:
+            notes.append(stopped)
         if stuck:
             self._terminate()
             code = -9
@@ -262,7 +269,8 @@ class ShellSession:
             self.cwd = self.conf.workspace
             if self.alive:
                 self._send(f"builtin cd -- {shlex.quote(str(self.cwd))}\n")
-        return self._record(command, code, timed_out, capped, duration, stdout, stderr, timeout, wd, notes, started_at)
+        return self._record(command, code, timed_out, capped, duration, stdout, stderr, timeout, wd, notes, started_at,
+                            MEMORY_LIMIT if stopped else None)
 
     def _abort_round(self, before: set[tuple[int, int]]) -> None:
         """Stop the running command: ask the shell to abandon it, kill what it started.
@@ -284,7 +292,7 @@ class ShellSession:
 
     def _record(self, command: str, code: int | None, timed_out: bool, capped: bool, duration: float,
                 stdout: StreamCapture, stderr: StreamCapture, timeout: float, wd: Path | None, notes: list[str],
-                started_at: float) -> CommandRecord:
+                started_at: float, stopped_by: str | None = None) -> CommandRecord:
         where = wd if wd is not None else self.cwd
         record = CommandRecord(
             id=new_record_id(),
@@ -304,6 +312,7 @@ class ShellSession:
             secrets_removed=self._secrets_removed,
             started_at=started_at,
             extra={"session": "shell", "network_mode": "host" if self.choice.tier is Tier.OFF else self.conf.network_mode},
+            stopped_by=stopped_by,
         )
         return attach_spill(record, self.conf.workspace)
 

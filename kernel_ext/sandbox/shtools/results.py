@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kernel_ext.sandbox.shares import MEMORY_LIMIT
 from kernel_ext.sandbox.shtools import condense
 from kernel_ext.sandbox.shtools.effects import changed_paths
 from kernel_ext.sandbox.shtools.options import Expect, ShRunRequest, stdout_regex
@@ -98,6 +99,9 @@ def build(facts: Facts, failed: list[str] | None) -> dict[str, Any]:
         result["timed_out"] = True
     if last.capped:
         result["output_capped"] = True
+    if last.memory_note:
+        result["stopped_by"] = MEMORY_LIMIT
+        result["memory_limit"] = last.memory_note.partition(": ")[2]
     views = {}
     for name, data, lines in (("stdout", last.stdout, last.stdout_lines), ("stderr", last.stderr, last.stderr_lines)):
         if lines:
@@ -173,6 +177,9 @@ def hint(facts: Facts, result: dict[str, Any]) -> str:
     last, rid = facts.last, facts.record_id
     if last.timed_out:
         return f"inconclusive: the command was stopped at its timeout; its output so far is stored (sh_detail {{id: {rid!r}}})"
+    if last.memory_note:
+        return (f"{last.memory_note.partition(': ')[2]}: use less memory at once (smaller batches, streaming), or ask "
+                "the operator for a larger sandbox (BESSER_SANDBOX_MEMORY)")
     if last.exit_code == 127:
         return "the shell could not find the program: check its name, or install it with install_dependencies"
     if result.get("signal"):

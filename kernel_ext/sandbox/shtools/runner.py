@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox import landlock, netns
 from kernel_ext.sandbox.capture import CAPTURE_CAP, StreamCapture
-from kernel_ext.sandbox.confined import spawn_confined
+from kernel_ext.sandbox.confined import Confined, spawn_confined
+from kernel_ext.sandbox.shares import STDERR_TAIL
 from kernel_ext.sandbox.shtools.options import SandboxOptions
 from kernel_ext.sandbox.spec import Confinement, is_within
 from kernel_ext.sandbox.supervisor import Job
@@ -69,6 +70,7 @@ class Attempt:
     secrets_removed: int
     trace: bytes | None = None
     net_note: str | None = None  # a private network's outbound traffic could not be set up
+    memory_note: str | None = None  # the sandbox's memory limit stopped it (``shares.MEMORY_LIMIT``)
 
 
 def resolve_inside(workspace: Path, base: Path, path: str, what: str) -> Path:
@@ -147,15 +149,15 @@ def secret_paths(root: Path) -> list[Path]:
 
 
 def start(choice: TierChoice, conf: Confinement, argv: list[str], stdout: StreamCapture, stderr: StreamCapture, *,
-          stable: bool, shared: RunNetwork | None = None) -> tuple[Job, int, str | None]:
-    """Spawn ``argv`` confined by ``conf`` with piped output into the captures; returns the job, the secrets
-    removed and the note of a private network left without outbound traffic."""
+          stable: bool, shared: RunNetwork | None = None) -> tuple[Job, Confined]:
+    """Spawn ``argv`` confined by ``conf`` with piped output into the captures; returns the job and how it started
+    (secrets removed, the note of a private network left without outbound traffic, its memory watch)."""
     assert choice.tier is not None
     try:
         started = spawn_confined(argv, conf, tier=choice.tier, stable=stable, shared=shared)
     except OSError as exc:
         raise ToolFailure(ErrorCode.EXECUTION_FAILED, f"could not start the sandbox: {exc.strerror}") from None
-    return Job(started.process, stdout=stdout, stderr=stderr), started.secrets_removed, started.net_note
+    return Job(started.process, stdout=stdout, stderr=stderr), started
 
 
 def network_fields(conf: Confinement, note: str | None = None) -> dict[str, Any]:
@@ -185,16 +187,18 @@ def run_once(choice: TierChoice, placement: Placement, command: str, timeout_s: 
 
         argv = wrap(argv, trace_dir / "trace", strace)
     try:
-        job, secrets, net_note = start(choice, conf, argv, captures[0], captures[1], stable=False, shared=placement.shared)
+        job, started = start(choice, conf, argv, captures[0], captures[1], stable=False, shared=placement.shared)
         outcome = job.run(timeout_s)
         trace = _read_trace(trace_dir) if trace_dir is not None else None
     finally:
         if trace_dir is not None:
             shutil.rmtree(trace_dir, ignore_errors=True)
     out, err = (c.result() for c in captures)
+    stderr = sinks[1].getvalue()
+    memory = started.memory.note(0, outcome.exit_code, stderr[-STDERR_TAIL:].decode(errors="replace"))
     return Attempt(
         outcome.exit_code, outcome.timed_out, outcome.capped, outcome.duration_s * 1000,
-        sinks[0].getvalue(), sinks[1].getvalue(), out.lines, err.lines, secrets, trace, net_note,
+        sinks[0].getvalue(), stderr, out.lines, err.lines, started.secrets_removed, trace, started.net_note, memory,
     )
 
 

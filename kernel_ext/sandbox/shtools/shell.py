@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox.record import new_record_id
+from kernel_ext.sandbox.shares import MEMORY_LIMIT, STDERR_TAIL, MemoryWatch
 from kernel_ext.sandbox.shtools import trace
 from kernel_ext.sandbox.shtools.checkpoints import CheckpointStore
 from kernel_ext.sandbox.shtools.effects import change_window
@@ -250,17 +251,20 @@ class Shell:
             "tier": str(p.choice.tier), "risk": p.plan.category, "plan": p.plan.as_dict(),
         }
 
+        watches: list[MemoryWatch] = []
+
         def launch() -> Job:  # runs on the job's own thread; the record exists before the job can finish
-            job, removed, net_note = start(p.choice, p.placement.conf, shell_argv(req.command),
-                                           *background_captures(out, err), stable=False, shared=p.placement.shared)
-            meta["secrets_env_scrubbed"] = removed
-            meta.update(network_fields(p.placement.conf, net_note))
+            job, started = start(p.choice, p.placement.conf, shell_argv(req.command), *background_captures(out, err),
+                                 stable=False, shared=p.placement.shared)
+            watches.append(started.memory)
+            meta["secrets_env_scrubbed"] = started.secrets_removed
+            meta.update(network_fields(p.placement.conf, started.net_note))
             self.records.write_meta(meta, persist=persist)
             return job
 
         machinery = 2 if p.choice.tier is Tier.BWRAP else 1
-        background = BackgroundJob(record_id, launch, out, err, lambda done: self._finish_background(done, meta, persist),
-                                   machinery)
+        background = BackgroundJob(record_id, launch, out, err,
+                                   lambda done: self._finish_background(done, meta, persist, watches), machinery)
         self.jobs.add(background)
         removed = meta["secrets_env_scrubbed"]
         result = {"id": record_id, "pid": background.pid, "status": "running", "background": True, "tier": str(p.choice.tier),
@@ -272,8 +276,13 @@ class Shell:
             result["stored"] = "memory-only"
         return result
 
-    def _finish_background(self, job: BackgroundJob, meta: dict[str, Any], persist: bool) -> None:
+    def _finish_background(self, job: BackgroundJob, meta: dict[str, Any], persist: bool, watches: list[MemoryWatch]) -> None:
         meta = {**meta, **job.state()}
+        if watches:  # its sandbox's memory limit stopped it: named in the stored record
+            tail = job.err.read(max(0, job.err.total - STDERR_TAIL), STDERR_TAIL)[0].decode(errors="replace")
+            stopped = watches[0].note(0, job.exit_code, tail)
+            if stopped:
+                meta.update(stopped_by=MEMORY_LIMIT, memory_limit=stopped.partition(": ")[2])
         meta.update(stdout_bytes=job.out.total, stderr_bytes=job.err.total, stored_stdout_bytes=job.out.stored,
                     stored_stderr_bytes=job.err.stored)
         if persist:
@@ -381,6 +390,8 @@ def _paths(value: str | list[str] | None) -> list[str]:
 
 
 def _retryable(request: ShRunRequest, attempt: Any) -> bool:
+    if attempt.memory_note:  # the same command meets the same limit: no retry
+        return False
     if attempt.timed_out:
         return True
     if attempt.exit_code == expected_exit(request):
