@@ -33,9 +33,9 @@ from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox import netns, proctree
 from kernel_ext.sandbox.capture import StreamCapture
 from kernel_ext.sandbox.confined import spawn_confined
-from kernel_ext.sandbox.oneoff import execute
 from kernel_ext.sandbox.record import CommandRecord, new_record_id
 from kernel_ext.sandbox.runnet import RunNetwork
+from kernel_ext.sandbox.session.overflow import run_overflow
 from kernel_ext.sandbox.session.protocol import (
     CommandFiles,
     ControlChannel,
@@ -43,9 +43,7 @@ from kernel_ext.sandbox.session.protocol import (
     command_line,
     control_root,
     init_script,
-    oneoff_script,
     read_and_remove,
-    unlink_quietly,
 )
 from kernel_ext.sandbox.shares import MEMORY_LIMIT, NO_WATCH, STDERR_TAIL
 from kernel_ext.sandbox.spec import Confinement, is_within
@@ -318,20 +316,10 @@ class ShellSession:
 
     def _run_oneoff(self, command: str, timeout: float, wd: Path | None, preserve: bool) -> CommandRecord:
         """No free session slot: the same confinement, fresh, with directory and environment carried."""
-        n = self._counter = self._counter + 1
-        cmd = self.ctl / f"{n}.cmd"
-        cmd.write_text(command + "\n", encoding="utf-8")
-        script = oneoff_script(self.ctl, wd or self.cwd, cmd, preserve)
-        note = ("the server's live-session limit is reached: this command ran in a one-off sandbox (directory and environment "
-                "carried over; its background processes stopped when it returned)")
-        try:
-            record = execute(self.choice, self.conf, ["bash", "--noprofile", "--norc", "-c", script], timeout, label=command,
-                             notes=[*self._take_notes(), note])
-        finally:
-            unlink_quietly(cmd)
-        saved = self.ctl / "cwd"
-        if not preserve and wd is None and saved.exists():
-            landed = Path(saved.read_text(encoding="utf-8", errors="replace"))
+        self._counter += 1
+        record, landed = run_overflow(self.choice, self.conf, self.ctl, self._counter, command, wd or self.cwd, timeout,
+                                      preserve, self._take_notes())
+        if landed is not None and wd is None:
             self.cwd = landed if is_within(landed, self.conf.workspace) else self.conf.workspace
         return record
 

@@ -6,8 +6,11 @@ host runs and the keywords a notebook passes to ``Shell.run`` are the same objec
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.shellplan.words import MAX_COMMAND_CHARS
 
 MAX_TIMEOUT_MS = 600_000
@@ -97,3 +100,13 @@ class ShRunRequest(_Strict):
             for name in NEEDS_FINISH
             if name in self.model_fields_set and getattr(self, name) != defaults[name].get_default(call_default_factory=True)
         ]
+
+
+def parse_sh_request(command: str, options: dict[str, Any]) -> ShRunRequest:
+    """An ``sh_run`` request from the tool's arguments; a bad option is one named ``invalid_argument``."""
+    try:
+        return ShRunRequest.model_validate({"command": command, **options})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                             for e in exc.errors(include_url=False))
+        raise ToolFailure(ErrorCode.INVALID_ARGUMENT, problems) from None

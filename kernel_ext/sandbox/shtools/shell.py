@@ -26,8 +26,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from pydantic import ValidationError
-
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.sandbox.record import new_record_id
 from kernel_ext.sandbox.shares import MEMORY_LIMIT, STDERR_TAIL, MemoryWatch
@@ -43,7 +41,7 @@ from kernel_ext.sandbox.shtools.jobs import (
     background_captures,
     signal_name,
 )
-from kernel_ext.sandbox.shtools.options import ShRunRequest
+from kernel_ext.sandbox.shtools.options import ShRunRequest, parse_sh_request
 from kernel_ext.sandbox.shtools.records import RecordStore, default_state_dir
 from kernel_ext.sandbox.shtools.results import (
     Facts,
@@ -74,15 +72,6 @@ if TYPE_CHECKING:  # built on demand: the session layer stays out of the toolkit
 
 _ATTACHED = "_besser_shell_tools"
 _attach_lock = threading.Lock()
-
-
-def parse_sh_request(command: str, options: dict[str, Any]) -> ShRunRequest:
-    try:
-        return ShRunRequest.model_validate({"command": command, **options})
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
-                             for e in exc.errors(include_url=False))
-        raise ToolFailure(ErrorCode.INVALID_ARGUMENT, problems) from None
 
 
 @dataclass(frozen=True)
