@@ -20,7 +20,7 @@ STATUS_COLOR = {
     "completed": "#1a7f37", "executed": "#1a7f37", "approved": "#1a7f37",
     "blocked": "#9a6700", "waiting": "#9a6700", "pending": "#57606a", "running": "#0969da", "starting": "#57606a",
     "failed": "#cf222e", "denied": "#cf222e", "stale input": "#cf222e", "expired": "#9a6700",
-    "cancelled": "#57606a", "interrupted": "#9a6700",
+    "cancelled": "#57606a", "interrupted": "#9a6700", "queued": "#8250df",
 }
 ARGUMENT_CHARS = 1500
 
@@ -32,7 +32,7 @@ def esc(value: Any) -> str:
 
 
 def badge(text: str) -> str:
-    color = STATUS_COLOR.get(text.split(" (")[0], "#57606a")
+    color = STATUS_COLOR.get(text.split(" (")[0].split(",")[0], "#57606a")
     return f'<span style="color:#fff;background:{color};border-radius:8px;padding:0 6px;font-size:90%">{esc(text)}</span>'
 
 
@@ -55,7 +55,7 @@ def meter_text(state: RunViewState) -> str:
 
 def header_html(state: RunViewState, note: str = "") -> str:
     waiting = len(state.open_approvals())
-    status = f"waiting for {waiting} approval{'s' * (waiting > 1)}" if waiting and not state.finished else state.status
+    status = f"waiting for {waiting} approval{'s' * (waiting > 1)}" if waiting and not state.finished else state.status_text
     parts = [f"<b>run {esc(state.run_id or '…')}</b> {badge(status)}"]
     if state.request:
         parts.append(f"<div><i>{esc(state.request[:300])}</i></div>")
@@ -222,7 +222,7 @@ def file_href(run_dir: str, relative: str, link_base: str | None) -> str | None:
 
 def run_text(state: RunViewState, note: str = "") -> str:
     """The whole run as plain text (static viewers, terminals, ``print(view)``)."""
-    lines = [f"run {state.run_id or '…'} [{state.status}] {state.request[:200]}".rstrip()]
+    lines = [f"run {state.run_id or '…'} [{state.status_text}] {state.request[:200]}".rstrip()]
     if note:
         lines.append(note)
     lines.append(timeline_text(state))

@@ -38,9 +38,18 @@ def describe_configuration(
         "provider": describe_provider(operator),
         "app_environment": describe_app_environment(),
         "budgets": operator.budget_caps(),
+        "runs": describe_runs(operator, manager),
         "approval_timeout_s": manager.approval_timeout if manager is not None else operator.approval_timeout_s,
         "runs_dir": str(manager.runs_dir) if manager is not None else None,
     }
+
+
+def describe_runs(operator: OperatorSettings, manager: RunManager | None) -> dict[str, Any]:
+    """How many runs run at once here, and how many run and wait now."""
+    admission = manager.admission if manager is not None else None
+    return {"max_concurrent": operator.max_concurrent_runs,
+            "running": admission.running if admission is not None else 0,
+            "queued": admission.waiting if admission is not None else 0}
 
 
 def describe_app_environment() -> dict[str, Any]:
