@@ -27,6 +27,19 @@ if TYPE_CHECKING:  # BESSER, the providers and the tools load when a run starts
     from kernel_ext.tools.base import RunState
 
 
+def warm_up() -> None:
+    """What every run imports and builds once per process, done at the server's start-up
+    (``hosting.bodies.preload``): the orchestrator and its phases, the tool catalog and each
+    tool's schema, the replay provider, the app host and validation."""
+    from kernel_ext.pipeline import orchestrator  # noqa: F401 - imported for its side effect: loaded once
+    from kernel_ext.providers import factory, replay  # noqa: F401
+    from kernel_ext.validation import hosting, validate  # noqa: F401
+    from kernel_ext.tools.registry import default_catalog
+
+    for spec in default_catalog():
+        spec.provider_schema()
+
+
 def generation_body(request: RunRequest, operator: OperatorSettings, *, model: DomainModel | None = None,
                     provider: Provider | None = None) -> RunBody:
     """A run body for ``request``; ``model``/``provider`` objects override what the request names."""

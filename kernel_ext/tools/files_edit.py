@@ -309,6 +309,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         run=counted(_run_replace),
         prepare=counted(_prepare_replace),
         requires=FILE_SERVICES,
+        blocking=True,  # gates (parse, import guard), then a write and its fsyncs: off the server's loop
     ),
     ToolSpec(
         name="modify_file",
@@ -321,5 +322,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         run=counted(_run_modify),
         prepare=counted(_prepare_modify),
         requires=FILE_SERVICES,
+        blocking=True,  # gates (parse, import guard), then a write and its fsyncs: off the server's loop
     ),
 )
