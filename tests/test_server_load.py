@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from api_fixtures import requires_sandbox
-from run_load import load, quantile, start
+from run_load import load, start
 from server_process import start_server
 
 N = 30
@@ -52,7 +52,7 @@ async def test_thirty_runs_at_once_all_complete_without_losing_a_host_and_config
     finally:
         server.stop()
     runs = result.runs
-    print(f"\n{N} runs: {result.completed}/{N} completed in {result.wall_s:.1f} s; run time p50 {quantile([r.seconds for r in runs], .5):.1f} s"
+    print(f"\n{N} runs: {result.completed}/{N} completed in {result.wall_s:.1f} s; run time p50 {result.run_seconds(.5):.1f} s"
           f" p95 {result.run_seconds(.95):.1f} s; GET config n={len(result.config_ms)} p50 {result.config_p(.5):.1f} ms"
           f" p95 {result.config_p(.95):.1f} ms max {max(result.config_ms):.1f} ms; server peak RSS {memory[1] / 1024:.0f} MiB")
 

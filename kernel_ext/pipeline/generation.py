@@ -33,8 +33,8 @@ def warm_up() -> None:
     tool's schema, the replay provider, the app host and validation."""
     from kernel_ext.pipeline import orchestrator  # noqa: F401 - imported for its side effect: loaded once
     from kernel_ext.providers import factory, replay  # noqa: F401
-    from kernel_ext.validation import hosting, validate  # noqa: F401
     from kernel_ext.tools.registry import default_catalog
+    from kernel_ext.validation import hosting, validate  # noqa: F401
 
     for spec in default_catalog():
         spec.provider_schema()
