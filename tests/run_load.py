@@ -39,6 +39,7 @@ class Followed:
     positions: list[int] = field(default_factory=list)  # queue positions its log reported, in order
     host_lost: bool = False
     events: int = 0
+    errors: list[str] = field(default_factory=list)  # its error events, "CODE: message"
 
 
 @dataclass
@@ -93,7 +94,9 @@ async def follow(client: httpx.AsyncClient, run: dict, started: float, timeout: 
             event = json.loads(text)
             seen.events += 1
             seen.host_lost = seen.host_lost or any(mark in text for mark in HOST_LOST)
-            if event["type"] == "queued" and event["position"] > 0:
+            if event["type"] == "error":
+                seen.errors.append(f"{event['code']}: {event['message']}")
+            elif event["type"] == "queued" and event["position"] > 0:
                 seen.positions.append(event["position"])
             elif event["type"] == "done":
                 seen.status, seen.summary = event["status"], event.get("summary", "")

@@ -183,7 +183,9 @@ def shipped_cassette(name: str) -> Path | None:
 def _close_run_resources(ctx: RunContext, state: RunState | None = None) -> None:
     try:
         from kernel_ext.tools.api_test import close_app_hosts
+        from kernel_ext.tools.import_guard import close_checkers_under
 
         close_app_hosts(ctx.run_id, state)
+        close_checkers_under(str(ctx.layout.app_dir))
     except ImportError:
         pass
