@@ -19,7 +19,6 @@ from kernel_ext.validation.hosting import app_host, close_app_hosts, open_hosts,
 from kernel_ext.workspace import Workspace
 
 
-
 def job(seconds: float) -> dict:
     return {"kind": "scenario", "requests": [{"method": "GET", "path": f"/sleep?seconds={seconds}", "has_json": False, "headers": {}}]}
 

@@ -58,7 +58,8 @@ async def test_thirty_runs_at_once_all_complete_without_losing_a_host_and_config
           f" p95 {result.run_seconds(.95):.1f} s; GET config n={len(result.config_ms)} p50 {result.config_p(.5):.1f} ms"
           f" p95 {result.config_p(.95):.1f} ms max {max(result.config_ms):.1f} ms; server peak RSS {memory[1] / 1024:.0f} MiB")
 
-    assert [r.status for r in runs] == ["completed"] * N, ([(r.id, r.status, r.summary, r.errors) for r in runs if r.status != "completed"], crashes)
+    failed = [(r.id, r.status, r.summary, r.errors) for r in runs if r.status != "completed"]
+    assert [r.status for r in runs] == ["completed"] * N, (failed, crashes)
     assert not [r.id for r in runs if r.host_lost]
     waited = [r for r in runs if r.positions]
     assert waited, "no run reported a place in the queue"
