@@ -13,6 +13,7 @@ from kernel_ext.hosting.manager import RunManager
 from kernel_ext.hosting.options import OperatorSettings, RunRequest, default_run_limit
 from kernel_ext.hosting.summaries import disk_summary, summarize
 from kernel_ext.magics.display import RunsTable
+from widgets.render import header_html, run_text
 from widgets.state import RunViewState
 
 
@@ -67,6 +68,7 @@ async def test_runs_past_the_limit_wait_in_order_with_their_position_and_a_waiti
     assert len(admitted) == 1 and admitted[0].waited_s is not None
     view = RunViewState.replay(runs[4].events.events)
     assert view.status == "queued" and view.status_text == "queued, position 1"
+    assert "queued, position 1" in header_html(view) and "[queued, position 1] app 4" in run_text(view)
     view = RunViewState.replay(runs[2].events.events)
     assert view.status == "running" and view.queue_position is None
 
