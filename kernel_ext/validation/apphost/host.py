@@ -9,7 +9,9 @@ tools are enabled, with the scrubbed environment every sandboxed command gets. I
 staged source read-only; each child copies it. Jobs are framed JSON over the host's stdin and
 stdout (a ``WarmWorker``: ``spawn_confined`` underneath, one framing module for both sides);
 several may be outstanding (replays run two at a time). A host that died is started again on
-the next job; ``close`` ends it and everything it started.
+the next job; ``close`` ends it and everything it started. ``busy`` counts the jobs in flight
+and the stagings under way: ``stop_if_idle`` (the host table's reaper, ``validation/hosting.py``)
+stops only a host nothing uses, and its next job starts it again.
 """
 
 from __future__ import annotations
