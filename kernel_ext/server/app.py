@@ -9,7 +9,6 @@ without Jupyter. Nothing a request carries changes these settings.
 from __future__ import annotations
 
 import gc
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,8 +22,6 @@ from kernel_ext.secrets import secret_values
 from kernel_ext.server.auth import Capability, KernelExport, api_url, direct_url
 from kernel_ext.server.handlers import routes
 from kernel_ext.server.handlers.base import MAX_BODY_BYTES, STATE_KEY, ServerState
-
-SWITCH_INTERVAL_S = 0.001  # the server process's GIL switch interval (Python's default: 5 ms)
 
 if TYPE_CHECKING:
     from jupyter_server.serverapp import ServerApp
@@ -142,10 +139,6 @@ class BesserAgentApp(ExtensionApp):
         # reach, so a full collection set off by a run's worker thread (which holds the GIL while
         # it walks every object) never walks it, and the event loop keeps answering meanwhile.
         gc.freeze()
-        # Runs do their CPU work in worker threads; the loop waits for the GIL each time it comes back from a
-        # system call, up to the switch interval per busy thread. 1 ms instead of 5 keeps a request's answer
-        # within a few of those waits while runs work (bench/bench_concurrency.py: GET config under load).
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
 
     async def stop_extension(self) -> None:
         state = self.settings.get(STATE_KEY)
