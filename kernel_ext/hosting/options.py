@@ -152,7 +152,7 @@ def _count(env: dict[str, str], name: str, what: str = "rounds (0 turns repair o
 
 
 RUN_LIMIT_ENV = "BESSER_MAX_CONCURRENT_RUNS"
-RUN_MEMORY_BYTES = 768 * 1024 * 1024  # one run at its peak: its share of the server and its warm app host
+RUN_MEMORY_BYTES = 512 * 1024 * 1024  # one run at its peak, with room: the demo measured ~175 MiB (server share, app host, sandboxes)
 
 
 def default_run_limit() -> int:

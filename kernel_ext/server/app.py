@@ -57,7 +57,7 @@ class BesserAgentApp(ExtensionApp):
     max_concurrent_runs = Int(
         None, allow_none=True, config=True,
         help="Runs this server runs at once; more wait, visibly, in a queue (default: BESSER_MAX_CONCURRENT_RUNS, else one per "
-             "core, fewer where memory is short at 768 MiB a run, at least 2).",
+             "core, fewer where memory is short at 512 MiB a run, at least 2).",
     )
     heartbeat_interval = Float(15.0, config=True, help="Seconds between SSE heartbeats on a quiet stream.")
     export_to_kernels = Bool(True, config=True, help="Export BESSER_AGENT_URL and BESSER_AGENT_TOKEN to kernels started by this server.")
