@@ -52,7 +52,7 @@ def meter_text(state: RunViewState) -> str:
 
 def waiting_status(state: RunViewState) -> str:
     waiting = len(state.open_approvals())
-    return f"waiting for {plural(waiting, 'approval')}" if waiting and not state.finished else state.status
+    return f"waiting for {plural(waiting, 'approval')}" if waiting and not state.finished else state.status_text
 
 
 def banner_html(state: RunViewState) -> str:
@@ -259,7 +259,7 @@ def file_href(run_dir: str, relative: str, link_base: str | None) -> str | None:
 
 def run_text(state: RunViewState, note: str = "") -> str:
     """The whole run as plain text (static viewers, terminals, ``print(view)``)."""
-    lines = [f"run {state.run_id or '…'} [{state.status}] {state.request[:200]}".rstrip()]
+    lines = [f"run {state.run_id or '…'} [{state.status_text}] {state.request[:200]}".rstrip()]
     if note:
         lines.append(note)
     lines.append(timeline_text(state))

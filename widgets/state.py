@@ -94,6 +94,7 @@ class RunViewState:
     shell_tools_enabled: bool = False
     run_dir: str = ""
     status: str = "starting"
+    queue_position: int | None = None  # while the server keeps the run waiting to start (status "queued")
     phases: dict[str, PhaseView] = field(default_factory=lambda: {p: PhaseView(p) for p in PHASES})
     calls: dict[str, CallView] = field(default_factory=dict)
     current_call: str | None = None
@@ -234,12 +235,27 @@ class RunViewState:
         self.cost = {k: e.get(k, 0) for k in ("input_tokens", "output_tokens", "cost_usd", "turns", "elapsed_s")}
         return {"meter"}
 
+    def _on_queued(self, e: dict) -> set[str]:
+        """The server keeps the run waiting (position 1 = next), or lets it start (position 0)."""
+        position = int(e.get("position") or 0)
+        self.request = self.request or str(e.get("request") or "")
+        if self.finished:
+            return set()
+        if position > 0:
+            self.status, self.queue_position = "queued", position
+            return {"header"}
+        self.status, self.queue_position = "running", None
+        waited = e.get("waited_s")
+        self.texts.append(f"started after {float(waited):.1f} s in the queue" if waited is not None else "started")
+        del self.texts[:-20]
+        return {"header", "texts"}
+
     def _on_error(self, e: dict) -> set[str]:
         self.errors.append({"code": e["code"], "message": e["message"]})
         return {"header"}
 
     def _on_done(self, e: dict) -> set[str]:
-        self.status = e["status"]
+        self.status, self.queue_position = e["status"], None
         self.done = {k: e.get(k) for k in ("status", "authorship", "blockers", "verification", "phase_durations", "summary")}
         for name, seconds in (e.get("phase_durations") or {}).items():
             if name in self.phases:
@@ -316,6 +332,11 @@ class RunViewState:
         return sum(p.waiting_s for p in self.phases.values())
 
     # -- reading --------------------------------------------------------------------------
+
+    @property
+    def status_text(self) -> str:
+        """The status as a person reads it: a waiting run says its place in the queue."""
+        return f"queued, position {self.queue_position}" if self.status == "queued" and self.queue_position else self.status
 
     @property
     def finished(self) -> bool:

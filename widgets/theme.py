@@ -34,7 +34,7 @@ STATUS_TONE = {
     "completed": OK, "executed": OK, "approved": OK, "passed": OK, "verified": OK, "resolved": OK,
     "blocked": WARN, "waiting": WARN, "expired": WARN, "interrupted": WARN, "warning": WARN, "implemented": WARN,
     "failed": BAD, "denied": BAD, "stale input": BAD, "blocker": BAD, "denied by policy": BAD, "budget_exhausted": BAD,
-    "running": INFO, "info": INFO,
+    "running": INFO, "info": INFO, "queued": INFO,
     "pending": MUTED, "starting": MUTED, "cancelled": MUTED,
     # a command's risk class (shellplan.verdict)
     "read-only": OK, "mutating": WARN, "unknown": WARN, "complex": WARN, "network": BAD, "destructive": BAD,
@@ -109,6 +109,6 @@ STYLE = f"<style>{stylesheet()}</style>"
 
 def badge_class(word: str) -> str:
     """The class of a badge for ``word`` (its status tone), e.g. ``besser-st-denied``."""
-    key = word.split(" (")[0].strip().lower()
+    key = word.split(" (")[0].split(",")[0].strip().lower()  # "queued, position 2" -> queued
     key = key if key in STATUS_TONE else key.split(" ")[0]
     return f"besser-badge besser-st-{key.replace(' ', '-')}" if key in STATUS_TONE else "besser-badge"

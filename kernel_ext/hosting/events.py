@@ -132,6 +132,17 @@ class CostEvent(_Event):
     elapsed_s: float = 0.0
 
 
+class QueuedEvent(_Event):
+    """The run waits for the server to admit it (``hosting/admission.py``): its place in the queue
+    (1 = next), re-sent when the place changes, then once with ``position`` 0 when it starts."""
+
+    type: Literal["queued"] = "queued"
+    position: int = Field(ge=0)
+    limit: int = 0  # how many runs the server runs at once
+    request: str = ""  # what was asked (a run cancelled in the queue never has a ``run_started``)
+    waited_s: float | None = None  # on the admission (position 0): how long the run waited
+
+
 class DoneEvent(_Event):
     type: Literal["done"] = "done"
     # budget_exhausted: the endpoint refused because the key's budget is spent (providers/quota.py)
@@ -165,6 +176,7 @@ Event = Annotated[
     | FindingEvent
     | SnapshotEvent
     | CostEvent
+    | QueuedEvent
     | DoneEvent
     | ErrorEvent,
     Field(discriminator="type"),
@@ -184,6 +196,7 @@ EVENT_TYPES: dict[str, type[_Event]] = {
         FindingEvent,
         SnapshotEvent,
         CostEvent,
+        QueuedEvent,
         DoneEvent,
         ErrorEvent,
     )

@@ -6,6 +6,10 @@ as they happen (``start_run`` does that), so a run survives the process that hos
 replayable log. ``recover()`` (called once when the server starts) closes the logs of runs
 that were in flight when a previous server died, with a ``done`` of status ``interrupted``.
 
+At most ``operator.max_concurrent_runs`` runs execute at once; the others wait in the
+admission queue (``admission.py``), visible and cancellable. A run leaves the live table when it
+ends (its folder answers from then on; the loaded-log cache keeps the last few in memory).
+
 A finished run's log can be tens of MB: the server reads it in a worker thread (``find``),
 once per run and version of the file (concurrent requests share one load), and keeps the
 last few loaded; listings read only the first and last line of each log.
@@ -20,13 +24,14 @@ import os
 from collections import OrderedDict
 from pathlib import Path
 
+from kernel_ext.hosting.admission import Admission
 from kernel_ext.hosting.bodies import resolve_body
 from kernel_ext.hosting.bus import EventLog
 from kernel_ext.hosting.layout import RUN_ID_PATTERN, RunLayout
 from kernel_ext.hosting.offloop import off_loop
-from kernel_ext.hosting.options import OperatorSettings
+from kernel_ext.hosting.options import OperatorSettings, RunRequest
 from kernel_ext.hosting.requests import HostedRequest
-from kernel_ext.hosting.run import Run, RunBody, load_finished, start_run
+from kernel_ext.hosting.run import Run, RunBody, RunContext, load_finished, start_run
 from kernel_ext.hosting.summaries import HOST_FILE, RunSummary, disk_summary, host_id, hosted_elsewhere, last_record, summarize
 from kernel_ext.workspace.publish import sweep_temporaries
 
@@ -53,6 +58,7 @@ class RunManager:
         self._live: dict[str, Run] = {}
         self._loaded: OrderedDict[str, tuple[tuple[int, int], Run]] = OrderedDict()  # id -> (file stamp, run)
         self._loading: dict[str, asyncio.Future[Run]] = {}
+        self.admission = Admission(self.operator.max_concurrent_runs)
 
     # -- starting -------------------------------------------------------------------------
 
@@ -62,18 +68,36 @@ class RunManager:
         return self.start_body(body, options=request)
 
     def start_body(self, body: RunBody, *, options: HostedRequest | None = None, run_id: str | None = None) -> Run:
-        """Host an already-built body (library callers, benchmarks); needs a running loop."""
+        """Host an already-built body (library callers, benchmarks); needs a running loop. It waits in
+        the admission queue while ``max_concurrent_runs`` others run."""
         layout = RunLayout.create(self.runs_dir, run_id)
         (layout.internal_dir / HOST_FILE).write_text(host_id(), encoding="utf-8")
+        admission, asked = self.admission, _asked(options)
+
+        async def admitted(context: RunContext) -> None:
+            async with admission.slot(context.events, asked):
+                await body(context)
+
         run = start_run(
-            body,
+            admitted,
             layout,
             options=options,
             approval_timeout=self.approval_timeout,
             known_secrets=self.known_secrets,
         )
         self._live[run.id] = run
+        assert run.task is not None
+        run.task.add_done_callback(lambda _task: self._finished(run))
         return run
+
+    def _finished(self, run: Run) -> None:
+        """An ended run leaves the live table; it stays findable (its folder, and the cache of loaded
+        logs while its file is unchanged)."""
+        self._live.pop(run.id, None)
+        try:
+            self._remember(run.id, _stamp(run.context.layout.run_dir), run)
+        except OSError:  # no log on disk (it could not be written): the folder answers, or nothing
+            pass
 
     # -- finding --------------------------------------------------------------------------
 
@@ -203,6 +227,13 @@ class RunManager:
 
 
 LOADED_RUNS_KEPT = 8  # finished runs whose loaded logs the server keeps
+
+
+def _asked(options: HostedRequest | None) -> str:
+    """What a queued run shows it asked for (a scenario names itself)."""
+    if isinstance(options, RunRequest):
+        return options.request
+    return f"scenario {getattr(options, 'scenario', '')}".strip() if options is not None else ""
 
 
 def _stamp(run_dir: Path) -> tuple[int, int]:

@@ -101,6 +101,9 @@ class OperatorSettings:
     import_smoke_check: bool = True
     shell_runbook: bool = True
     extra_roots: tuple[str, ...] = ()
+    # Runs hosted at once; more wait in the queue (``hosting/admission.py``). None: no limit (a
+    # library caller's own runs); ``from_environment`` gives ``BESSER_MAX_CONCURRENT_RUNS`` or the machine's default.
+    max_concurrent_runs: int | None = None
 
     def budget_caps(self) -> dict[str, int | float]:
         """The caps the operator set, by budget name (what ``%besser config`` shows)."""
@@ -123,9 +126,14 @@ class OperatorSettings:
             "import_smoke_check": _on_unless_off(env.get("BESSER_LLM_ENABLE_IMPORT_SMOKE_CHECK")),
             "shell_runbook": _on_unless_off(env.get("BESSER_LLM_SHELL_RUNBOOK")),
             "extra_roots": tuple(p for p in (env.get("BESSER_EXTRA_ROOTS") or "").split(os.pathsep) if p.strip()),
+            "max_concurrent_runs": _count(env, RUN_LIMIT_ENV, "runs (at least 1)"),
         }
         values.update({k: v for k, v in explicit.items() if v is not None})
         values["extra_roots"] = extra_roots(values.get("extra_roots", ()))
+        if values["max_concurrent_runs"] is None:
+            values["max_concurrent_runs"] = default_run_limit()
+        if values["max_concurrent_runs"] < 1:
+            raise ConfigurationError(f"{RUN_LIMIT_ENV} / max_concurrent_runs: at least 1 run must be allowed at once")
         return cls(**values)
 
 
@@ -134,13 +142,36 @@ def _on_unless_off(value: str | None) -> bool:
     return True if not (value or "").strip() else env_flag(value)
 
 
-def _count(env: dict[str, str], name: str) -> int | None:
+def _count(env: dict[str, str], name: str, what: str = "rounds (0 turns repair off)") -> int | None:
     text = (env.get(name) or "").strip()
     if not text:
         return None
     if not text.isdigit():
-        raise ConfigurationError(f"{name}={text!r}: expected a whole number of rounds (0 turns repair off)")
+        raise ConfigurationError(f"{name}={text!r}: expected a whole number of {what}")
     return int(text)
+
+
+RUN_LIMIT_ENV = "BESSER_MAX_CONCURRENT_RUNS"
+RUN_MEMORY_BYTES = 512 * 1024 * 1024  # one run at its peak, with room: the demo measured ~175 MiB (server share, app host, sandboxes)
+
+
+def default_run_limit() -> int:
+    """Runs at once when the operator says nothing: one per core the server may use, fewer when
+    memory is shorter (``RUN_MEMORY_BYTES`` each), never below 2 (a run waiting at a card must
+    not hold up every other)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(2, min(cores, _memory_bytes() // RUN_MEMORY_BYTES))
+
+
+def _memory_bytes() -> int:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 1 << 50  # unknown: memory does not lower the limit
 
 
 def extra_roots(paths: Any) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from kernel_ext.boundary.approval import AsyncApprover, Verdict
 from kernel_ext.hosting.bus import EventLog, EventLogUnwritable
-from kernel_ext.hosting.events import ApprovalRequested, ApprovalResolved, DoneEvent
+from kernel_ext.hosting.events import ApprovalRequested, ApprovalResolved, DoneEvent, QueuedEvent
 from kernel_ext.hosting.layout import RunLayout
 
 if TYPE_CHECKING:
@@ -76,7 +76,17 @@ class Run:
             return last.status
         if self.task is None or self.task.done():
             return "interrupted"
+        if self.queue_position is not None:
+            return "queued"
         return "waiting_for_approval" if self.context.approver.pending() else "running"
+
+    @property
+    def queue_position(self) -> int | None:
+        """Where the run waits to be admitted (1 = next), from its last event; None once it runs."""
+        last = self.events.events[-1] if self.events.events else None
+        if isinstance(last, QueuedEvent) and last.position > 0 and self.task is not None and not self.task.done():
+            return last.position
+        return None
 
     def pending_approvals(self) -> tuple[str, ...]:
         return self.context.approver.pending()

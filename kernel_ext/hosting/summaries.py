@@ -44,16 +44,19 @@ class RunSummary(BaseModel):
     summary: str = ""
     run_dir: str
     kind: str | None = None  # "generate" | "scenario" where the hosting process knows the request
+    queue_position: int | None = None  # while the run waits to be admitted (status "queued"): 1 = next
 
     def as_json(self) -> dict[str, Any]:
-        """The reply's object: every key above, ``kind`` only when known."""
-        return self.model_dump(mode="json", exclude={"kind"} if self.kind is None else set())
+        """The reply's object: every key above, ``kind`` and ``queue_position`` only when known."""
+        unknown = {name for name in ("kind", "queue_position") if getattr(self, name) is None}
+        return self.model_dump(mode="json", exclude=unknown)
 
 
 def summarize(run: Run) -> RunSummary:
     """A hosted (or loaded) run, from its events in memory."""
     events = run.events.events
-    started = next(iter(run.events.of_type("run_started")), None)
+    # a run that waited in the queue names its request there first (and only there if cancelled while queued)
+    started = next(iter(run.events.of_type("run_started")), None) or next(iter(run.events.of_type("queued")), None)
     done = events[-1] if run.events.closed else None
     options = run.context.options
     return RunSummary(
@@ -70,6 +73,7 @@ def summarize(run: Run) -> RunSummary:
         summary=getattr(done, "summary", ""),
         run_dir=str(run.context.layout.run_dir),
         kind=kind_of(options) if isinstance(options, (RunRequest, ScenarioRequest)) else None,
+        queue_position=run.queue_position,
     )
 
 
@@ -77,9 +81,7 @@ def disk_summary(run_dir: Path) -> RunSummary | None:
     """A run folder, from the first and last lines of ``events.jsonl`` (a listing reads no more)."""
     path = run_dir / "events.jsonl"
     try:
-        with open(path, "rb") as handle:
-            head = handle.readline(SUMMARY_LINE_BYTES + 1)
-        first = small_json(head, len(head) <= SUMMARY_LINE_BYTES)
+        first = _head_record(path)
         last = last_record(path)
         count = _count_lines(path)
     except (OSError, ValueError):
@@ -99,6 +101,24 @@ def disk_summary(run_dir: Path) -> RunSummary | None:
         summary=_text(done.get("summary")) if done else "",
         run_dir=str(run_dir),
     )
+
+
+QUEUED_LINES_READ = 256  # a listing reads past at most this many leading ``queued`` lines
+
+
+def _head_record(path: Path) -> dict[str, Any]:
+    """The first line's object; past a run's leading ``queued`` lines (its wait in the queue), the
+    ``run_started`` that follows them (with the first line's time: the run's, as ``summarize`` has it),
+    else the first of them (a run cancelled while queued)."""
+    first: dict[str, Any] = {}
+    with open(path, "rb") as handle:
+        for _ in range(QUEUED_LINES_READ):
+            line = handle.readline(SUMMARY_LINE_BYTES + 1)
+            record = small_json(line, len(line) <= SUMMARY_LINE_BYTES)
+            first = first or record
+            if record.get("type") != "queued" or not line.endswith(b"\n"):
+                return {**record, "ts": first.get("ts")} if record.get("type") == "run_started" else first
+    return first
 
 
 def _text(value: Any) -> str:

@@ -39,7 +39,8 @@ class RunsTable:
         for run in self.runs:
             started = run.started_at
             when = dt.datetime.fromtimestamp(started).strftime("%Y-%m-%d %H:%M:%S") if started else ""
-            rows.append((run.id, run.status, run.request[:60], when, str(run.events), str(len(run.pending_approvals))))
+            status = f"queued, position {run.queue_position}" if run.queue_position else run.status
+            rows.append((run.id, status, run.request[:60], when, str(run.events), str(len(run.pending_approvals))))
         return rows
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:

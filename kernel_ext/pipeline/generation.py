@@ -30,6 +30,19 @@ if TYPE_CHECKING:  # BESSER, the providers and the tools load when a run starts
     from kernel_ext.tools.base import RunState
 
 
+def warm_up() -> None:
+    """What every run imports and builds once per process, done at the server's start-up
+    (``hosting.bodies.preload``): the orchestrator and its phases, the tool catalog and each
+    tool's schema, the replay provider, the app host and validation."""
+    from kernel_ext.pipeline import orchestrator  # noqa: F401 - imported for its side effect: loaded once
+    from kernel_ext.providers import factory, replay  # noqa: F401
+    from kernel_ext.tools.registry import default_catalog
+    from kernel_ext.validation import hosting, validate  # noqa: F401
+
+    for spec in default_catalog():
+        spec.provider_schema()
+
+
 def generation_body(request: RunRequest, operator: OperatorSettings, *, model: DomainModel | None = None,
                     provider: Provider | None = None) -> RunBody:
     """A run body for ``request``; ``model``/``provider`` objects override what the request names."""
@@ -200,7 +213,9 @@ def shipped_cassette(name: str) -> Path | None:
 def _close_run_resources(ctx: RunContext, state: RunState | None = None) -> None:
     try:
         from kernel_ext.tools.api_test import close_app_hosts
+        from kernel_ext.tools.import_guard import close_checkers_under
 
         close_app_hosts(ctx.run_id, state)
+        close_checkers_under(str(ctx.layout.app_dir))
     except ImportError:
         pass

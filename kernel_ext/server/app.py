@@ -54,6 +54,11 @@ class BesserAgentApp(ExtensionApp):
                          help="Phase 2's runtime verification runbook when shell tools are on (default: BESSER_LLM_SHELL_RUNBOOK, on).")
     extra_roots = List(Unicode(), default_value=None, allow_none=True, config=True,
                        help="Absolute folders the file tools may use beside a run's app/ (default: BESSER_EXTRA_ROOTS).")
+    max_concurrent_runs = Int(
+        None, allow_none=True, config=True,
+        help="Runs this server runs at once; more wait, visibly, in a queue (default: BESSER_MAX_CONCURRENT_RUNS, else one per "
+             "core, fewer where memory is short at 512 MiB a run, at least 2).",
+    )
     heartbeat_interval = Float(15.0, config=True, help="Seconds between SSE heartbeats on a quiet stream.")
     export_to_kernels = Bool(True, config=True, help="Export BESSER_AGENT_URL and BESSER_AGENT_TOKEN to kernels started by this server.")
     max_body_bytes = Int(MAX_BODY_BYTES, config=True, help="Largest request body the extension's endpoints read (413 beyond it).")
@@ -92,6 +97,7 @@ class BesserAgentApp(ExtensionApp):
             import_smoke_check=self.import_smoke_check,
             shell_runbook=self.shell_runbook,
             extra_roots=tuple(self.extra_roots) if self.extra_roots is not None else None,
+            max_concurrent_runs=self.max_concurrent_runs,
         )
         capability = Capability.new()
         manager = RunManager(
@@ -109,8 +115,9 @@ class BesserAgentApp(ExtensionApp):
         self._export = KernelExport()
         self._publish()
         self.log.info(
-            "besser-agent: runs in %s; shell tools %s; sandbox policy %s",
+            "besser-agent: runs in %s (%d at once); shell tools %s; sandbox policy %s",
             manager.runs_dir,
+            operator.max_concurrent_runs,
             "enabled" if operator.shell_tools_enabled else "disabled",
             operator.sandbox_policy,
         )

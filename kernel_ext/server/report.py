@@ -38,6 +38,7 @@ def describe_configuration(
         "provider": {**describe_provider(operator), **last_budget_refusal(manager)},
         "app_environment": describe_app_environment(),
         "budgets": operator.budget_caps(),
+        "runs": describe_runs(operator, manager),
         "approval_timeout_s": manager.approval_timeout if manager is not None else operator.approval_timeout_s,
         "runs_dir": str(manager.runs_dir) if manager is not None else None,
     }
@@ -57,6 +58,14 @@ def last_budget_refusal(manager: RunManager | None) -> dict[str, Any]:
         return {"budget": {"exhausted": True, "run_id": run.id, "spent_usd": getattr(refusal, "spent_usd", None),
                            "limit_usd": getattr(refusal, "limit_usd", None), "message": getattr(refusal, "message", "")}}
     return {}
+
+
+def describe_runs(operator: OperatorSettings, manager: RunManager | None) -> dict[str, Any]:
+    """How many runs run at once here, and how many run and wait now."""
+    admission = manager.admission if manager is not None else None
+    return {"max_concurrent": operator.max_concurrent_runs,
+            "running": admission.running if admission is not None else 0,
+            "queued": admission.waiting if admission is not None else 0}
 
 
 def describe_app_environment() -> dict[str, Any]:

@@ -7,7 +7,9 @@ they enforce resource access (through the workspace fence) and raise ``ToolFailu
 
 from __future__ import annotations
 
+import functools
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -163,8 +165,10 @@ class ToolSpec(Generic[ArgsT]):
     blocking: bool = False
 
     def json_schema(self) -> dict[str, Any]:
-        """The parameters schema sent to a provider (pydantic's, without its titles)."""
-        return _strip_titles(self.args_model.model_json_schema())
+        """The parameters schema sent to a provider (pydantic's, without its titles): built once
+        per args model (pydantic takes milliseconds per model, and every provider turn of every run
+        offers every tool, on the server's loop), then a fresh copy per call."""
+        return json.loads(_schema_text(self.args_model))
 
     def provider_schema(self) -> dict[str, Any]:
         """Provider-neutral declaration: ``{name, description, parameters}``."""
@@ -172,6 +176,11 @@ class ToolSpec(Generic[ArgsT]):
 
     def offered_in(self, available: Iterable[str]) -> bool:
         return self.requires <= frozenset(available)
+
+
+@functools.cache
+def _schema_text(args_model: type[ToolArgs]) -> str:
+    return json.dumps(_strip_titles(args_model.model_json_schema()))
 
 
 def _strip_titles(schema: Any) -> Any:

@@ -314,6 +314,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         run=counted(_run_replace),
         prepare=counted(_prepare_replace),
         requires=FILE_SERVICES,
+        blocking=True,  # gates (parse, import guard), then a write and its fsyncs: off the server's loop
     ),
     ToolSpec(
         name="modify_file",
@@ -326,5 +327,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         run=counted(_run_modify),
         prepare=counted(_prepare_modify),
         requires=FILE_SERVICES,
+        blocking=True,  # gates (parse, import guard), then a write and its fsyncs: off the server's loop
     ),
 )

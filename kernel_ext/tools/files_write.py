@@ -161,6 +161,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         run=counted(_run_write),
         prepare=counted(_prepare_write),
         requires=FILE_SERVICES,
+        blocking=True,  # gates (parse, import guard), then a write and its fsyncs: off the server's loop
     ),
     ToolSpec(
         name="delete_file",
@@ -170,5 +171,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         run=_run_delete,
         prepare=_prepare_delete,
         requires=FILE_SERVICES,
+        blocking=True,  # a removal and its folder's fsync: off the server's loop
     ),
 )

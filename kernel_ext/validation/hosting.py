@@ -1,47 +1,60 @@
 """One warm app host per run, found again by every tool call of that run.
 
-Hosts are kept in a small process-wide table keyed by run id, so a tool context rebuilt for
-each call (a notebook cell) still finds its warm host. A host keeps nothing between jobs
-(every job gets a fresh child and a fresh copy of the source it is given), so one host can
-serve every workspace of a run. The least recently used host beyond ``MAX_HOSTS`` is closed,
-and every host is closed at interpreter exit. ``close_app_hosts(run_id)`` is what a run's
-end calls, with the run's state: the state is then marked ended, so a tool call of that run
-still finishing in a worker thread (a cancelled run's validation) is refused instead of
-starting a host, and a temporary folder, that nothing would close any more.
+Hosts are kept in a process-wide table keyed by run id, so a tool context rebuilt for each
+call (a notebook cell) still finds its warm host. A host keeps nothing between jobs (every job
+gets a fresh child and a fresh copy of the source it is given), so one host can serve every
+workspace of a run.
+
+Nothing takes a host from a run that uses it: a host is closed only by ``close_app_hosts``,
+which a run's end calls with the run's state (the state is then marked ended, so a tool call
+of that run still finishing in a worker thread, a cancelled run's validation, is refused
+instead of starting a host and a temporary folder that nothing would close any more), and at
+interpreter exit. How many hosts exist is bounded by how many runs the server admits at once
+(``hosting/admission.py``), not by evicting one. A host nothing used for ``idle_seconds()``
+(``BESSER_APP_HOST_IDLE_S``) and with no job in flight has its process stopped by a reaper
+thread; the host object stays in its run's hands and its next job starts the process again.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import threading
-from collections import OrderedDict
+import time
 from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.validation.apphost.host import AppHost
 
-MAX_HOSTS = 4
 ENDED = "app_host.ended"  # the run state's mark, set by close_app_hosts
-_hosts: OrderedDict[str, AppHost] = OrderedDict()
+IDLE_ENV = "BESSER_APP_HOST_IDLE_S"
+DEFAULT_IDLE_S = 600.0
+_hosts: dict[str, AppHost] = {}
 _lock = threading.Lock()
+_reaper: threading.Thread | None = None
+_reaper_pid = 0
+
+
+def idle_seconds(environ: dict[str, str] | None = None) -> float:
+    """How long a host may sit unused before its process is stopped (``BESSER_APP_HOST_IDLE_S``)."""
+    text = ((environ if environ is not None else os.environ).get(IDLE_ENV) or "").strip()
+    try:
+        value = float(text) if text else DEFAULT_IDLE_S
+    except ValueError:
+        return DEFAULT_IDLE_S
+    return value if value > 0 else DEFAULT_IDLE_S
 
 
 def app_host(state: Any = None, *, policy: str | None = None) -> AppHost:
     """The run's host (created on first use; not started until a job needs it)."""
     key = str(getattr(state, "run_id", "local"))
-    retired: list[AppHost] = []
     with _lock:
         if getattr(state, "stores", {}).get(ENDED):
             raise ToolFailure(ErrorCode.EXECUTION_FAILED, f"run {key} has ended; its app host is closed")
         host = _hosts.get(key)
         if host is None or host._closed:
-            host = AppHost(policy=policy)
-            _hosts[key] = host
-        _hosts.move_to_end(key)
-        while len(_hosts) > MAX_HOSTS:
-            retired.append(_hosts.popitem(last=False)[1])
-    for old in retired:
-        old.close()
+            host = _hosts[key] = AppHost(policy=policy)
+            _ensure_reaper()
     return host
 
 
@@ -63,6 +76,36 @@ def close_app_hosts(run_id: str | None = None, state: Any = None) -> int:
     for host in hosts:
         host.close()
     return len(hosts)
+
+
+def open_hosts() -> int:
+    """How many hosts the table holds (a run's, until it ends)."""
+    with _lock:
+        return len(_hosts)
+
+
+def reap_idle(idle_s: float | None = None) -> int:
+    """Stop the process of every host idle past ``idle_s`` with no job in flight; how many were stopped."""
+    limit = idle_seconds() if idle_s is None else idle_s
+    with _lock:
+        hosts = list(_hosts.values())
+    return sum(host.stop_if_idle(limit) for host in hosts)
+
+
+def _ensure_reaper() -> None:
+    """The reaper thread, started with the first host (again in a forked child, which lost it)."""
+    global _reaper, _reaper_pid
+    if _reaper is not None and _reaper_pid == os.getpid() and _reaper.is_alive():
+        return
+    _reaper = threading.Thread(target=_reap_forever, name="besser-apphost-reaper", daemon=True)
+    _reaper_pid = os.getpid()
+    _reaper.start()
+
+
+def _reap_forever() -> None:
+    while True:
+        time.sleep(max(1.0, idle_seconds() / 4))
+        reap_idle()
 
 
 atexit.register(close_app_hosts)

@@ -60,6 +60,7 @@ class ServerState:
     sandbox: dict[str, Any] | None = None
     max_body_bytes: int = MAX_BODY_BYTES
     bind_capability: bool = True  # the capability only from this server's own process tree
+    configuration: dict[str, Any] | None = None  # GET config's answer but for its live counts, built once
 
 
 class Refusal(HTTPError):

@@ -9,7 +9,7 @@ from tornado import web
 
 from kernel_ext.hosting.offloop import for_request
 from kernel_ext.server.handlers.base import BesserHandler
-from kernel_ext.server.report import describe_configuration
+from kernel_ext.server.report import describe_configuration, describe_runs
 
 
 class ConfigHandler(BesserHandler):
@@ -19,6 +19,11 @@ class ConfigHandler(BesserHandler):
     @authorized
     async def get(self) -> None:
         state = self.state
-        # On a request worker (never behind runs' work): the first answer imports the provider settings (~0.1 s of the GIL),
-        # and the loop must keep serving while it does.
-        self.reply(await for_request(partial(describe_configuration, state.operator, state.manager, sandbox=state.sandbox)))
+        # Built once, on a request worker (never behind runs' work): it imports the provider settings (~0.1 s of the
+        # GIL) and the loop must keep serving meanwhile. What it describes (the operator's settings, the server's
+        # environment) is fixed for the server's life, so later answers add the live run counts on the loop: under
+        # load every hop to a thread is another wait for the GIL behind the runs' work.
+        if state.configuration is None:
+            state.configuration = await for_request(partial(describe_configuration, state.operator, state.manager,
+                                                            sandbox=state.sandbox))
+        self.reply({**state.configuration, "runs": describe_runs(state.operator, state.manager)})

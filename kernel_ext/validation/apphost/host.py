@@ -9,7 +9,9 @@ tools are enabled, with the scrubbed environment every sandboxed command gets. I
 staged source read-only; each child copies it. Jobs are framed JSON over the host's stdin and
 stdout (a ``WarmWorker``: ``spawn_confined`` underneath, one framing module for both sides);
 several may be outstanding (replays run two at a time). A host that died is started again on
-the next job; ``close`` ends it and everything it started.
+the next job; ``close`` ends it and everything it started. ``busy`` counts the jobs in flight
+and the stagings under way: ``stop_if_idle`` (the host table's reaper, ``validation/hosting.py``)
+stops only a host nothing uses, and its next job starts it again.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -102,6 +105,9 @@ class AppHost:
         self._ids = itertools.count(1)
         self._staged: list[Staged] = []
         self._closed = False
+        self._busy = 0  # jobs in flight and stagings under way: while above 0 the host is never stopped
+        self._busy_lock = threading.Lock()  # the counter's own: a reply's thread updates it, never under ``_lock``
+        self.last_used = time.monotonic()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -206,6 +212,29 @@ class AppHost:
     def _terminate(self) -> None:
         self._worker.stop(grace=STOP_GRACE_S)
 
+    @property
+    def busy(self) -> int:
+        """Jobs in flight plus stagings under way."""
+        return self._busy
+
+    def _use(self, delta: int) -> None:
+        with self._busy_lock:
+            self._busy += delta
+            self.last_used = time.monotonic()
+
+    def stop_if_idle(self, idle_s: float) -> bool:
+        """Stop the host process (not the host: its next job starts it again) when nothing has used it
+        for ``idle_s`` and no job is in flight; never waits behind a start or a staging. True if stopped."""
+        if not self._lock.acquire(blocking=False):
+            return False  # a start, a staging or a stop is under way: in use
+        try:
+            if self._closed or self._busy or not self.alive or time.monotonic() - self.last_used < idle_s:
+                return False
+            self._terminate()
+            return True
+        finally:
+            self._lock.release()
+
     def close(self) -> None:
         """Stop the host and its children; remove the staged copies."""
         with self._lock:
@@ -223,6 +252,13 @@ class AppHost:
         cannot be provided."""
         if self._closed:
             raise ToolFailure(ErrorCode.EXECUTION_FAILED, "the app host of this run was closed")
+        self._use(+1)
+        try:
+            return self._stage(source)
+        finally:
+            self._use(-1)
+
+    def _stage(self, source: Source) -> Staged:
         environment = environment_for(source.files.get("requirements.txt"), policy=self.policy, shell_tools=self.shell_tools)
         with self._lock:
             if self._closed:
@@ -252,11 +288,18 @@ class AppHost:
     # -- jobs -------------------------------------------------------------------------------------
 
     def submit(self, staged: Staged, job: Mapping[str, object], timeout: float = JOB_TIMEOUT_S) -> PendingJob:
-        """Send one job; the future's result is the host's reply frame (``op`` result or error)."""
-        self.start()
+        """Send one job; the future's result is the host's reply frame (``op`` result or error).
+        The job counts as in use from here until its future is settled (a reply, the host's exit)."""
+        self._use(+1)
+        future: Future[Reply] = Future()
+        future.add_done_callback(lambda _done: self._use(-1))
+        try:
+            self.start()
+        except BaseException:
+            future.cancel()
+            raise
         self.submitted += 1
         job_id = next(self._ids)
-        future: Future[Reply] = Future()
         self._pending[job_id] = future
         message = {"op": "run", "id": job_id, "src": str(staged.path), "entry": staged.entry, "attr": staged.attr,
                    "job": job, "timeout": timeout}

@@ -1,0 +1,107 @@
+"""Admission: past ``max_concurrent_runs`` a run waits, visibly and in order, and can be cancelled
+while it waits; an ended run leaves the live table but stays listed and findable. Real
+``RunManager`` and event logs on disk; the bodies are small library bodies that wait for a signal."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from kernel_ext.errors import ConfigurationError
+from kernel_ext.hosting.manager import RunManager
+from kernel_ext.hosting.options import OperatorSettings, RunRequest, default_run_limit
+from kernel_ext.hosting.summaries import disk_summary, summarize
+from kernel_ext.magics.display import RunsTable
+from widgets.render import header_html, run_text
+from widgets.state import RunViewState
+
+
+def gated(release: asyncio.Event, started: list[str]):
+    async def body(ctx) -> None:
+        started.append(ctx.run_id)
+        ctx.events.emit("run_started", request="gated", model_name="M")
+        (ctx.layout.app_dir / "made.txt").write_text("generated")
+        await release.wait()
+
+    return body
+
+
+async def until(predicate, timeout: float = 10.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met"
+        await asyncio.sleep(0.01)
+
+
+async def test_runs_past_the_limit_wait_in_order_with_their_position_and_a_waiting_one_cancels_clean(tmp_path):
+    manager = RunManager(tmp_path / "runs", OperatorSettings(max_concurrent_runs=2))
+    releases = [asyncio.Event() for _ in range(5)]
+    started: list[str] = []
+    runs = [manager.start_body(gated(release, started), options=RunRequest(request=f"app {i}")) for i, release in enumerate(releases)]
+    await until(lambda: len(started) == 2)
+    await asyncio.sleep(0.05)
+    assert started == [runs[0].id, runs[1].id]
+    assert [run.status for run in runs] == ["running", "running", "queued", "queued", "queued"]
+    assert [run.queue_position for run in runs] == [None, None, 1, 2, 3]
+    assert summarize(runs[4]).as_json()["queue_position"] == 3 and summarize(runs[4]).request == "app 4"
+    assert "queue_position" not in summarize(runs[0]).as_json()
+    table = RunsTable(manager.list())._repr_mimebundle_()["text/plain"]
+    assert "queued, position 1" in table and "queued, position 3" in table
+
+    # cancelled while it waits: it ends cancelled, never started, generated nothing; the others move up
+    assert runs[3].cancel()
+    done = await asyncio.wait_for(runs[3].wait(), 5)
+    assert done is not None and done.status == "cancelled" and "never started" in done.summary
+    assert runs[3].id not in started and not any(runs[3].context.layout.app_dir.iterdir())
+    assert [run.queue_position for run in (runs[2], runs[4])] == [1, 2]
+    view = RunViewState.replay(runs[3].events.events)
+    assert view.status == "cancelled" and view.request == "app 3"
+    listed = disk_summary(runs[3].context.layout.run_dir)
+    assert listed is not None and listed.status == "cancelled" and listed.request == "app 3"
+
+    # a place frees: the first waiting run starts, and says how long it waited
+    releases[0].set()
+    await until(lambda: len(started) == 3)
+    assert started[2] == runs[2].id and runs[4].queue_position == 1
+    admitted = [e for e in runs[2].events.of_type("queued") if e.position == 0]
+    assert len(admitted) == 1 and admitted[0].waited_s is not None
+    view = RunViewState.replay(runs[4].events.events)
+    assert view.status == "queued" and view.status_text == "queued, position 1"
+    assert "queued, position 1" in header_html(view) and "[queued, position 1] app 4" in run_text(view)
+    view = RunViewState.replay(runs[2].events.events)
+    assert view.status == "running" and view.queue_position is None
+
+    for release in releases:
+        release.set()
+    for run in runs:
+        await asyncio.wait_for(run.wait(), 5)
+    assert [run.status for run in runs] == ["completed", "completed", "completed", "cancelled", "completed"]
+    assert manager.live() == [] and manager.admission.running == 0 and manager.admission.waiting == 0
+    listed = {s.id: s for s in manager.list()}
+    assert [listed[run.id].status for run in runs] == ["completed", "completed", "completed", "cancelled", "completed"]
+    assert listed[runs[4].id].model_name == "M" and listed[runs[4].id].request == "gated"  # past its queued lines
+    assert (await manager.find(runs[0].id)) is not None and manager.get(runs[4].id) is not None
+
+
+async def test_a_run_cancelled_as_it_was_admitted_hands_its_place_on(tmp_path):
+    manager = RunManager(tmp_path / "runs", OperatorSettings(max_concurrent_runs=1))
+    release, started = asyncio.Event(), []
+    first = manager.start_body(gated(release, started))
+    second = manager.start_body(gated(release, started))
+    third = manager.start_body(gated(release, started))
+    await until(lambda: started == [first.id] and third.queue_position == 2)
+    release.set()  # the first ends; the second is admitted in the same step it is cancelled
+    await until(lambda: first.task.done())
+    second.cancel()
+    await asyncio.wait_for(asyncio.gather(second.wait(), third.wait()), 5)
+    assert third.status == "completed" and manager.admission.running == 0
+
+
+def test_the_limit_is_the_operators_with_a_default_from_the_machine():
+    assert OperatorSettings.from_environment({}).max_concurrent_runs == default_run_limit() >= 2
+    assert OperatorSettings.from_environment({"BESSER_MAX_CONCURRENT_RUNS": "7"}).max_concurrent_runs == 7
+    assert OperatorSettings.from_environment({"BESSER_MAX_CONCURRENT_RUNS": "7"}, max_concurrent_runs=3).max_concurrent_runs == 3
+    for bad in ("0", "many", "-1"):
+        with pytest.raises(ConfigurationError, match="BESSER_MAX_CONCURRENT_RUNS"):
+            OperatorSettings.from_environment({"BESSER_MAX_CONCURRENT_RUNS": bad})
