@@ -53,12 +53,12 @@ class Sealed:
         self.resealed_at = 0.0  # time.monotonic() of the last reseal that added something
         self._lock = threading.Lock()
 
-    def reseal(self, extra: list[netseal.Prefix] = ()) -> str | None:  # type: ignore[assignment]
+    def reseal(self, extra: list[netseal.Prefix] | None = None) -> str | None:
         """Seal out the host's prefixes (and ``extra``) this namespace lacks; a note when that failed."""
         with self._lock:
             if self.failed:
                 return "the sandbox's network was ended: the host's new addresses could not be kept out"
-            fresh = [p for p in dict.fromkeys([*extra, *netseal.host_prefixes()]) if p not in self.sealed]
+            fresh = [p for p in dict.fromkeys([*(extra or ()), *netseal.host_prefixes()]) if p not in self.sealed]
             if not fresh:
                 return None
             try:
@@ -126,7 +126,7 @@ class _Watcher:
 
     def _loop(self) -> None:
         while True:
-            changed, named = False, []
+            changed, named = False, list[netseal.Prefix]()
             for key, _ in self._selector.select():
                 if key.data == "wake":
                     os.read(self._wake_read, 4096)

@@ -30,7 +30,7 @@ import threading
 from pathlib import Path
 
 from kernel_ext.sandbox import netwatch
-from kernel_ext.sandbox.nsjoin import JOIN_TIMEOUT_S, Entry, Held
+from kernel_ext.sandbox.nsjoin import Entry, Held
 from kernel_ext.sandbox.spec import Confinement
 from kernel_ext.sandbox.tiers import TierChoice
 
