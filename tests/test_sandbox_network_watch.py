@@ -49,8 +49,9 @@ while time.monotonic() < deadline and not (folder / "stop").exists():
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             try:
                 with socket.socket(family) as s:
-                    if bound:
-                        s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, [n for _, n in socket.if_nameindex() if n != "lo"][0].encode())
+                    others = [n for _, n in socket.if_nameindex() if n != "lo"]  # pasta's interface, while it serves
+                    if bound and others:
+                        s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, others[0].encode())
                     s.settimeout(0.3)
                     s.connect((host, port))
                     print("REACHED", host, bound, s.recv(64), flush=True)
@@ -265,3 +266,43 @@ def test_in_host_mode_the_same_sends_do_arrive(tier, listeners, tmp_path):
     finally:
         h.shell.close()
         h.service.close()
+
+
+# Until a stop file appears, try the targets; then name the namespace's interfaces.
+AFTER = LATE.replace('print("done", flush=True)', 'print("devices", *sorted(n for _, n in socket.if_nameindex()), flush=True)')
+
+
+def test_a_reseal_that_fails_ends_the_namespaces_way_out_while_commands_run(tier, run, listeners, monkeypatch):
+    """Fail closed: the watcher cannot write the new rule, so pasta (and the relay) stop at once: loopback only."""
+    assert run.call("sh_run", command="true").ok
+    folder = run.ws / "late"
+    folder.mkdir()
+    planned = _unused("10.88.{}.1")
+    command = f"python3 -c {shlex.quote(AFTER)} {shlex.quote(json.dumps([(planned, listeners.port)]))} late"
+    started = run.call("sh_run", command=command, background=True).data
+    assert wait_until(lambda: (folder / "started").exists(), timeout=60)
+    guard = netwatch.find(run.service.network().held)
+    assert guard is not None and not guard.failed
+    monkeypatch.setattr(netseal, "rule_batches", lambda prefixes: {4: "rule add to not-an-address unreachable\n"})
+    try:
+        with host_addresses((f"{planned}/32",)):
+            assert wait_until(lambda: guard.failed, timeout=10)
+            time.sleep(1)  # the command keeps trying
+    finally:
+        (folder / "stop").write_text("1")
+    assert wait_until(lambda: run.shell.logs(started["id"]).get("status") != "running", timeout=30)
+    out = run.shell.logs(started["id"], stream="stdout", full=True).get("stdout", "")
+    assert "REACHED" not in out and out.strip().endswith("devices lo"), out  # pasta's interface is gone
+    assert listeners.seen == []
+    monkeypatch.undo()
+    again = run.call("sh_run", command="readlink /proc/self/ns/net; cut -d: -f1 /proc/net/dev | tail -n +3").data
+    assert again["exit"] == 0 and len(again["stdout"].split()) >= 2, again  # the run's next command: a new namespace, way out again
+
+
+def test_the_filter_covers_each_ipv4_prefix_multicast_and_broadcast(tier):
+    first = netseal.filter_batch("eth0", [ipaddress.ip_network("10.0.0.5/32"), ipaddress.ip_network("fd00::5/128")], True)
+    assert "pfifo limit 0" in first and "match ip dst 224.0.0.0/4 flowid 1:2" in first
+    assert "match ip dst 255.255.255.255/32 flowid 1:2" in first and "match ip dst 10.0.0.5/32 flowid 1:2" in first
+    assert "fd00::5" not in first  # IPv6 has no on-link fallback: its rules refuse a bound socket too
+    later = netseal.filter_batch("eth0", [ipaddress.ip_network("10.0.0.6/32")], False)
+    assert later == "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.6/32 flowid 1:2\n"
