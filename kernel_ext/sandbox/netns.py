@@ -11,9 +11,10 @@ connections leave; nothing outside reaches in. Before pasta attaches, ``netseal`
 local address of the host (v4 and v6, each one read when the namespace is made) unreachable
 from the namespace, since pasta would otherwise relay a connection to one of them onto the
 host's own listeners, and multicast unreachable; once pasta made its interface, a filter there
-drops what a bound socket sends to those prefixes; ``netwatch`` reseals as the host gains addresses. Where the host's resolver is on its loopback (``127.0.0.53``), ``dnsrelay``
-answers at that address inside, relaying UDP port 53 to that resolver only. pasta runs in the foreground as the server's
-child (it dies with the server) and is stopped when the sandbox ends.
+drops what a bound socket sends to those prefixes; ``netwatch`` reseals as the host gains
+addresses. Where the host's resolver is on its loopback (``127.0.0.53``), ``dnsrelay`` answers at
+that address inside, relaying UDP port 53 to that resolver only. pasta runs in the foreground as
+the server's child (it dies with the server) and is stopped when the sandbox ends.
 
 ``host`` shares the server's network: the operator's explicit choice, named on every result.
 Where pasta, ``/dev/net/tun`` or bubblewrap is missing, ``private`` becomes no network at all
