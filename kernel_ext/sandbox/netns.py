@@ -10,9 +10,11 @@ no port in either direction and does not map the gateway to the host, so only ou
 connections leave; nothing outside reaches in. Before pasta attaches, ``netseal`` makes every
 local address of the host (v4 and v6, each one read when the namespace is made) unreachable
 from the namespace, since pasta would otherwise relay a connection to one of them onto the
-host's own listeners. Where the host's resolver is on its loopback (``127.0.0.53``), ``dnsrelay``
-answers at that address inside, relaying UDP port 53 to that resolver only. pasta runs in the foreground as the server's
-child (it dies with the server) and is stopped when the sandbox ends.
+host's own listeners, and multicast unreachable; once pasta made its interface, a filter there
+drops what a bound socket sends to those prefixes; ``netwatch`` reseals as the host gains
+addresses. Where the host's resolver is on its loopback (``127.0.0.53``), ``dnsrelay`` answers at
+that address inside, relaying UDP port 53 to that resolver only. pasta runs in the foreground as
+the server's child (it dies with the server) and is stopped when the sandbox ends.
 
 ``host`` shares the server's network: the operator's explicit choice, named on every result.
 Where pasta, ``/dev/net/tun`` or bubblewrap is missing, ``private`` becomes no network at all
@@ -33,7 +35,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from kernel_ext.errors import ConfigurationError
-from kernel_ext.sandbox import dnsrelay, netseal
+from kernel_ext.sandbox import dnsrelay, netseal, netwatch
 from kernel_ext.sandbox.nsjoin import Held, start_helper
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,8 @@ _ALIASES = {"": "private", "on": "private", "1": "private", "true": "private", "
 ATTACH_TIMEOUT_S = 10.0
 HOST_LIMIT = ("network: host (the operator's choice): commands share the server's network and loopback, "
               "so the Jupyter server and other runs' servers are reachable")
+DNS_LIMIT = ("network: names resolve through a relay to the host's resolver on its loopback ({}): UDP only, so an "
+             "answer too large for UDP is not retried over TCP")
 # No port forwarded either way (-t/-u inbound, -T/-U from the namespace to the host), no gateway-to-host mapping.
 PASTA_OPTIONS = ("--config-net", "--quiet", "-t", "none", "-u", "none", "-T", "none", "-U", "none", "--no-map-gw")
 
@@ -97,7 +101,8 @@ def plan(mode: str, tier: str | None) -> NetPlan:
         return NetPlan("private", False, False, (
             f"network: off: a private network needs {cause}; commands run without network "
             "(the operator may install passt, or choose host explicitly)",))
-    return NetPlan("private", True, True)
+    relayed = dnsrelay.loopback_resolvers()
+    return NetPlan("private", True, True, (DNS_LIMIT.format(", ".join(relayed)),) if relayed else ())
 
 
 @dataclass
@@ -141,12 +146,22 @@ class Attachment:
                 return "the sandbox did not report its namespace: no outbound network"
             try:
                 _await_loopback(pid, time.monotonic() + timeout)
-                sealed = netseal.seal(held, timeout)  # before pasta: no moment in which the host's addresses answer
+                guard = netwatch.watch(held)  # watched before the tables are read: no address the host gains is missed
+                sealed = guard.reseal()  # before pasta: no moment in which the host's addresses answer
                 if sealed is not None:
                     log.warning("a private network was left without outbound traffic: %s", sealed)
                     return f"{sealed}: no outbound network (loopback only)"
                 relay = _start_relay(held)  # starts while pasta does
-                notes = [_start_pasta(pid, held, timeout), _relay_ready(relay, time.monotonic() + timeout)]
+                guard.helpers += [helper for helper in (relay,) if isinstance(helper, subprocess.Popen)]
+                pasta, note = _start_pasta(pid, held, timeout)
+                if pasta is not None:
+                    guard.helpers.append(pasta)
+                    fenced = guard.fence(_devices(pid))  # before the command starts: bound sockets filtered too
+                    if fenced is not None:
+                        log.warning("a private network was left without outbound traffic: %s", fenced)
+                        guard.fail()
+                        note = f"{fenced}: no outbound network (loopback only)"
+                notes = [note, _relay_ready(relay, time.monotonic() + timeout)]
                 return "; ".join(note for note in notes if note) or None
             finally:
                 if self.hold:
@@ -210,20 +225,31 @@ def _await_loopback(pid: int, deadline: float) -> None:
         time.sleep(0.002)
 
 
-def _start_pasta(pid: int, held: Held, timeout: float) -> str | None:
-    """pasta serves ``held``'s namespace until its sandbox ends; ready once the namespace has a default route."""
+def _start_pasta(pid: int, held: Held, timeout: float) -> tuple[subprocess.Popen | None, str | None]:
+    """pasta serving ``held``'s namespace until its sandbox ends, ready once the namespace has a default route;
+    or None and why not."""
     binary = pasta_path()
     if binary is None:
-        return "pasta is not installed: no outbound network"
+        return None, "pasta is not installed: no outbound network"
     user, net = held.paths()
     argv = [binary, *PASTA_OPTIONS, "-f", "--runas", str(os.geteuid()), "--userns", user, "--netns", net]
     helper = start_helper(held, argv, "pasta", pass_fds=(held.user, held.net))
     if isinstance(helper, str):
-        return f"{helper}: no outbound network (loopback only)"
+        return None, f"{helper}: no outbound network (loopback only)"
     if not _await_route(pid, helper, time.monotonic() + timeout):
         log.warning("pasta did not configure a sandbox's network (exit %s)", helper.poll())
-        return "pasta could not set up the sandbox's network: no outbound network (loopback only)"
-    return None
+        return None, "pasta could not set up the sandbox's network: no outbound network (loopback only)"
+    return helper, None
+
+
+def _devices(pid: int) -> list[str]:
+    """The namespace's interfaces but its loopback: pasta's."""
+    try:
+        with open(f"/proc/{pid}/net/dev") as table:
+            names = [line.split(":")[0].strip() for line in table.readlines()[2:]]
+    except OSError:
+        return []
+    return [name for name in names if name and name != "lo"]
 
 
 def _start_relay(held: Held) -> subprocess.Popen | str | None:

@@ -171,10 +171,11 @@ class _Watcher:
                 with self._lock:
                     self._selector.unregister(key.fd)
                 os.close(key.fd)
-                _stop(key.data)
+                stop_helper(key.data)
 
 
-def _stop(helper: subprocess.Popen) -> None:
+def stop_helper(helper: subprocess.Popen) -> None:
+    """Stop and reap a helper (idempotent: one already reaped is not signalled)."""
     helper.terminate()
     try:
         helper.wait(timeout=2)

@@ -14,9 +14,10 @@ namespace of its own below the owner, so with no capability over the network it 
 
 The holder lives as long as the run's shell service; if it ends, the next sandbox starts a new
 one (a new namespace: servers of the old one are gone, as after a restarted session). Where the
-holder cannot be made, each sandbox falls back to a private namespace of its own. The host's local
-addresses are read again on every join: one it gained since (a VPN, a container bridge) is sealed
-out before the sandbox starts, or the run's namespace is given up (fail closed).
+holder cannot be made, each sandbox falls back to a private namespace of its own. An address the
+host gains (a VPN, a container bridge) is sealed out of the namespace as it appears (``netwatch``,
+while commands run), and checked again on every join; where that fails the run's namespace is
+given up (fail closed).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ import subprocess
 import threading
 from pathlib import Path
 
-from kernel_ext.sandbox import netseal
-from kernel_ext.sandbox.nsjoin import JOIN_TIMEOUT_S, Entry, Held
+from kernel_ext.sandbox import netwatch
+from kernel_ext.sandbox.nsjoin import Entry, Held
 from kernel_ext.sandbox.spec import Confinement
 from kernel_ext.sandbox.tiers import TierChoice
 
@@ -48,8 +49,12 @@ class RunNetwork:
         self._process: subprocess.Popen[bytes] | None = None
         self._held: Held | None = None
         self._note: str | None = None
-        self._sealed: list[netseal.Prefix] = []  # the host's local prefixes when the namespace was sealed
         self.closed = False
+
+    @property
+    def held(self) -> Held | None:
+        """The namespace as the server holds it now (None: not made, or given up)."""
+        return self._held
 
     def enter(self) -> Entry | None:
         """The way into the run's namespace, (re)made when its holder is gone; None: the caller makes its own."""
@@ -77,24 +82,21 @@ class RunNetwork:
                 self._stop()
 
     def _reseal(self) -> bool:
-        """Addresses the host gained since the namespace was made (a VPN, a container bridge) become
-        unreachable in it too, before the next sandbox joins (the host's tables are read on every join)."""
+        """Addresses the host gained since the namespace was made (a VPN, a container bridge) are sealed out by
+        the watcher as they appear (``netwatch``); before each join they are read again, and a namespace
+        whose reseal failed (or that is no longer watched) is given up."""
         assert self._held is not None
-        fresh = [prefix for prefix in netseal.host_prefixes() if prefix not in self._sealed]
-        if not fresh:
-            return True
-        note = netseal.seal(self._held, JOIN_TIMEOUT_S, fresh)
+        guard = netwatch.find(self._held)
+        note = "the run's network is not watched" if guard is None else guard.reseal()
         if note is not None:
             log.warning("the run's network could not be kept from the host's new addresses: %s", note)
             return False
-        self._sealed += fresh
         return True
 
     def _start(self) -> None:
         from kernel_ext.sandbox.confined import spawn_confined
 
         assert self.choice.tier is not None
-        self._sealed = netseal.host_prefixes()  # read before the holder's seal, which reads them again
         try:
             started = spawn_confined(list(HOLDER_ARGV), self.conf, tier=self.choice.tier, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stable=True, hold=True)
