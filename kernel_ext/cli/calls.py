@@ -40,6 +40,7 @@ def handle(args: argparse.Namespace) -> int:
     from kernel_ext.tools.base import Category, ToolContext
     from kernel_ext.tools.registry import default_catalog
     from kernel_ext.tools.task_list import SERVICE, TaskList
+    from kernel_ext.tools.written_lines import record_start
     from kernel_ext.workspace import Workspace
 
     if not args.workspace.is_dir():
@@ -54,9 +55,11 @@ def handle(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    context = ToolContext(services={"workspace": Workspace(args.workspace), SERVICE: TaskList()})  # one checklist per list
+    record_start(context.state, args.workspace)  # as a run's Phase 2 does: what the list's writes are measured from
     executor = Executor(
         default_catalog(),
-        ToolContext(services={"workspace": Workspace(args.workspace), SERVICE: TaskList()}),  # one checklist per list
+        context,
         policy=ExecutionPolicy.allowing(args.allow),
         approver=always_approve if args.approve == "yes" else always_deny,
     )
