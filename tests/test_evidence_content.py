@@ -203,6 +203,12 @@ def test_a_generators_output_is_a_baseline_not_this_runs_work(tmp_path):
     assert cite('SCIENCE = "SCIENCE"').error.code == "evidence_untouched"  # the generator wrote it, not this edit
     assert cite('FICTION = "FICTION_BOOKS"').ok
     assert _tree(tmp_path) == before
+    # a copy of the generator's file is the generator's code, not this run's (red team 3)
+    assert call("write_file", path="copy.py", content=(tmp_path / path).read_text()).ok
+    before = _tree(tmp_path)
+    copied = call("task_list", action="done", id="T1", evidence=[{"id": "T1", "path": "copy.py", "quote": 'SCIENCE = "SCIENCE"'}])
+    assert copied.error.code == "evidence_untouched", copied.observation
+    assert _tree(tmp_path) == before
 
 
 @pytest.mark.parametrize(("path", "text", "code"), [
