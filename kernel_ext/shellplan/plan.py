@@ -96,6 +96,15 @@ class Plan:
     notes: tuple[str, ...]
     segments: tuple[tuple[str, str], ...]
 
+    def caveated(self, reason: str) -> Plan:
+        """This plan in a shell where a name may not run what it names (the session's PATH changed):
+        at least ``unknown``, with ``reason`` said; unchanged when there is no reason."""
+        if not reason:
+            return self
+        category = self.category if RANK[self.category] >= RANK[UNKNOWN] else UNKNOWN
+        return replace(self, category=category, reversible=self.reversible and category == self.category,
+                       notes=(*self.notes, reason))
+
     @property
     def warning(self) -> str:
         return {
