@@ -100,7 +100,7 @@ def test_earlier_definitions_do_not_change_what_a_name_runs_unseen(tmp_path, ent
     if entry == "api":
         card = [c for c in cards if c.name == "run_command" and "git status" in c.proposal][-1]
         assert "risk: unknown" in card.proposal and "changed PATH" in card.proposal
-        first = [c for c in cards if c.name == "run_command"][0]
+        first = next(c for c in cards if c.name == "run_command")
         assert "changed PATH" not in first.proposal and "could not be dropped" not in first.proposal  # a fresh shell
     assert outside.read_text() == "keep\n"
     app = {k for k in _tree(ws) if not k.startswith(".besser")}  # the spill folder is internal

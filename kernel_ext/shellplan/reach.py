@@ -167,7 +167,8 @@ def _extracts(args: Sequence[str]) -> bool:
 
 def _tar_dirs(args: Sequence[str]) -> list[str]:
     out = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-C", "--directory")]
-    return out + [a.split("=", 1)[1] for a in args if a.startswith("--directory=")] + [a[2:] for a in args if a.startswith("-C") and len(a) > 2]
+    out += [a.split("=", 1)[1] for a in args if a.startswith("--directory=")]
+    return out + [a[2:] for a in args if a.startswith("-C") and len(a) > 2]
 
 
 def inside_delete(name: str, args: Sequence[str], reach: Reach = UNPLACED) -> Verdict | None:

@@ -69,8 +69,8 @@ def syntax_for(path: str) -> Syntax:
 
 def code_lines(path: str, text: str) -> list[str]:
     """One entry per line of ``text`` (split on ``\\n``): its code, whitespace collapsed."""
-    return [" ".join("".join(ch if keep else " " for ch, keep in zip(line, mask)).split())
-            for line, mask in zip(text.split("\n"), code_masks(path, text))]
+    return [" ".join("".join(ch if keep else " " for ch, keep in zip(line, mask, strict=True)).split())
+            for line, mask in zip(text.split("\n"), code_masks(path, text), strict=True)]
 
 
 def code_masks(path: str, text: str) -> list[list[bool]]:
@@ -154,9 +154,9 @@ def quote_spans(path: str, text: str, quote: str) -> Iterator[QuoteSpan]:
     chars: list[str] = []
     line_of: list[int] = []
     is_code: list[bool] = []
-    for index, (line, mask) in enumerate(zip(text.split("\n"), code_masks(path, text))):
+    for index, (line, mask) in enumerate(zip(text.split("\n"), code_masks(path, text), strict=True)):
         pending_space = bool(chars)  # a line break is whitespace between the lines' words
-        for ch, keep in zip(line, mask):
+        for ch, keep in zip(line, mask, strict=True):
             if ch.isspace():
                 pending_space = pending_space or bool(chars)
                 continue

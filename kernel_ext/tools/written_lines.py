@@ -47,10 +47,10 @@ class WrittenLines:
     baseline_code: set[str] = field(default_factory=set)  # every code line the tree held before the model
     _cache: dict[str, tuple[str, int, frozenset[int]]] = field(default_factory=dict)
 
-    def record_start(self, digests: Mapping[str, str], texts: Mapping[str, str] = {}) -> None:  # noqa: B006 (read only)
+    def record_start(self, digests: Mapping[str, str], texts: Mapping[str, str] | None = None) -> None:
         """The host's digests (and texts) of the workspace tree before the model could change it."""
         self.start = dict(digests)
-        for path, text in texts.items():
+        for path, text in (texts or {}).items():
             self.add_baseline(path, text)
 
     def add_baseline(self, path: str, text: str) -> None:

@@ -248,9 +248,7 @@ class ShellSession:
         files.retire()
         notes = self._take_notes()
         code, pwd = (marker[0].status, marker[0].cwd) if marker else (None, "")
-        if marker:  # aliases and functions were just dropped; what is left (a changed PATH) is said on every result
-            self.caveat = shell_caveat(self.ctl)
-            notes.extend([self.caveat] if self.caveat else [])
+        self.caveat = shell_caveat(self.ctl, notes) if marker else self.caveat  # said on every result while it holds
         stopped = memory.note(kills_before, code, stderr.result().text[-STDERR_TAIL:])
         if stopped:
             notes.append(stopped)

@@ -26,10 +26,13 @@ from kernel_ext.sandbox.supervisor import drainer
 _INIT = r"""readonly __b_path="$PATH"
 set -m
 set -o physical
-__b_reset() {{ POSIXLY_CORRECT=1; unset -f builtin command compgen declare enable type shopt unalias printf export local; \
-local IFS=$' \t\n' __b_f; for __b_f in $(compgen -A function); do case $__b_f in __b_done|__b_exit|__b_reset) ;; *) unset -f "$__b_f";; esac; done; \
-unset POSIXLY_CORRECT; unalias -a; shopt -u expand_aliases; {{ [[ $PATH == "$__b_path" ]] && builtin printf 'same\n' || builtin printf '%s\n' "$PATH"; compgen -A builtin compgen; \
-compgen -A function; compgen -A alias; compgen -A disabled; shopt -q expand_aliases && builtin printf 'expand_aliases\n'; }} > {ctl}/state 2>/dev/null; }}
+__b_reset() {{ POSIXLY_CORRECT=1; \
+unset -f builtin command compgen declare enable type shopt unalias printf export local; local IFS=$' \t\n' __b_f; \
+for __b_f in $(compgen -A function); do case $__b_f in __b_done|__b_exit|__b_reset) ;; *) unset -f "$__b_f";; esac; done; \
+unset POSIXLY_CORRECT; unalias -a; shopt -u expand_aliases; \
+{{ [[ $PATH == "$__b_path" ]] && builtin printf 'same\n' || builtin printf '%s\n' "$PATH"; compgen -A builtin compgen; \
+compgen -A function; compgen -A alias; compgen -A disabled; shopt -q expand_aliases && builtin printf 'expand_aliases\n'; \
+}} > {ctl}/state 2>/dev/null; }}
 __b_done() {{ __b_run=; __b_reset; builtin export -p > {ctl}/env 2>/dev/null; builtin printf 'D %s %s %s\0' "$1" "$2" "$PWD"; }}
 __b_exit() {{ builtin export -p > {ctl}/env 2>/dev/null; builtin printf '%s' "$PWD" > {ctl}/cwd; }}
 readonly -f __b_reset __b_done __b_exit
@@ -49,12 +52,13 @@ def init_script(ctl: Path, cwd: Path, workspace: Path) -> str:
     return _INIT.format(ctl=q(str(ctl)), cwd=q(str(cwd)), ws=q(str(workspace)))
 
 
-def shell_caveat(ctl: Path) -> str:
+def shell_caveat(ctl: Path, out: list[str] | None = None) -> str:
     """What the shell's last reset left that changes what a command name runs ("" when nothing).
 
     Before every command (and after a restart) the session drops the aliases and functions earlier
     commands defined; a changed ``PATH`` is kept, as in a terminal, and is named here, as are
-    definitions the reset could not drop (a ``readonly -f`` function, a disabled builtin).
+    definitions the reset could not drop (a ``readonly -f`` function, a disabled builtin); also
+    appended to ``out`` (a result's notes) when there is one.
     """
     try:
         lines = (ctl / "state").read_text(encoding="utf-8", errors="replace").splitlines()
@@ -67,7 +71,10 @@ def shell_caveat(ctl: Path) -> str:
     if "compgen" not in lines[1:] or left:
         notes.append(f"definitions an earlier command made could not be dropped ({', '.join(left[:8]) or 'builtins disabled'}): "
                      "a command name may run something else")
-    return "; ".join(notes)
+    said = "; ".join(notes)
+    if said and out is not None:
+        out.append(said)
+    return said
 
 
 def command_line(n: int, ctl: Path, wd: Path | None, preserve: bool) -> str:
