@@ -230,10 +230,10 @@ def _check_written(ctx: ToolContext, path: str, text: str, item: EvidenceItem, c
                           "first wrote it, or since it last did), so what this run changed is not known; cite a file "
                           "as the file tools left it")
     if not any(span.lines <= changed for span in cited):
-        raise ToolFailure(ErrorCode.EVIDENCE_UNTOUCHED, f"the quote is in {item.path!r} but covers code the tree held before "
-                          "this run (an untouched line, or code moved or copied from another file; whitespace and "
-                          "comments do not count); quote the code your edit wrote (or use existing=true for code you "
-                          "only read)")
+        raise ToolFailure(ErrorCode.EVIDENCE_UNTOUCHED, f"the quote is in {item.path!r} but not on lines this run wrote or "
+                          "changed: it covers code the tree held before this run (an untouched line, or code moved or "
+                          "copied from another file; whitespace and comments do not count); quote the code your edit "
+                          "wrote (or use existing=true for code you only read)")
 
 
 def _block(tasks: TaskList, task_id: str, reason: str) -> str:
