@@ -23,7 +23,7 @@ from kernel_ext.shellplan.lexer import Parsed, Redirect, Segment, Word, parse
 from kernel_ext.shellplan.reach import SEVERE_WRITE, UNPLACED, Reach, write_landing
 from kernel_ext.shellplan.rules import classify_program
 from kernel_ext.shellplan.scan import Scan, fork_bomb
-from kernel_ext.shellplan.segments import LEADING_KEYWORDS, assignment, cd_target, find_roots, start_paths
+from kernel_ext.shellplan.segments import LEADING_KEYWORDS, assignment, cd_target, find_roots, redefines, start_paths
 from kernel_ext.shellplan.verdict import (
     COMPLEX,
     DESTRUCTIVE,
@@ -125,6 +125,9 @@ def _command(parsed: Parsed, text: str, depth: int, reach: Reach = UNPLACED) -> 
             parts.append(raw)
     if _DEVICE.search(text):
         parts.append(bad("overwrite", ("block device",), "writes to a raw disk device"))
+    changed = next((why for seg in parsed.segments if (why := redefines(seg))), "")
+    if changed:
+        parts.append(unknown(f"the command {changed}: a name may then run another program"))
     if fork_bomb(text):
         parts.append(bad(note="a fork bomb"))
     if not parts:
