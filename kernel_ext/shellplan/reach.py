@@ -172,15 +172,23 @@ def _tar_dirs(args: Sequence[str]) -> list[str]:
 
 
 def inside_delete(name: str, args: Sequence[str], reach: Reach = UNPLACED) -> Verdict | None:
-    """``rm`` of named paths inside the workspace (``rm -rf node_modules``): mutating, since a
-    checkpoint can bring them back. The workspace itself (``.``), ``.git``, a path out of it, a
-    glob or a variable stay destructive (None: judge as usual)."""
+    """``rm`` of names in the workspace (``rm -rf node_modules``): mutating, since a checkpoint can
+    bring them back. The workspace itself (``.``), ``.git``, a path out of it, a path through a
+    folder or with a trailing ``/`` (a link could lead out), a glob or a variable stay destructive
+    (None: judge as usual)."""
     if name != "rm" or reach.sweep or "--" in args:
         return None
     files = positional(args)
-    if not files or any(ch in f for f in files for ch in "*?[{") or any(write_landing(f, reach.cwd) != "workspace" for f in files):
+    if not files or any(ch in f for f in files for ch in "*?[{") or not all(_one_name(f, reach.cwd) for f in files):
         return None
     return mut("delete", files, note=f"rm deletes {', '.join(files)} inside the workspace (a checkpoint can restore it)")
+
+
+def _one_name(word: str, cwd: str | None) -> bool:
+    """A single name of the workspace, resolved without following a link: ``build`` but not
+    ``build/`` or ``sub/x`` (a link there, made earlier, could lead anywhere: ``ln -s / root; rm -rf root/``)."""
+    path = resolve(word, cwd)
+    return "/" not in path and write_landing(word, cwd) == "workspace"
 
 
 def _permission_files(name: str, args: Sequence[str]) -> list[str]:
