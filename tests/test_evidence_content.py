@@ -18,7 +18,7 @@ from kernel_ext.generation.manifest import tree_hashes
 from kernel_ext.tools.base import Category, ToolContext
 from kernel_ext.tools.registry import default_catalog
 from kernel_ext.tools.task_list import SERVICE, TaskList
-from kernel_ext.tools.written_lines import written_lines
+from kernel_ext.tools.written_lines import record_start, written_lines
 from kernel_ext.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,14 +72,35 @@ CASES = {
                              {"auth.py": ORIG.replace("return 1", "return 1\n    # the password is checked")}),
     "a trivial quote (pass)": ([_modify("return 1", "pass")], "auth.py", "pass", "evidence_not_code",
                                {"auth.py": ORIG.replace("return 1", "pass")}),
+    # red team 3: a `/*` in a string of a changed line must not hide the untouched line after it
+    "a /* in a written string hides the next, untouched line (JavaScript)": (
+        [_modify("  return check(u);", '  const s = "audit(user, action) /*";\n  return check(u);', "app.js")], "app.js",
+        'audit(user, action) /*";\n  return check(u);', "evidence_untouched",
+        {"app.js": JS.replace("  return check(u);", '  const s = "audit(user, action) /*";\n  return check(u);')}),
+    # red team 3: code moved or copied between files is not new (tree-wide baseline)
+    "a copy of an untouched file": ([_write("moved.py", ORIG)], "moved.py", CITED, "evidence_untouched",
+                                    {"moved.py": ORIG}),
+    "a function moved to another file": (
+        [_modify(f"\n\ndef authenticate(user):\n    {CITED}\n", "\n"), _write("login.py", f"def authenticate(user):\n    {CITED}\n")],
+        "login.py", CITED, "evidence_untouched",
+        {"auth.py": "def helper():\n    return 1\n\n", "login.py": f"def authenticate(user):\n    {CITED}\n"}),
+    "a copy of a file this run wrote earlier is still new code": (
+        [_write("a.py", "def fresh():\n    return compute_value()\n"), _write("b.py", "def fresh():\n    return compute_value()\n")],
+        "b.py", "return compute_value()", "",
+        {"a.py": "def fresh():\n    return compute_value()\n", "b.py": "def fresh():\n    return compute_value()\n"}),
+    "the quote's string line is new, so it alone is accepted": (
+        [_modify("  return check(u);", '  const s = "audit(user, action) /*";\n  return check(u);', "app.js")], "app.js",
+        'const s = "audit(user, action) /*";', "",
+        {"app.js": JS.replace("  return check(u);", '  const s = "audit(user, action) /*";\n  return check(u);')}),
     # what must stay accepted (over-refusal is a failure too)
     "changed cited line": ([_modify(CITED, "return check_password(user, strict=True)")], "auth.py",
                            "return check_password(user, strict=True)", "",
                            {"auth.py": ORIG.replace(CITED, "return check_password(user, strict=True)")}),
     "a small real change": ([_modify("return 1", "return 2")], "auth.py", "return 2", "",
                             {"auth.py": ORIG.replace("return 1", "return 2")}),
-    "new file of real code": ([_write("check.py", "def check(user):\n    return check_password(user)\n")], "check.py", CITED,
-                              "", {"auth.py": ORIG, "check.py": "def check(user):\n    return check_password(user)\n"}),
+    "new file of real code": ([_write("check.py", "def check(user):\n    return verify_hash(user)\n")], "check.py",
+                              "return verify_hash(user)", "",
+                              {"auth.py": ORIG, "check.py": "def check(user):\n    return verify_hash(user)\n"}),
     "re-created with a change, quoting the change": (
         [DELETE, _write("auth.py", ORIG.replace("return 1", "return helper_value()"))], "auth.py", "return helper_value()",
         "", {"auth.py": ORIG.replace("return 1", "return helper_value()")}),
@@ -101,6 +122,7 @@ def _seed(root: Path) -> None:
 
 def _via_executor(root: Path, plan: list[dict]) -> list[dict]:
     ctx = ToolContext(services={"workspace": Workspace(root), SERVICE: TaskList()})
+    record_start(ctx.state, root)  # as Phase 2 does
     executor = Executor(default_catalog(), ctx, policy=ExecutionPolicy.allowing([Category.EDIT, Category.PLAN]),
                         approver=always_approve)
     return [executor.execute_sync(ToolCall(f"c{i}", c["name"], c["arguments"])).model_dump(mode="json")
@@ -180,6 +202,12 @@ def test_a_generators_output_is_a_baseline_not_this_runs_work(tmp_path):
     before = _tree(tmp_path)
     assert cite('SCIENCE = "SCIENCE"').error.code == "evidence_untouched"  # the generator wrote it, not this edit
     assert cite('FICTION = "FICTION_BOOKS"').ok
+    assert _tree(tmp_path) == before
+    # a copy of the generator's file is the generator's code, not this run's (red team 3)
+    assert call("write_file", path="copy.py", content=(tmp_path / path).read_text()).ok
+    before = _tree(tmp_path)
+    copied = call("task_list", action="done", id="T1", evidence=[{"id": "T1", "path": "copy.py", "quote": 'SCIENCE = "SCIENCE"'}])
+    assert copied.error.code == "evidence_untouched", copied.observation
     assert _tree(tmp_path) == before
 
 

@@ -47,11 +47,11 @@ def test_corpus_exact_entries_are_neither_under_nor_over_flagged():
     [
         ("echo 'rm -rf /' ; ls", "read-only"),  # quoted text is data, not a command
         ("git commit -m \"rm -rf build\"", "mutating"),
-        ("ls | grep x && rm -rf y", "destructive"),  # worst segment wins
-        ("rm -rf x; echo done", "destructive"),
-        ("echo \"$(rm -rf build)\"", "destructive"),  # substitution inside double quotes still runs
+        ("ls | grep x && rm -rf ~/y", "destructive"),  # worst segment wins
+        ("rm -rf /x; echo done", "destructive"),
+        ("echo \"$(rm -rf ~/build)\"", "destructive"),  # substitution inside double quotes still runs
         ("ls *.py; echo $(git push --force)", "destructive"),  # complex never hides a destructive verb
-        ("sudo env DEBUG=1 timeout 5 nice -n 5 rm -f a", "destructive"),  # wrappers are unwrapped
+        ("sudo env DEBUG=1 timeout 5 nice -n 5 rm -f /a", "destructive"),  # wrappers are unwrapped
         ("xargs -0 -n 1 git push --delete origin", "destructive"),
         ("find . -exec git clean -fdx \\;", "destructive"),
         ("find . -newer x -fprint list.txt", "mutating"),
@@ -59,7 +59,8 @@ def test_corpus_exact_entries_are_neither_under_nor_over_flagged():
         ("git push --force origin main", "destructive"),
         ("bash -c \"python -c 'import os; os.unlink(\\\"f\\\")'\"", "destructive"),  # interpreters nest
         ("echo hi > /dev/null 2>&1", "read-only"),
-        ("echo hi 2> errors.txt", "complex"),
+        ("echo hi 2> errors.txt", "mutating"),  # a named file of the workspace: an ordinary write
+            ("echo hi 2> $LOG", "complex"),
     ],
 )
 def test_structural_rules(command, category):
@@ -67,11 +68,11 @@ def test_structural_rules(command, category):
 
 
 def test_plan_reports_reversibility_and_file_effects():
-    plan = classify("mkdir -p out && cp a.txt out/ && rm -rf build")
+    plan = classify("mkdir -p out && cp a.txt out/ && rm -rf ../build")
     data = plan.as_dict()
     assert data["category"] == "destructive" and data["reversible"] is False
     ops = {e["op"]: e["paths"] for e in data["effects"]}
-    assert ops["delete"] == ["build"] and ops["create"] == ["out"] and ops["copy"] == ["out/"]
+    assert ops["delete"] == ["../build"] and ops["create"] == ["out"] and ops["copy"] == ["out/"]
     assert [s["category"] for s in data["segments"]] == ["mutating", "mutating", "destructive"]
     assert "sh_checkpoint" in data["warning"]
     safe = classify("mkdir out").as_dict()
@@ -82,7 +83,7 @@ def test_plan_reports_reversibility_and_file_effects():
 def test_sh_plan_never_executes(tmp_path):
     h = harness(tmp_path)
     before = h.tree()
-    result = h.call("sh_plan", command="touch planned.txt && rm -rf sub")
+    result = h.call("sh_plan", command="touch planned.txt && rm -rf ../sub")
     assert result.ok and result.data["category"] == "destructive"
     assert "risk: destructive" in result.observation
     assert h.tree() == before and h.requests == []  # a read tool: no approval card, nothing ran
@@ -97,8 +98,8 @@ def test_approval_card_carries_the_plan_and_the_result_the_risk(tmp_path):
     assert result.ok
     card = h.requests[-1]
     assert card.name == "sh_run" and "$ rm -rf junk" in card.proposal
-    assert "risk: destructive (not reversible)" in card.proposal and "effect: delete junk" in card.proposal
-    assert result.data["risk"] == "destructive" and not (h.ws / "junk").exists()
+    assert "risk: mutating (not reversible)" in card.proposal and "effect: delete junk" in card.proposal
+    assert result.data["risk"] == "mutating" and not (h.ws / "junk").exists()  # a named folder of the workspace
     prepared = h.shell.prepare(h.executor.catalog.get("sh_run").args_model(command="cat project.txt"))
     assert prepared.plan.category == "read-only"
 

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
 import sys
 from kernel_ext.shellplan import MAX_COMMAND_CHARS, check_command, classify
-assert classify("rm -rf build").category == "destructive"
+assert classify("rm -rf ~/build").category == "destructive"
 assert check_command("ls -la") == ["ls", "-la"]
 assert MAX_COMMAND_CHARS == 65536
 loaded = sorted(m for m in sys.modules if m.startswith("kernel_ext.sandbox"))

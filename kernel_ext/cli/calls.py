@@ -25,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--workspace", required=True, type=Path, help="the project folder (the fence root)")
     parser.add_argument("--allow", action="append", default=[], metavar="CATEGORY", help="allow a category beyond read; repeatable")
     parser.add_argument("--approve", choices=("yes", "no"), default="no", help="the host's answer to approval requests")
+    parser.add_argument("--enable-shell", action="store_true",
+                        help="operator switch: install the sandboxed shell service, one persistent shell for the whole list "
+                        "(BESSER_LLM_ENABLE_SHELL_TOOLS=1 does the same)")
     parser.add_argument("calls", help='JSON list of {"name": ..., "arguments": {...}}, @FILE, or - for stdin')
     parser.set_defaults(handler=handle)
 
@@ -40,6 +43,7 @@ def handle(args: argparse.Namespace) -> int:
     from kernel_ext.tools.base import Category, ToolContext
     from kernel_ext.tools.registry import default_catalog
     from kernel_ext.tools.task_list import SERVICE, TaskList
+    from kernel_ext.tools.written_lines import record_start
     from kernel_ext.workspace import Workspace
 
     if not args.workspace.is_dir():
@@ -54,17 +58,28 @@ def handle(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    context = ToolContext(services={"workspace": Workspace(args.workspace), SERVICE: TaskList()})  # one checklist per list
+    record_start(context.state, args.workspace)  # as a run's Phase 2 does: what the list's writes are measured from
+    from kernel_ext.sandbox import shell_service_for_run
+
+    shell = shell_service_for_run(args.workspace, run_id="cli", enable=True if args.enable_shell else None)
+    if shell is not None:
+        context.services["shell"] = shell
     executor = Executor(
         default_catalog(),
-        ToolContext(services={"workspace": Workspace(args.workspace), SERVICE: TaskList()}),  # one checklist per list
+        context,
         policy=ExecutionPolicy.allowing(args.allow),
         approver=always_approve if args.approve == "yes" else always_deny,
     )
     results: list[dict[str, Any]] = []
-    for index, item in enumerate(plan):
-        arguments = _resolve(item.get("arguments", {}), results)
-        result = executor.execute_sync(ToolCall(f"cli-{index}", str(item.get("name", "")), arguments))
-        results.append(result.model_dump(mode="json"))
+    try:
+        for index, item in enumerate(plan):
+            arguments = _resolve(item.get("arguments", {}), results)
+            result = executor.execute_sync(ToolCall(f"cli-{index}", str(item.get("name", "")), arguments))
+            results.append(result.model_dump(mode="json"))
+    finally:
+        if shell is not None:
+            shell.close()
     print(json.dumps(results, ensure_ascii=False, indent=2))
     return 0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kernel_ext.workspace import treewalk
@@ -31,13 +31,16 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def tree_hashes(root: str | os.PathLike[str], *, skip: Iterable[str] = SKIPPED_DIRS, notes: treewalk.Notes | None = None) -> dict[str, str]:
+def tree_hashes(root: str | os.PathLike[str], *, skip: Iterable[str] = SKIPPED_DIRS, notes: treewalk.Notes | None = None,
+                visit: Callable[[str, int, os.stat_result], None] | None = None) -> dict[str, str]:
     """``{relative path: sha256}`` of the regular files under ``root``.
 
     Through descriptors (``treewalk.regular_files``): links never followed, FIFOs, sockets and
     devices never opened (counted in ``notes``), a file swapped for one mid-walk skipped. Bytes
     are read within the snapshot budget (``treebudget``: apparent size, every name); past it a
     file is recorded by size and time, so sparse files or hard links cannot cost hours of hashing.
+    ``visit(rel, fd, stat)`` sees each open file first (it must read with ``os.pread``), so one
+    walk serves a caller that also wants the texts (the evidence baseline).
     """
     notes = treewalk.Notes() if notes is None else notes
     budget = TreeBudget(TreeLimits.for_kind("snapshot"))
@@ -48,6 +51,8 @@ def tree_hashes(root: str | os.PathLike[str], *, skip: Iterable[str] = SKIPPED_D
         return out
     try:
         for rel, file_fd, st in treewalk.regular_files(fd, frozenset(skip), notes):
+            if visit is not None:
+                visit(rel, file_fd, st)
             out[rel] = file_digest(budget, file_fd, st, notes)
     finally:
         os.close(fd)

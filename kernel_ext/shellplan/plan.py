@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 from kernel_ext.shellplan.code import interpreter_verdict, is_interpreter, raw_scan
 from kernel_ext.shellplan.git import classify_git
 from kernel_ext.shellplan.lexer import Parsed, Redirect, Segment, Word, parse
-from kernel_ext.shellplan.reach import UNPLACED, Reach
+from kernel_ext.shellplan.reach import SEVERE_WRITE, UNPLACED, Reach, write_landing
 from kernel_ext.shellplan.rules import classify_program
 from kernel_ext.shellplan.scan import Scan, fork_bomb
-from kernel_ext.shellplan.segments import LEADING_KEYWORDS, assignment, cd_target, find_roots, start_paths
+from kernel_ext.shellplan.segments import LEADING_KEYWORDS, assignment, cd_target, find_roots, redefines, start_paths
 from kernel_ext.shellplan.verdict import (
     COMPLEX,
     DESTRUCTIVE,
@@ -32,7 +31,7 @@ from kernel_ext.shellplan.verdict import (
     RANK,
     READ_ONLY,
     UNKNOWN,
-    Effect,
+    Plan,
     Verdict,
     bad,
     mut,
@@ -73,6 +72,7 @@ WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "valgrind": (frozenset(), 0),
     "xvfb-run": (frozenset({"-n", "-s", "-f", "-e", "-p", "--server-args"}), 0),
     "busybox": (frozenset(), 0),
+    "chroot": (frozenset({"--userspec", "--groups"}), 1),
 }
 _XARGS_VALUED = frozenset(["-a", "--arg-file", "-d", "--delimiter", "-E", "-e", "-I", "-L", "-n", "--max-args", "-P",
                            "--max-procs", "-s", "--max-chars", "--process-slot-var"])
@@ -82,55 +82,6 @@ _NEUTRAL_TARGETS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
 _CHDIR = {"env": ("-C", "--chdir"), "sudo": ("-D", "--chdir")}
 _POSITIONAL = re.compile(r"\$(?:\{[@*1-9]\}|[@*1-9])")  # "$1", $@, ${1}: the names find or xargs hands a shell
 _DEVICE = Scan(r">\s*/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk)|\bof=/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk)")
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The static judgement of one command: category, reversibility, file effects, per-segment classes."""
-
-    command: str
-    category: str
-    reversible: bool
-    effects: tuple[Effect, ...]
-    notes: tuple[str, ...]
-    segments: tuple[tuple[str, str], ...]
-
-    @property
-    def warning(self) -> str:
-        return {
-            DESTRUCTIVE: "DESTRUCTIVE: may lose data or history irreversibly; take sh_checkpoint first",
-            NETWORK: "NETWORK: talks to other hosts (downloads, uploads, pushes or listens)",
-            COMPLEX: "COMPLEX: parts are decided only at run time (substitution, redirection, globs, control flow)",
-            UNKNOWN: "UNKNOWN: runs a program or code whose effects cannot be known statically",
-        }.get(self.category, "")
-
-    def merged_effects(self) -> list[dict[str, Any]]:
-        merged: dict[str, list[str]] = {}
-        for op, paths in self.effects:
-            bucket = merged.setdefault(op, [])
-            bucket.extend(p for p in paths if p not in bucket)
-        return [{"op": op, "paths": paths[:10]} for op, paths in merged.items()]
-
-    def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"category": self.category, "reversible": self.reversible, "effects": self.merged_effects()}
-        if self.warning:
-            data["warning"] = self.warning
-        if self.notes:
-            data["notes"] = list(self.notes[:8])
-        if len(self.segments) > 1:
-            data["segments"] = [{"command": text, "category": cat} for text, cat in self.segments]
-        return data
-
-    def text(self) -> str:
-        lines = [f"risk: {self.category} ({'reversible' if self.reversible else 'not reversible'})"]
-        if self.warning:
-            lines.append(self.warning)
-        for effect in self.merged_effects():
-            lines.append(f"effect: {effect['op']} {' '.join(effect['paths'])}".rstrip())
-        if len(self.segments) > 1:
-            lines.extend(f"  {cat:<11} {text}" for text, cat in self.segments)
-        lines.extend(f"note: {note}" for note in self.notes[:8])
-        return "\n".join(lines)
 
 
 def classify(command: str) -> Plan:
@@ -174,6 +125,9 @@ def _command(parsed: Parsed, text: str, depth: int, reach: Reach = UNPLACED) -> 
             parts.append(raw)
     if _DEVICE.search(text):
         parts.append(bad("overwrite", ("block device",), "writes to a raw disk device"))
+    changed = next((why for seg in parsed.segments if (why := redefines(seg))), "")
+    if changed:
+        parts.append(unknown(f"the command {changed}: a name may then run another program"))
     if fork_bomb(text):
         parts.append(bad(note="a fork bomb"))
     if not parts:
@@ -199,11 +153,14 @@ def _segment(seg: Segment, depth: int, reach: Reach = UNPLACED) -> Verdict:
     words = list(seg.words)
     while words and not words[0].quoted and words[0].text in LEADING_KEYWORDS:
         words.pop(0)
+    if len(words) > 2 and not words[0].quoted and words[0].text == "function":  # function g { BODY: judge BODY
+        words = [w for w in words[2:] if w.text not in ("()", "{", "(", ")")] or words
+        parts.append(Verdict(COMPLEX, False, notes=("defines a function",)))
     if words and not words[0].quoted and words[0].text in HEADER_KEYWORDS:
         parts.append(Verdict(COMPLEX, False, notes=(f"'{words[0].text}' control flow",)))
         return worst(parts)
     for redirect in seg.redirects:
-        parts.append(_redirect(redirect))
+        parts.append(_redirect(redirect, reach))
     while words and assignment(words[0]):
         words.pop(0)
     if words:
@@ -211,7 +168,9 @@ def _segment(seg: Segment, depth: int, reach: Reach = UNPLACED) -> Verdict:
     return worst(parts) if parts else ro()
 
 
-def _redirect(redirect: Redirect) -> Verdict:
+def _redirect(redirect: Redirect, reach: Reach = UNPLACED) -> Verdict:
+    """Where output lands: a named file of the workspace or /tmp is an ordinary write (mutating);
+    a device or kernel file, or truncating a file in a home or the system, destroys (destructive)."""
     target = redirect.target.text if redirect.target is not None else ""
     if redirect.op in ("<", "<<", "<<-", "<<<") or (redirect.op in (">&", "<&") and (target.isdigit() or target == "-")):
         return ro()
@@ -221,7 +180,12 @@ def _redirect(redirect: Redirect) -> Verdict:
         return bad("overwrite", (target,), "writes to a raw disk device")
     append = redirect.op in (">>", "&>>")
     op = "append" if append else "overwrite"
+    where = write_landing(target, reach.cwd) if redirect.target is not None else "unknown"  # $HOME/x is a home
+    if where == "kernel" or (where in SEVERE_WRITE and not append):
+        return bad(op, (target,), f"output redirection {SEVERE_WRITE[where]} ({target})")
     note = f"output redirection {'appends to' if append else 'overwrites'} {target or 'a file'}"
+    if where in ("workspace", "scratch"):
+        return mut(op, (target,), note=note)
     return Verdict(COMPLEX, False, ((op, (target,)),), (note,))
 
 
@@ -252,7 +216,15 @@ def _words(words: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED)
     if name == "eval":
         return worst([_classify_text(" ".join(texts), depth + 1, reach), *floor]) if texts else ro()
     if name in ("source", "."):
-        return unknown("runs a script in the current shell")
+        fed = _fed_code(seg) if texts[:1] in (["/dev/stdin"], ["-"], ["/proc/self/fd/0"], ["/dev/fd/0"]) else []
+        read = [_classify_text(body, depth + 1, reach) for body in fed]
+        return worst([unknown("runs a script in the current shell"), *read, *floor])
+    if name == "script":
+        code = value_of(texts, ("-c", "--command"))
+        return _classify_text(code, depth + 1, reach) if code is not None else unknown("script records a shell")
+    if name == "parallel" and ":::" in texts:  # parallel CMD ::: ARGS: CMD with each argument appended
+        at = texts.index(":::")
+        return worst([_classify_text(" ".join([*texts[:at], *texts[at + 1:]]), depth + 1, reach), *floor])
     if name == "su":
         code = value_of(texts, ("-c", "--command"))
         return _classify_text(code, depth + 1, reach) if code is not None else unknown("su opens a root shell")
@@ -333,9 +305,16 @@ def _shell(args: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED) 
             return _classify_text(text, depth + 1, reach).at_least(COMPLEX, "too many names to follow into the code")
         verdict = _classify_text(text, depth + 1, reach)
         return verdict.at_least(COMPLEX, "the code is computed at run time") if code.dynamic else verdict
-    if seg.heredocs:
-        return worst([_classify_text(body, depth + 1, reach) for body in seg.heredocs])
+    fed = _fed_code(seg)
+    if fed:
+        return worst([_classify_text(body, depth + 1, reach) for body in fed])
     return Verdict(UNKNOWN, False, notes=("a shell reading commands from its input",), runs_stdin=True)
+
+
+def _fed_code(seg: Segment) -> list[str]:
+    """The literal code a segment feeds on stdin: here-documents and here-strings (``sh <<< 'rm -rf /'``)."""
+    strings = [r.target.text for r in seg.redirects if r.op == "<<<" and r.target is not None and not r.target.dynamic]
+    return [*seg.heredocs, *strings]
 
 
 def _find(args: list[Word], depth: int, reach: Reach = UNPLACED) -> Verdict:
@@ -346,7 +325,7 @@ def _find(args: list[Word], depth: int, reach: Reach = UNPLACED) -> Verdict:
     while i < len(texts):
         text = texts[i]
         if text == "-delete":
-            parts.append(bad("delete", tuple(roots) or (".",), "find -delete removes every match"))
+            parts.append(_find_delete(roots, texts, reach))
         elif text in ("-exec", "-execdir", "-ok", "-okdir"):
             j = i + 1
             while j < len(texts) and texts[j] not in (";", "+"):
@@ -357,9 +336,24 @@ def _find(args: list[Word], depth: int, reach: Reach = UNPLACED) -> Verdict:
                 parts.append(_words(payload, depth + 1, Segment(), swept))
             i = j
         elif text in ("-fprint", "-fprint0", "-fprintf", "-fls") and i + 1 < len(texts):
-            parts.append(mut("write", (texts[i + 1],)))
+            where = write_landing(texts[i + 1], reach.cwd)
+            parts.append(bad("write", (texts[i + 1],), f"find {text} {SEVERE_WRITE[where]}") if where in SEVERE_WRITE
+                         else mut("write", (texts[i + 1],)))
         i += 1
     return worst(parts)
+
+
+_FIND_FILTERS = frozenset(["-name", "-iname", "-path", "-ipath", "-regex", "-iregex", "-wholename", "-newer", "-mtime",
+                           "-mmin", "-size", "-empty", "-user", "-perm"])
+
+
+def _find_delete(roots: list[str], texts: list[str], reach: Reach) -> Verdict:
+    """``find . -name '*.pyc' -delete``: matches picked by a filter inside the workspace are an
+    ordinary cleanup (mutating); no filter, or a root out of the workspace, deletes wholesale."""
+    inside = all(write_landing(r, reach.cwd) in ("workspace", "root") for r in roots or ["."])
+    if inside and not reach.sweep and _FIND_FILTERS.intersection(texts):
+        return mut("delete", tuple(roots) or (".",), note="find -delete removes the matches inside the workspace")
+    return bad("delete", tuple(roots) or (".",), "find -delete removes every match")
 
 
 def _xargs(args: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED) -> Verdict:

@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from kernel_ext.shellplan.verdict import Verdict, bad, positional
+from kernel_ext.shellplan.verdict import Verdict, bad, mut, positional
 
 # ~, ~/, ~user, $HOME, ${HOME}, /root, /home/<user>, /Users/<user>: a home folder, spelled any usual way.
 _HOME = re.compile(r"(~[A-Za-z0-9._-]*|\$HOME|\$\{HOME\}|/root|/home(/[^/]+)?|/Users(/[^/]+)?)")
@@ -33,6 +33,12 @@ _HOME_BACK = re.compile(r"^/home/(~[A-Za-z0-9._-]*|\$HOME|\$\{HOME\})(?=/|$)")  
 # Sinks: every device, and a process's descriptors (/proc/self/fd/1 is the caller's stdout).
 _SINK = re.compile(r"^/(dev(/.*)?|proc/[^/]+/fd(/.*)?)$")
 _RECURSIVE = ("-R", "--recursive")
+_RECURSIVE_MIN = len("--rec")  # GNU takes any unambiguous prefix: --rec, --recur, --recurs ... (--re is --reference too)
+# Writing to these is harmless: the null device, the caller's own streams.
+_NEUTRAL = re.compile(r"^/dev/(null|stdout|stderr|stdin|tty|fd/[0-9]+)$|^/proc/self/fd/[0-9]+$")
+_KERNEL = re.compile(r"^/(dev|proc|sys)(/.*)?$")  # devices, process and kernel files: a write there is not to a file
+_SCRATCH = re.compile(r"^/(tmp|var/tmp)(/.*)?$")
+_PROTECTED_NAMES = frozenset([".git"])  # inside the workspace, but deleting it loses the history
 _MODE = re.compile(r"^([0-7]{1,4}|[ugoa]*[-+=][-+=rwxXstugo,]*([,][ugoa]*[-+=][-+=rwxXstugo]*)*)$")
 PERMISSION_PROGRAMS = frozenset(["chmod", "chown", "chgrp", "setfacl", "chattr"])
 TRANSFER_PROGRAMS = frozenset(["mv", "cp", "install", "rsync", "ln"])
@@ -57,8 +63,9 @@ class Reach:
         if word is None:
             return replace(self, cwd=None)
         target = resolve(word or "~", self.cwd)
-        known = (target.startswith("/") or _HOME_PREFIX.match(target)) and len(target) <= PATH_MAX
-        return replace(self, cwd=target if known else None)
+        relative = not target.startswith(("/", "~", "$")) and "$" not in target and "`" not in target
+        known = (target.startswith("/") or _HOME_PREFIX.match(target) or relative) and len(target) <= PATH_MAX
+        return replace(self, cwd=(posixpath.normpath(target) if relative else target) if known else None)
 
     def swept(self, roots: Sequence[str], *, cwd_in_root: bool = False, appends: bool = False) -> Reach:
         """Applied file by file to everything under ``roots`` (``-execdir``: run inside them)."""
@@ -94,6 +101,8 @@ def resolve(word: str, cwd: str | None) -> str:
         if cwd is None:
             return word
         word = f"{cwd}/{word}"
+        if not word.startswith(("/", "~", "$")):  # a cd to a relative folder: still relative to the session's
+            return posixpath.normpath(word) if "$" not in word and "`" not in word else word
     home = _HOME_PREFIX.match(word)
     if home:
         path = "/home/" + home.group(1) + word[home.end():]
@@ -114,14 +123,72 @@ def worse_by_reach(name: str, args: Sequence[str], reach: Reach = UNPLACED) -> V
         if sinks:
             what = "moving data onto a sink discards it" if name == "mv" else "copying to or from a device discards or overwrites data"
             return bad("move" if name == "mv" else "copy" if name != "ln" else "link", sinks, f"{name} with {', '.join(sinks)}: {what}")
+    if name == "mv":
+        away = [w for w in positional(words, ("-t", "-S", "--suffix", "--target-directory"))[:-1]
+                if broad_target(resolve(w, reach.cwd)) or _home_child(resolve(w, reach.cwd))]
+        if away:
+            return bad("move", away, f"mv takes {', '.join(away)} away: a root, a top-level or home folder, or a folder of a home")
+    written = _written_files(name, words)
+    severe = [w for w in written if write_landing(w, reach.cwd) in SEVERE_WRITE]
+    if severe:
+        return bad("write", severe, f"{name} {SEVERE_WRITE[write_landing(severe[0], reach.cwd)]} ({', '.join(severe)})")
+    if name == "tar" and _extracts(words):
+        into = [d for d in _tar_dirs(words) if broad_target(resolve(d, reach.cwd)) or
+                write_landing(d, reach.cwd) in ("home", "system", "parent", "kernel")]
+        if into:
+            return bad("extract", into, f"tar extracts over {', '.join(into)}: files outside the workspace are overwritten")
     if name in PERMISSION_PROGRAMS:
         every = recursive(words)
         targets = [resolve(t, reach.cwd) for t in _permission_files(name, words)]
-        broad = [t for t in targets if broad_target(t) and (every or t in reach.sweep)]
+        broad = [t for t in targets if (broad_target(t) or landing(t) == "parent") and (every or t in reach.sweep)]
         if broad:
             how = "recursive " if every else "file by file, "
             return bad(name, broad, f"{how}{name} at {', '.join(broad)} changes every file below it; it cannot be undone by hand")
     return None
+
+
+def _written_files(name: str, args: Sequence[str]) -> list[str]:
+    """The files ``tee`` writes, or ``sed -i`` edits in place (``tee -a`` appends: not a truncation)."""
+    if name == "tee" and not any(a in ("-a", "--append") or (a.startswith("-") and not a.startswith("--") and "a" in a) for a in args):
+        return positional(args)
+    if name in ("sed", "gsed") and any(a.startswith("-i") or a.startswith("--in-place") or
+                                       (a.startswith("-") and not a.startswith("--") and "i" in a) for a in args):
+        words = positional(args, ("-e", "-f", "-l", "--expression", "--file"))
+        scripted = any(a in ("-e", "--expression", "-f", "--file") or a.startswith(("--expression=", "--file=")) for a in args)
+        return words if scripted else words[1:]
+    return []
+
+
+def _extracts(args: Sequence[str]) -> bool:
+    first = args[0] if args else ""
+    return ("x" in first and not first.startswith("-")) or any(
+        a in ("--extract", "--get") or (a.startswith("-") and not a.startswith("--") and "x" in a) for a in args)
+
+
+def _tar_dirs(args: Sequence[str]) -> list[str]:
+    out = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-C", "--directory")]
+    out += [a.split("=", 1)[1] for a in args if a.startswith("--directory=")]
+    return out + [a[2:] for a in args if a.startswith("-C") and len(a) > 2]
+
+
+def inside_delete(name: str, args: Sequence[str], reach: Reach = UNPLACED) -> Verdict | None:
+    """``rm`` of names in the workspace (``rm -rf node_modules``): mutating, since a checkpoint can
+    bring them back. The workspace itself (``.``), ``.git``, a path out of it, a path through a
+    folder or with a trailing ``/`` (a link could lead out), a glob or a variable stay destructive
+    (None: judge as usual)."""
+    if name != "rm" or reach.sweep or "--" in args:
+        return None
+    files = positional(args)
+    if not files or any(ch in f for f in files for ch in "*?[{") or not all(_one_name(f, reach.cwd) for f in files):
+        return None
+    return mut("delete", files, note=f"rm deletes {', '.join(files)} inside the workspace (a checkpoint can restore it)")
+
+
+def _one_name(word: str, cwd: str | None) -> bool:
+    """A single name of the workspace, resolved without following a link: ``build`` but not
+    ``build/`` or ``sub/x`` (a link there, made earlier, could lead anywhere: ``ln -s / root; rm -rf root/``)."""
+    path = resolve(word, cwd)
+    return "/" not in path and write_landing(word, cwd) == "workspace"
 
 
 def _permission_files(name: str, args: Sequence[str]) -> list[str]:
@@ -202,7 +269,52 @@ def recursive(args: Sequence[str]) -> bool:
             return False
         if arg in _RECURSIVE or (arg.startswith("-") and not arg.startswith("--") and "R" in arg[1:]):
             return True
+        if len(arg) >= _RECURSIVE_MIN and "--recursive".startswith(arg):
+            return True
     return False
+
+
+def _home_child(path: str) -> bool:
+    """``~/.ssh``, ``$HOME/project``, ``/home/u/x``: a folder right inside a home."""
+    head, _sep, tail = path.rstrip("/").rpartition("/")
+    return bool(tail) and tail not in (".", "..") and bool(_HOME.fullmatch(head))
+
+
+def landing(path: str) -> str:
+    """Where a resolved path lands: ``neutral`` (/dev/null, the caller's streams), ``kernel`` (a
+    device, /proc, /sys), ``home``, ``system`` (any other absolute path but scratch), ``scratch``
+    (/tmp), ``root`` (the workspace itself), ``parent`` (out of it by ``..``), ``unknown`` (a
+    variable or substitution), ``protected`` (.git) or ``workspace`` (a named path inside it)."""
+    if not path or "$" in path or "`" in path:
+        return "home" if _HOME_PREFIX.match(path) else "unknown"
+    if _NEUTRAL.match(path):
+        return "neutral"
+    if _KERNEL.match(path):
+        return "kernel"
+    if path.startswith("~") or _home_path(path):
+        return "home"
+    if path.startswith("/"):
+        return "scratch" if _SCRATCH.match(path) else "system"
+    folded = posixpath.normpath(path)
+    if folded == ".":
+        return "root"
+    if folded == ".." or folded.startswith("../"):
+        return "parent"
+    return "protected" if folded.split("/", 1)[0] in _PROTECTED_NAMES else "workspace"
+
+
+def _home_path(path: str) -> bool:
+    match = _HOME.match(path)
+    return match is not None and (match.end() == len(path) or path[match.end()] == "/")
+
+
+def write_landing(word: str, cwd: str | None) -> str:
+    """``landing`` of a word a command writes to, resolved against the tracked folder."""
+    return landing(resolve(word, cwd))
+
+
+SEVERE_WRITE = {"kernel": "writes onto a device or kernel file", "home": "overwrites a file in a home folder",
+                "system": "overwrites a system file outside the workspace", "parent": "overwrites a file outside the workspace"}
 
 
 def sweeping_permission_change(args: Sequence[str], words: Sequence[str]) -> list[str]:

@@ -9,7 +9,7 @@ wrappers, interpreters, ``find -exec``) lives in ``plan``, ``git`` in ``git``.
 
 from __future__ import annotations
 
-from kernel_ext.shellplan.reach import UNPLACED, Reach, worse_by_reach
+from kernel_ext.shellplan.reach import UNPLACED, Reach, inside_delete, landing, worse_by_reach
 from kernel_ext.shellplan.verdict import (
     Verdict,
     bad,
@@ -69,7 +69,7 @@ RUNS_PROJECT_CODE = frozenset(
 
 def classify_program(name: str, args: list[str], reach: Reach = UNPLACED) -> Verdict | None:
     """Verdict for a known program, or None when the name is not in any table (``reach``: where it lands)."""
-    worse = worse_by_reach(name, args, reach)
+    worse = worse_by_reach(name, args, reach) or inside_delete(name, args, reach)
     if worse is not None:
         return worse
     rule = _RULES.get(name)
@@ -165,7 +165,7 @@ def _uniq(args: list[str]) -> Verdict:
 
 
 def _tee(args: list[str]) -> Verdict:
-    files = positional(args)
+    files = [f for f in positional(args) if landing(f) != "neutral"]  # tee /dev/null: a pipe's copy thrown away
     if not files:
         return ro()
     return mut("append" if has(args, "-a", "--append") else "write", files)
@@ -298,6 +298,10 @@ def _kill(args: list[str]) -> Verdict:
     return mut("kill", positional(args, ("-s", "-n")))
 
 
+def _kill_by_name(args: list[str]) -> Verdict:
+    return bad("kill", positional(args), "kills every process matching a name or pattern, the session's and its servers' too")
+
+
 def _crontab(args: list[str]) -> Verdict:
     if has(args, "-r"):
         return bad("delete", ["crontab"], "crontab -r removes every scheduled job")
@@ -371,7 +375,8 @@ _RULES = {
     "unxz": _compress, "zstd": _compress, "unzstd": _compress, "lz4": _compress,
     "pip": _pip, "pip3": _pip, "npm": _npm, "pnpm": _npm, "yarn": _npm, "bun": _npm, "uv": _uv,
     "cargo": _cargo_go, "go": _cargo_go, "poetry": _uv, "pipenv": _uv, "conda": _uv, "mamba": _uv,
-    "docker": _docker, "podman": _docker, "kill": _kill, "crontab": _crontab, "systemctl": _systemctl,
+    "docker": _docker, "podman": _docker, "kill": _kill, "pkill": _kill_by_name, "killall": _kill_by_name,
+    "crontab": _crontab, "systemctl": _systemctl,
     "rsync": _rsync, "curl": _curl, "wget": _wget,
     "black": _formatter(("--check", "--diff")), "isort": _formatter(("--check", "--check-only", "--diff")),
     "autopep8": _formatter((), ("-i", "--in-place"), False), "yapf": _formatter((), ("-i", "--in-place"), False),

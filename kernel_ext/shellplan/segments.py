@@ -65,3 +65,22 @@ def start_paths(args: list[str]) -> list[str]:
             break
         roots.append(text)
     return roots
+
+
+_DECLARERS = frozenset({"export", "declare", "typeset", "readonly", "local"})
+
+
+def redefines(seg: Segment) -> str:
+    """Why a later name may not run what it names after this segment ("" when it may): it sets
+    ``PATH`` (``PATH=./bin:$PATH git``, ``export PATH=...``), defines an alias or hashes a path."""
+    words = list(seg.words)
+    at = _program_at(words)
+    head = words[at].text if at < len(words) else ""
+    settings = words[:at] + (words[at + 1:] if head in _DECLARERS else [])
+    if any(w.raw.startswith(("PATH=", "PATH+=")) for w in settings):
+        return "sets PATH"
+    if head == "alias" and any("=" in w.text for w in words[at + 1:]):
+        return "defines an alias"
+    if head == "hash" and any(w.text.startswith("-") and "p" in w.text for w in words[at + 1:]):
+        return "hashes a program's path"
+    return ""

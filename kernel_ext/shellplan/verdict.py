@@ -9,7 +9,8 @@ verdicts keeps the worst category and is reversible only when every part is.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 READ_ONLY = "read-only"
 MUTATING = "mutating"
@@ -130,3 +131,61 @@ def value_of(args: Sequence[str], flags: Sequence[str]) -> str | None:
             if flag.startswith("--") and arg.startswith(flag + "="):
                 return arg.split("=", 1)[1]
     return None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The static judgement of one command: category, reversibility, file effects, per-segment classes."""
+
+    command: str
+    category: str
+    reversible: bool
+    effects: tuple[Effect, ...]
+    notes: tuple[str, ...]
+    segments: tuple[tuple[str, str], ...]
+
+    def caveated(self, reason: str) -> Plan:
+        """This plan in a shell where a name may not run what it names (the session's PATH changed):
+        at least ``unknown``, with ``reason`` said; unchanged when there is no reason."""
+        if not reason:
+            return self
+        category = self.category if RANK[self.category] >= RANK[UNKNOWN] else UNKNOWN
+        return replace(self, category=category, reversible=self.reversible and category == self.category,
+                       notes=(reason, *self.notes))  # first: notes are cut at 8
+
+    @property
+    def warning(self) -> str:
+        return {
+            DESTRUCTIVE: "DESTRUCTIVE: may lose data or history irreversibly; take sh_checkpoint first",
+            NETWORK: "NETWORK: talks to other hosts (downloads, uploads, pushes or listens)",
+            COMPLEX: "COMPLEX: parts are decided only at run time (substitution, redirection, globs, control flow)",
+            UNKNOWN: "UNKNOWN: runs a program or code whose effects cannot be known statically",
+        }.get(self.category, "")
+
+    def merged_effects(self) -> list[dict[str, Any]]:
+        merged: dict[str, list[str]] = {}
+        for op, paths in self.effects:
+            bucket = merged.setdefault(op, [])
+            bucket.extend(p for p in paths if p not in bucket)
+        return [{"op": op, "paths": paths[:10]} for op, paths in merged.items()]
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"category": self.category, "reversible": self.reversible, "effects": self.merged_effects()}
+        if self.warning:
+            data["warning"] = self.warning
+        if self.notes:
+            data["notes"] = list(self.notes[:8])
+        if len(self.segments) > 1:
+            data["segments"] = [{"command": text, "category": cat} for text, cat in self.segments]
+        return data
+
+    def text(self) -> str:
+        lines = [f"risk: {self.category} ({'reversible' if self.reversible else 'not reversible'})"]
+        if self.warning:
+            lines.append(self.warning)
+        for effect in self.merged_effects():
+            lines.append(f"effect: {effect['op']} {' '.join(effect['paths'])}".rstrip())
+        if len(self.segments) > 1:
+            lines.extend(f"  {cat:<11} {text}" for text, cat in self.segments)
+        lines.extend(f"note: {note}" for note in self.notes[:8])
+        return "\n".join(lines)

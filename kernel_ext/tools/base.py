@@ -130,6 +130,13 @@ class ToolContext:
         return frozenset(name for name, value in self.services.items() if value is not None)
 
 
+def plan_caveat(service: object) -> str:
+    """Why a static rating cannot be trusted in the run's live shell ("" when it can, or the service
+    has no session): ``ShellService.plan_caveat``, e.g. an earlier command changed PATH."""
+    caveat = getattr(service, "plan_caveat", None)
+    return str(caveat()) if callable(caveat) else ""
+
+
 def shell_service(ctx: ToolContext) -> ShellAccess:
     """The run's ``shell`` service, for every shell tool; refused (``SHELL_DISABLED``) unless the
     operator enabled it: the gate is checked again at call time, not only when tools are offered."""

@@ -23,6 +23,7 @@ from kernel_ext.tools.base import (
     ToolContext,
     ToolOutcome,
     ToolSpec,
+    plan_caveat,
     shell_service,
 )
 from kernel_ext.tools.dependency_pins import apply_pins
@@ -74,7 +75,7 @@ def _proposal(ctx: ToolContext, command: str, working_dir: str | None, timeout: 
     from kernel_ext.shellplan.plan import classify
 
     header = f"run in the {tier} sandbox ({where}, timeout {timeout}):\n$ {command}"
-    plan = classify(command)
+    plan = classify(command).caveated(plan_caveat(service))  # the session's PATH may make a name run another program
     return Preparation(proposal=f"{header}\n{plan.text()}", data={"risk": plan.category})
 
 

@@ -85,6 +85,7 @@ def _make(spec: GeneratorSpec) -> ToolSpec:
         from kernel_ext.generation.checks import check_files
         from kernel_ext.generation.manifest import ledger_of
         from kernel_ext.generation.runner import existing_targets, generate, publish_output
+        from kernel_ext.tools.written_lines import record_generated
 
         models = _models(spec, ctx)
         workspace = ctx.service("workspace")
@@ -96,6 +97,7 @@ def _make(spec: GeneratorSpec) -> ToolSpec:
             output, new = cached
         report = publish_output(workspace, output, must_be_new=new)
         ledger_of(ctx.state).record(spec.name, output.manifest(), output.options.model_dump())
+        record_generated(ctx.state, output.files)  # its code is baseline: a copy of it proves nothing
         checks = check_files(output.files, spec.check_root, spec.entrypoint, import_app=False)
         checks.findings[:0] = output.findings()  # a confined generator under the operator's ``off``
         return ToolOutcome(_observation(spec, output, report, checks), {

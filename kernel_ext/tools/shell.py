@@ -28,6 +28,7 @@ from kernel_ext.tools.base import (
     ToolContext,
     ToolOutcome,
     ToolSpec,
+    plan_caveat,
     shell_service,
 )
 
@@ -149,7 +150,7 @@ def sh_plan(args: ShPlanArgs, ctx: ToolContext) -> ToolOutcome:
 
     if not args.command.strip():
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "the command is empty")
-    plan = classify(args.command)
+    plan = classify(args.command).caveated(plan_caveat(shell_service(ctx)))  # as the run's live shell would run it
     return ToolOutcome(f"$ {args.command}\n{plan.text()}", {"command": args.command, **plan.as_dict()})
 
 

@@ -21,10 +21,10 @@ from pydantic import Field
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.tools.base import Category, ToolArgs, ToolContext, ToolOutcome, ToolSpec
-from kernel_ext.tools.code_text import code_lines, meaningful, quote_code
+from kernel_ext.tools.code_text import QuoteSpan, meaningful, quote_spans
 from kernel_ext.tools.evidence import evidence_log
 from kernel_ext.tools.read_ids import read_store
-from kernel_ext.tools.written_lines import quote_on_changed, written_lines
+from kernel_ext.tools.written_lines import written_lines
 from kernel_ext.workspace import sha256_hex
 
 SERVICE = "task_list"
@@ -210,29 +210,30 @@ def _check_evidence(ctx: ToolContext, item: EvidenceItem, *, existing: bool) -> 
         if not writes:
             raise ToolFailure("evidence_not_written", f"this run made no successful write to {item.path!r}; cite a file you changed")
     text = workspace.read_text(loc)
-    quote = _normal(item.quote)
-    if not quote or quote not in _normal(text):
+    spans = list(quote_spans(loc.display, text, item.quote))  # located in the file, judged by the file's code
+    if not spans:
         raise ToolFailure("evidence_not_found", f"the quote is not in {item.path!r} as it is now")
-    needle = quote_code(loc.display, item.quote)
-    if not meaningful(needle):
+    cited = [span for span in spans if meaningful(span.code)]
+    if not cited:
         raise ToolFailure(ErrorCode.EVIDENCE_NOT_CODE, "quote executable code: at least a line with two words of code "
                           "(comments, blank lines, or `}`, `pass`, `return` alone are not evidence)")
     if not existing:
-        _check_written(ctx, loc.display, text, item, needle)
+        _check_written(ctx, loc.display, text, item, cited)
 
 
-def _check_written(ctx: ToolContext, path: str, text: str, item: EvidenceItem, needle: str) -> None:
-    """A citation of a write must quote code this run wrote or changed (by content, against the
-    file as the run began), not untouched lines of an edited file."""
+def _check_written(ctx: ToolContext, path: str, text: str, item: EvidenceItem, cited: list[QuoteSpan]) -> None:
+    """A citation of a write must quote code this run brought: every line of code the quote covers
+    in the file is new to the tree (by content, against the tree as the run began), none untouched."""
     changed = written_lines(ctx.state).current(path, text, sha256_hex(text.encode("utf-8")))
     if changed is None:
         raise ToolFailure(ErrorCode.EVIDENCE_UNTOUCHED, f"{item.path!r} changed outside the file tools (before this run "
                           "first wrote it, or since it last did), so what this run changed is not known; cite a file "
                           "as the file tools left it")
-    if not quote_on_changed(code_lines(path, text), needle, changed):
+    if not any(span.lines <= changed for span in cited):
         raise ToolFailure(ErrorCode.EVIDENCE_UNTOUCHED, f"the quote is in {item.path!r} but not on lines this run wrote or "
-                          "changed (compared with the file as the run began; whitespace and comments do not count); "
-                          "quote the code your edit wrote (or use existing=true for code you only read)")
+                          "changed: it covers code the tree held before this run (an untouched line, or code moved or "
+                          "copied from another file; whitespace and comments do not count); quote the code your edit "
+                          "wrote (or use existing=true for code you only read)")
 
 
 def _block(tasks: TaskList, task_id: str, reason: str) -> str:
@@ -249,10 +250,6 @@ def _drop(tasks: TaskList, task_id: str, reason: str) -> str:
         raise ToolFailure("missing_argument", "drop needs a reason")
     task.status, task.reason = "dropped", reason
     return f"{task_id} dropped: {reason}"
-
-
-def _normal(text: str) -> str:
-    return " ".join(text.split())
 
 
 TOOLS: tuple[ToolSpec, ...] = (

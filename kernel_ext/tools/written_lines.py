@@ -4,10 +4,13 @@ For each file the file tools touch, ``WrittenLines`` keeps its *baseline*: its t
 run's first write of it (``""`` when the run created it), kept through deletes and re-creations,
 and the digest of the last version the file tools left. Which lines this run wrote is never
 taken from an edit's span; it is a comparison of the baseline's lines with the current ones by
-content, on code (``code_text``: comments dropped, whitespace collapsed): a line is new when its
-code occurs more often now than in the baseline. So rewriting a line unchanged, adding a
-trailing space or a comment, re-creating a deleted file with the same text, or moving an
-untouched line elsewhere changes nothing.
+content, on code (``code_text``: comments dropped, whitespace collapsed), tree-wide: a line is
+new when its code occurs nowhere in the tree's baseline, the code lines of every file when
+customisation began (``record_start``), of every generator output of the run, and of each
+written file's own baseline. So rewriting a line unchanged, adding a trailing space or a
+comment, re-creating a deleted file with the same text, moving code to another file, or copying
+a file (the model's or a generator's) makes nothing citable; neither does repeating a line the
+tree already held (a second ``db.commit()``): a citation must stand on code the run brought.
 
 The baseline is trusted only when it is the file as the run began: when the host recorded the
 tree's digests at the start of customisation (``record_start``), a first write that finds the
@@ -19,9 +22,7 @@ changed outside the file tools since their last write.
 
 from __future__ import annotations
 
-import bisect
 import os
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -29,7 +30,8 @@ from kernel_ext.tools.base import RunState
 from kernel_ext.tools.code_text import code_lines
 
 WRITTEN_KEY = "written_lines"
-MAX_OCCURRENCES = 10_000  # a short quote in a large file: the search stops here (then: not found written)
+BASELINE_FILE_BYTES = 2 << 20  # a larger start file's lines are not read into the baseline
+BASELINE_TOTAL_BYTES = 64 << 20  # nor any past this much in all (bounded memory; noted in the docstring)
 
 
 @dataclass
@@ -42,11 +44,18 @@ class FileHistory:
 class WrittenLines:
     files: dict[str, FileHistory] = field(default_factory=dict)
     start: dict[str, str] | None = None  # path -> sha256 of the tree when customisation began
-    _cache: dict[str, tuple[str, frozenset[int]]] = field(default_factory=dict)
+    baseline_code: set[str] = field(default_factory=set)  # every code line the tree held before the model
+    _cache: dict[str, tuple[str, int, frozenset[int]]] = field(default_factory=dict)
 
-    def record_start(self, digests: Mapping[str, str]) -> None:
-        """The host's digests of the workspace tree before the model could change it."""
+    def record_start(self, digests: Mapping[str, str], texts: Mapping[str, str] | None = None) -> None:
+        """The host's digests (and texts) of the workspace tree before the model could change it."""
         self.start = dict(digests)
+        for path, text in (texts or {}).items():
+            self.add_baseline(path, text)
+
+    def add_baseline(self, path: str, text: str) -> None:
+        """Code that is not this run's work (the tree as it began, a generator's output)."""
+        self.baseline_code.update(line for line in code_lines(path, text) if line)
 
     def track(self, path: str, before_sha: str, before: str | None, sha256: str, *, generated: str = "") -> None:
         """One write or delete by the file tools: ``before_sha`` ("": the file did not exist) -> ``sha256``.
@@ -58,6 +67,8 @@ class WrittenLines:
         if entry is None:
             baseline = before if before_sha and before_sha == generated else self._first_baseline(path, before_sha, before)
             entry = self.files[path] = FileHistory(baseline, sha256)
+            if baseline:
+                self.add_baseline(path, baseline)
         entry.sha256 = sha256
         self._cache.pop(path, None)
 
@@ -77,25 +88,11 @@ class WrittenLines:
         if entry is None or entry.baseline is None or entry.sha256 != sha256:
             return None
         cached = self._cache.get(path)
-        if cached is not None and cached[0] == sha256:
-            return cached[1]
-        changed = changed_lines(code_lines(path, entry.baseline), code_lines(path, text))
-        self._cache[path] = (sha256, changed)
+        if cached is not None and cached[:2] == (sha256, len(self.baseline_code)):
+            return cached[2]
+        changed = frozenset(i for i, line in enumerate(code_lines(path, text)) if line and line not in self.baseline_code)
+        self._cache[path] = (sha256, len(self.baseline_code), changed)
         return changed
-
-
-def changed_lines(old: list[str], new: list[str]) -> frozenset[int]:
-    """Indices of ``new`` whose code is new: it occurs more often in ``new`` than in ``old``.
-
-    Compared as a multiset of code lines (linear, whatever repeats), so a line rewritten as it
-    was, moved elsewhere, or deleted and written again adds nothing, while a line added or
-    changed counts (each of its occurrences, since a quote of that code is a quote of new code).
-    Blank (code-less) lines take no part.
-    """
-    before = Counter(line for line in old if line)
-    after = Counter(line for line in new if line)
-    grown = {line for line, count in after.items() if count > before[line]}
-    return frozenset(i for i, line in enumerate(new) if line in grown)
 
 
 def written_lines(state: RunState) -> WrittenLines:
@@ -103,11 +100,29 @@ def written_lines(state: RunState) -> WrittenLines:
 
 
 def record_start(state: RunState, root: str | os.PathLike[str]) -> None:
-    """The host's digests of ``root`` (the app) before the model may change it: reads every file, so
-    call it off the event loop."""
+    """The host's digests and code lines of ``root`` (the app) before the model may change it: one
+    walk reads every file, so call it off the event loop."""
     from kernel_ext.generation.manifest import tree_hashes
 
-    written_lines(state).record_start(tree_hashes(root))
+    texts: dict[str, str] = {}
+    budget = [BASELINE_TOTAL_BYTES]
+
+    def visit(rel: str, fd: int, st: os.stat_result) -> None:
+        if st.st_size > BASELINE_FILE_BYTES or st.st_size > budget[0]:
+            return
+        budget[0] -= st.st_size
+        texts[rel] = os.pread(fd, st.st_size, 0).decode("utf-8", "replace")
+
+    digests = tree_hashes(root, visit=visit)
+    written_lines(state).record_start(digests, texts)
+
+
+def record_generated(state: RunState, files: Mapping[str, bytes]) -> None:
+    """A generator's output of this run: its code is baseline, so a copy of it proves nothing."""
+    lines = written_lines(state)
+    for path, data in files.items():
+        if len(data) <= BASELINE_FILE_BYTES:
+            lines.add_baseline(path, data.decode("utf-8", "replace"))
 
 
 def generated_digest(state: RunState, path: str) -> str:
@@ -116,26 +131,3 @@ def generated_digest(state: RunState, path: str) -> str:
 
     ledger = state.stores.get(LEDGER_KEY)
     return str(ledger.files.get(path, "")) if ledger is not None else ""
-
-
-def quote_on_changed(code: list[str], needle: str, changed: frozenset[int]) -> bool:
-    """Does ``needle`` (code, whitespace collapsed) occur over code lines that are all ``changed``?"""
-    if not needle:
-        return False
-    spans: list[tuple[int, int, int]] = []  # (start, end, line index) of each code line in the joined text
-    offset = 0
-    for index, line in enumerate(code):
-        if line:
-            spans.append((offset, offset + len(line), index))
-            offset += len(line) + 1
-    haystack = " ".join(line for line in code if line)
-    starts = [start for start, _end, _index in spans]
-    position, seen = haystack.find(needle), 0
-    while position >= 0 and seen < MAX_OCCURRENCES:
-        end = position + len(needle)
-        first = max(bisect.bisect_right(starts, position) - 1, 0)
-        covered = [index for start, stop, index in spans[first:bisect.bisect_left(starts, end)] if stop > position]
-        if covered and all(index in changed for index in covered):
-            return True
-        position, seen = haystack.find(needle, position + 1), seen + 1
-    return False

@@ -44,6 +44,7 @@ from kernel_ext.sandbox.session.protocol import (
     control_root,
     init_script,
     read_and_remove,
+    shell_caveat,
 )
 from kernel_ext.sandbox.shares import MEMORY_LIMIT, NO_WATCH, STDERR_TAIL
 from kernel_ext.sandbox.spec import Confinement, is_within
@@ -108,6 +109,7 @@ class ShellSession:
         self._memory = NO_WATCH  # the live shell's sandbox: did its memory limit stop a command
         self.closed = False
         self.kill_grace_s = KILL_GRACE_S
+        self.caveat = ""  # what earlier commands left that changes what a name runs (PATH), see ``shell_caveat``
 
     # -- state -----------------------------------------------------------------------------
 
@@ -184,6 +186,7 @@ class ShellSession:
             self._terminate()
             self._log_shell_errors()
             raise ToolFailure(ErrorCode.EXECUTION_FAILED, "the shell could not be started on this server")
+        self.caveat = shell_caveat(self.ctl)
         # Everything alive now is the sandbox's own machinery (bwrap or launcher, and the shell).
         chain = proctree.descendants(self._proc.pid)
         self._machinery = {self._proc.pid, *chain}
@@ -245,6 +248,7 @@ class ShellSession:
         files.retire()
         notes = self._take_notes()
         code, pwd = (marker[0].status, marker[0].cwd) if marker else (None, "")
+        self.caveat = shell_caveat(self.ctl, notes) if marker else self.caveat  # said on every result while it holds
         stopped = memory.note(kills_before, code, stderr.result().text[-STDERR_TAIL:])
         if stopped:
             notes.append(stopped)

@@ -23,22 +23,58 @@ from pathlib import Path
 
 from kernel_ext.sandbox.supervisor import drainer
 
-_INIT = r"""set -m
+_INIT = r"""readonly __b_path="$PATH"
+set -m
 set -o physical
-__b_done() {{ __b_run=; builtin export -p > {ctl}/env 2>/dev/null; builtin printf 'D %s %s %s\0' "$1" "$2" "$PWD"; }}
+__b_reset() {{ POSIXLY_CORRECT=1; \
+unset -f builtin command compgen declare enable type shopt unalias printf export local; local IFS=$' \t\n' __b_f; \
+for __b_f in $(compgen -A function); do case $__b_f in __b_done|__b_exit|__b_reset) ;; *) unset -f "$__b_f";; esac; done; \
+unset POSIXLY_CORRECT; unalias -a; shopt -u expand_aliases; \
+{{ [[ $PATH == "$__b_path" ]] && builtin printf 'same\n' || builtin printf '%s\n' "$PATH"; compgen -A builtin compgen; \
+compgen -A function; compgen -A alias; compgen -A disabled; shopt -q expand_aliases && builtin printf 'expand_aliases\n'; \
+}} > {ctl}/state 2>/dev/null; }}
+__b_done() {{ __b_run=; __b_reset; builtin export -p > {ctl}/env 2>/dev/null; builtin printf 'D %s %s %s\0' "$1" "$2" "$PWD"; }}
 __b_exit() {{ builtin export -p > {ctl}/env 2>/dev/null; builtin printf '%s' "$PWD" > {ctl}/cwd; }}
+readonly -f __b_reset __b_done __b_exit
 trap __b_exit EXIT
 trap '[ -n "$__b_run" ] && [ "${{FUNCNAME[0]:-}}" != __b_done ] && return 130' USR1
 if [ -f {ctl}/env ]; then . {ctl}/env >/dev/null 2>&1; fi
+__b_reset
 builtin cd -- {cwd} 2>/dev/null || builtin cd -- {ws}
 builtin printf 'R 0 %s\0' "$PWD"
 """
+_OWN = frozenset({"compgen", "__b_done", "__b_exit", "__b_reset"})  # what a clean shell lists after a reset
 
 
 def init_script(ctl: Path, cwd: Path, workspace: Path) -> str:
     """Job control, physical paths, the marker and trap functions, restored state, ``R``."""
     q = shlex.quote
     return _INIT.format(ctl=q(str(ctl)), cwd=q(str(cwd)), ws=q(str(workspace)))
+
+
+def shell_caveat(ctl: Path, out: list[str] | None = None) -> str:
+    """What the shell's last reset left that changes what a command name runs ("" when nothing).
+
+    Before every command (and after a restart) the session drops the aliases and functions earlier
+    commands defined; a changed ``PATH`` is kept, as in a terminal, and is named here, as are
+    definitions the reset could not drop (a ``readonly -f`` function, a disabled builtin); also
+    appended to ``out`` (a result's notes) when there is one.
+    """
+    try:
+        lines = (ctl / "state").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return "the shell did not report its state: what a command name runs is not known"
+    notes = []
+    if not lines or lines[0] != "same":
+        notes.append(f"an earlier command changed PATH to {(lines or [''])[0][:300]!r}: a command name may run another program")
+    left = sorted(set(lines[1:]) - _OWN - {""})
+    if "compgen" not in lines[1:] or left:
+        notes.append(f"definitions an earlier command made could not be dropped ({', '.join(left[:8]) or 'builtins disabled'}): "
+                     "a command name may run something else")
+    said = "; ".join(notes)
+    if said and out is not None:
+        out.append(said)
+    return said
 
 
 def command_line(n: int, ctl: Path, wd: Path | None, preserve: bool) -> str:

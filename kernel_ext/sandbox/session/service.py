@@ -166,6 +166,12 @@ class ShellService:
                                  shared=self.network()),
         )
 
+    def plan_caveat(self) -> str:
+        """Why a command's static rating cannot be trusted in this run's live shell ("" when it can):
+        an earlier command changed PATH, or left definitions the per-command reset could not drop."""
+        found = self.registry.get(self.run_id)
+        return found.caveat if found is not None and not found.closed else ""
+
     def run(
         self,
         command: str,

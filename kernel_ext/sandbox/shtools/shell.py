@@ -319,7 +319,7 @@ class Shell:
     def plan(self, command: str) -> dict[str, Any]:
         if not isinstance(command, str) or not command.strip():
             raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "the command is empty")
-        return {"command": command, **classify(command).as_dict()}
+        return {"command": command, **classify(command).caveated(self.service.plan_caveat()).as_dict()}
 
     def detail(self, record_id: str, selector: str = "stdout", match: str | None = None, start_line: int = 1,
                max_lines: int = 400) -> dict[str, Any]:
