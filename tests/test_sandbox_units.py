@@ -130,7 +130,7 @@ def test_record_view_is_bounded_with_counts():
         output_capped=False, duration_ms=1.0, stdout=capture.result(), stderr=StreamCapture().result(),
     )
     text, cut = record.view("stdout")
-    assert cut and len(text) < 6500 and "line 0\n" in text and "line 4999" in text and "5000 lines" in text
+    assert cut and len(text) < 6500 and "line 0\n" in text and "line 4999" in text and "5,000 lines" in text
     assert record.ok and record.cut()
 
 
