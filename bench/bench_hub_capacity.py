@@ -9,12 +9,15 @@ it over SSE. The runs start with ``approve: none`` and the follower answers each
 REST as it arrives (a script in the student's place; ``--approve all`` skips the cards instead).
 
 A newly started server first does one untimed run (its lazy imports and caches are warm, as for a
-student past their first run), so every round measures the same thing. Per N: runs completed,
-p50 / p95 run time (POST to ``done``), p95 event latency to the follower (arrival minus the
-event's ``ts``, same clock), peak RSS per server (its process tree: the server, app hosts and
-sandboxes, summed, sampled every 0.25 s; the server's own peak is its ``VmHWM``, reset before
-each round through ``clear_refs``) and per run (that peak minus the tree's idle RSS just before
-the round: each server holds one run), each beside the N = 1 round of the same bench.
+student past their first run), so every round measures the same thing; each N is run ``--repeat``
+times (3) and its runs pooled. Per N: runs completed, p50 / p95 run time (POST to ``done``), p95
+event latency to the follower (arrival minus the event's ``ts``, same clock), peak RSS per server
+(its process tree: the server, app hosts, sandboxes, each at its own ``VmHWM``, summed, sampled
+every 0.25 s; the server's own peak is reset before each round through ``clear_refs``), peak RSS
+per run (that peak minus the server process's idle RSS before the round: each server holds one
+run, and an app host still up from the last run counts as the run's), each beside the N = 1
+round of the same bench. The machine's load average is printed beside: on a shared machine run
+times move with it.
 
 The rounds stop when a run fails, when p50 run time passes 3x N = 1, or when the next round
 would not fit the time budget. The load itself is ``tests/run_load.py``.
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import sys
 import tempfile
 import threading
@@ -41,7 +45,6 @@ from common import Figure, Target, emit, figure  # noqa: E402
 
 ROUNDS = (1, 2, 4, 8, 16)
 SLOWDOWN_STOP = 3.0  # p50 run time past this many times N = 1: the node is full
-PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 @dataclass
@@ -53,6 +56,7 @@ class Round:
     run_kib: list[int]  # per server (one run each): tree peak minus its idle RSS before the round
     server_hwm_kib: list[int]  # per server: the server process's own VmHWM over the round
     latencies_s: list[float] = field(default_factory=list)
+    load: list[float] = field(default_factory=list)  # the machine's 1-minute load average after each round
 
     @property
     def completed(self) -> int:
@@ -72,45 +76,52 @@ class Round:
 # -- memory: one /proc pass per sample, every server's tree summed -------------------------------------
 
 
-def _proc_table() -> dict[int, tuple[int, int]]:
-    """pid -> (parent pid, RSS in KiB) for every live process, from ``/proc/<pid>/stat``."""
+def _parents() -> dict[int, int]:
+    """pid -> parent pid for every live process, from ``/proc/<pid>/stat``."""
     table = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
                 with open(f"/proc/{entry.name}/stat", "rb") as stat:
-                    fields = stat.read().rsplit(b")", 1)[1].split()
-                table[int(entry.name)] = (int(fields[1]), int(fields[21]) * PAGE_KIB)
+                    table[int(entry.name)] = int(stat.read().rsplit(b")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 continue
     return table
 
 
-def tree_rss_kib(roots: list[int]) -> list[int]:
-    """Summed RSS of each root's live process tree (the root included)."""
-    table = _proc_table()
+def _status_kib(pid: int, key: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def tree_kib(roots: list[int], key: str) -> list[int]:
+    """Each root's live process tree (the root included), its ``key`` (``VmHWM:``, ``VmRSS:``) summed:
+    with ``VmHWM:`` every process counts at its own peak, so a sample misses no short spike."""
+    parents = _parents()
     children: dict[int, list[int]] = {}
-    for pid, (parent, _) in table.items():
+    for pid, parent in parents.items():
         children.setdefault(parent, []).append(pid)
     sums = []
     for root in roots:
         total, todo, seen = 0, [root], set()
         while todo:
             pid = todo.pop()
-            if pid in seen or pid not in table:
+            if pid in seen or pid not in parents:
                 continue
             seen.add(pid)
-            total += table[pid][1]
+            total += _status_kib(pid, key)
             todo.extend(children.get(pid, ()))
         sums.append(total)
     return sums
 
 
 def vm_hwm_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return 0
+    return _status_kib(pid, "VmHWM:")
 
 
 def reset_hwm(pid: int) -> None:
@@ -119,17 +130,17 @@ def reset_hwm(pid: int) -> None:
 
 
 class TreeSampler:
-    """Peak summed RSS of each server's tree, sampled on a thread while a round runs."""
+    """Peak of each server's tree (its processes' VmHWM summed), sampled on a thread while a round runs."""
 
     def __init__(self, roots: list[int], interval: float = 0.25):
         self.roots, self.interval = roots, interval
-        self.peaks = tree_rss_kib(roots)
+        self.peaks = tree_kib(roots, "VmHWM:")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
-            self.peaks = [max(a, b) for a, b in zip(self.peaks, tree_rss_kib(self.roots))]
+            self.peaks = [max(a, b) for a, b in zip(self.peaks, tree_kib(self.roots, "VmHWM:"), strict=True)]
 
     def __enter__(self) -> TreeSampler:
         self._thread.start()
@@ -177,7 +188,7 @@ class Classroom:
             return
         pids = await asyncio.gather(*(self.hub.start_server(name, timeout=300) for name in new))
         tokens = await asyncio.gather(*(self.hub.token_for(name) for name in new))
-        for name, pid, token in zip(new, pids, tokens):
+        for name, pid, token in zip(new, pids, tokens, strict=True):
             self.servers[name] = (f"{self.hub.url}/user/{name}/besser-agent/", token, pid)
         warm, _ = await at_once([self.servers[name][:2] for name in new], request, timeout)  # untimed: warm-up
         failed = [run.id for run in warm if run.status != "completed"]
@@ -191,12 +202,23 @@ async def round_of(room: Classroom, names: list[str], request: dict, timeout: fl
     pids = [pid for _, _, pid in students]
     for pid in pids:
         reset_hwm(pid)
-    idle = tree_rss_kib(pids)
+    idle = [_status_kib(pid, "VmRSS:") for pid in pids]  # the server alone: a lingering app host counts as the run's
     with TreeSampler(pids) as sampler:
         runs, wall = await at_once([(url, token) for url, token, _ in students], request, timeout)
     peaks = sampler.peaks
-    return Round(len(names), runs, wall, peaks, [max(0, p - i) for p, i in zip(peaks, idle)],
-                 [vm_hwm_kib(pid) for pid in pids], [s for run in runs for s in run.latencies])
+    return Round(len(names), runs, wall, peaks, [max(0, p - i) for p, i in zip(peaks, idle, strict=True)],
+                 [vm_hwm_kib(pid) for pid in pids], [s for run in runs for s in run.latencies],
+                 [os.getloadavg()[0]])
+
+
+def pooled(rounds: list[Round]) -> Round:
+    """Repeats of one N as one round: runs and latencies pooled, memory at its worst, wall the mean."""
+    first = rounds[0]
+    return Round(first.n, [run for r in rounds for run in r.runs], sum(r.wall_s for r in rounds) / len(rounds),
+                 [max(values) for values in zip(*(r.tree_peak_kib for r in rounds), strict=True)],
+                 [max(values) for values in zip(*(r.run_kib for r in rounds), strict=True)],
+                 [max(values) for values in zip(*(r.server_hwm_kib for r in rounds), strict=True)],
+                 [s for r in rounds for s in r.latencies_s], [x for r in rounds for x in r.load])
 
 
 # -- report ----------------------------------------------------------------------------------------------
@@ -209,18 +231,21 @@ def mib(kib: float) -> float:
 def table(rounds: list[Round]) -> list[str]:
     """The capacity table, markdown; ratios against the N = 1 round."""
     lines = ["| N | runs completed | p50 run | p95 run | p50 x N=1 | event latency p95 | x N=1 | "
-             "peak RSS / server (max) | x N=1 | server process VmHWM (max) | peak RSS / run (max) | x N=1 | wall |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "peak RSS / server, median (max) | x N=1 | server process VmHWM, max | peak RSS / run, median (max) | x N=1 "
+             "| wall | load 1 min |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     if not rounds:
         return lines
     base = rounds[0]
     for r in rounds:
-        tree, run = max(r.tree_peak_kib), max(r.run_kib)
+        tree, run = statistics.median(r.tree_peak_kib), statistics.median(r.run_kib)
         lines.append(
-            f"| {r.n} | {r.completed}/{r.n} | {r.run_s(.5):.1f} s | {r.run_s(.95):.1f} s | {r.run_s(.5) / base.run_s(.5):.2f}x "
-            f"| {r.latency_ms(.95):.0f} ms | {r.latency_ms(.95) / base.latency_ms(.95):.2f}x "
-            f"| {mib(tree):.0f} MiB | {tree / max(base.tree_peak_kib):.2f}x | {mib(max(r.server_hwm_kib)):.0f} MiB "
-            f"| {mib(run):.0f} MiB | {run / max(1, max(base.run_kib)):.2f}x | {r.wall_s:.0f} s |")
+            f"| {r.n} | {r.completed}/{len(r.runs)} | {r.run_s(.5):.1f} s | {r.run_s(.95):.1f} s "
+            f"| {r.run_s(.5) / base.run_s(.5):.2f}x | {r.latency_ms(.95):.0f} ms | {r.latency_ms(.95) / base.latency_ms(.95):.2f}x "
+            f"| {mib(tree):.0f} ({mib(max(r.tree_peak_kib)):.0f}) MiB | {tree / statistics.median(base.tree_peak_kib):.2f}x "
+            f"| {mib(max(r.server_hwm_kib)):.0f} MiB | {mib(run):.0f} ({mib(max(r.run_kib)):.0f}) MiB "
+            f"| {run / max(1, statistics.median(base.run_kib)):.2f}x | {r.wall_s:.0f} s "
+            f"| {max(r.load):.1f} |")
     return lines
 
 
@@ -229,34 +254,37 @@ def figures(rounds: list[Round], approve: str) -> list[Figure]:
     for r in rounds:
         lost = sum(run.host_lost for run in r.runs)
         cards = sum(run.answered for run in r.runs)
-        note = (f"{r.completed}/{r.n} completed, {lost} lost a host, p50 {r.run_s(.5):.1f} s, "
-                f"{cards} cards answered by REST" if approve != "all" else "approve: all")
+        cards = f"{cards} cards answered by REST" if approve != "all" else "approve: all"
+        note = (f"{r.completed}/{len(r.runs)} completed, {lost} lost a host, p50 {r.run_s(.5):.1f} s, {cards}; "
+                f"load average (1 min) after each round: {', '.join(f'{x:.1f}' for x in r.load)}")
         found += [
-            figure(f"N={r.n} students: runs completed", [r.completed], "runs", target=Target(">=", r.n), group="hub_capacity"),
+            figure(f"N={r.n} students: runs completed", [r.completed], "runs", target=Target(">=", len(r.runs)),
+                   group="hub_capacity", note=f"{len(r.runs) // r.n} rounds of {r.n}"),
             figure(f"N={r.n} students: run time p95", [r.run_s(.95)], "s", baseline=("N=1", base.run_s(.95)),
                    group="hub_capacity", note=note),
             figure(f"N={r.n} students: event latency to the follower p95", [r.latency_ms(.95)], "ms",
                    baseline=("N=1", base.latency_ms(.95)), group="hub_capacity",
                    note=f"{len(r.latencies_s)} events, max {max(r.latencies_s) * 1000:.0f} ms"),
             figure(f"N={r.n} students: peak RSS per server (tree)", [mib(k) for k in r.tree_peak_kib], "MiB",
-                   baseline=("N=1", mib(max(base.tree_peak_kib))), group="hub_capacity",
+                   baseline=("N=1", mib(statistics.median(base.tree_peak_kib))), group="hub_capacity",
                    note=f"server process VmHWM max {mib(max(r.server_hwm_kib)):.0f} MiB"),
             figure(f"N={r.n} students: peak RSS per run", [mib(k) for k in r.run_kib], "MiB",
-                   baseline=("N=1", mib(max(base.run_kib))), group="hub_capacity"),
+                   baseline=("N=1", mib(statistics.median(base.run_kib))), group="hub_capacity"),
+
         ]
     return found
 
 
 def stop_reason(rounds: list[Round]) -> str | None:
     last, base = rounds[-1], rounds[0]
-    if last.completed < last.n:
-        return f"{last.n - last.completed} of {last.n} runs did not complete"
+    if last.completed < len(last.runs):
+        return f"{len(last.runs) - last.completed} of {len(last.runs)} runs did not complete"
     if len(rounds) > 1 and last.run_s(.5) > SLOWDOWN_STOP * base.run_s(.5):
         return f"p50 run time {last.run_s(.5):.1f} s passed {SLOWDOWN_STOP:g}x N=1 ({base.run_s(.5):.1f} s)"
     return None
 
 
-async def bench(counts: tuple[int, ...], approve: str, budget_s: float, timeout: float) -> list[Round]:
+async def bench(counts: tuple[int, ...], approve: str, budget_s: float, timeout: float, repeat: int) -> list[Round]:
     from hub_fixtures import start_hub
 
     names = [f"s{i:02d}" for i in range(1, max(counts) + 1)]
@@ -268,12 +296,12 @@ async def bench(counts: tuple[int, ...], approve: str, budget_s: float, timeout:
             for n in counts:
                 if rounds:  # the next round, its warm-up and its spawns scale with n: does it fit?
                     previous = rounds[-1]
-                    guess = previous.wall_s * n / previous.n * 2 + 10
+                    guess = previous.wall_s * n / previous.n * (repeat + 1) + 10
                     if time.monotonic() - began + guess > budget_s:
                         print(f"stopped before N={n}: about {guess:.0f} s more would pass the {budget_s:.0f} s budget",
                               flush=True)
                         break
-                rounds.append(await round_of(room, names[:n], request, timeout))
+                rounds.append(pooled([await round_of(room, names[:n], request, timeout) for _ in range(repeat)]))
                 print(table(rounds)[-1], flush=True)
                 reason = stop_reason(rounds)
                 if reason:
@@ -287,10 +315,12 @@ async def bench(counts: tuple[int, ...], approve: str, budget_s: float, timeout:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", default=",".join(map(str, ROUNDS)), help="the rounds' student counts (the first is the baseline)")
-    parser.add_argument("--budget", type=float, default=540.0, help="seconds the whole bench may take (a round that would not fit is skipped)")
+    parser.add_argument("--budget", type=float, default=540.0,
+                        help="seconds the whole bench may take (a round that would not fit is skipped)")
     parser.add_argument("--approve", choices=("script", "all"), default="script",
                         help="script: approve: none and each card answered by REST (default); all: approve: all")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds a round may take")
+    parser.add_argument("--repeat", type=int, default=3, help="times each N is run (runs pooled, memory at its worst)")
     args = parser.parse_args()
     from hub_fixtures import proxy_missing
 
@@ -301,10 +331,11 @@ def main() -> None:
         return
     counts = tuple(int(n) for n in args.n.split(","))
     cpus = len(os.sched_getaffinity(0))
-    print(f"N students on a local JupyterHub, one demo run each at once (replay; cards: {args.approve}); "
+    print(f"N students on a local JupyterHub, one demo run each at once, {args.repeat} times per N "
+          f"(replay; cards: {args.approve}); "
           f"{cpus} cores, {os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') / 2**30:.1f} GiB", flush=True)
     print("\n".join(table([])), flush=True)
-    rounds = asyncio.run(bench(counts, args.approve, args.budget, args.timeout))
+    rounds = asyncio.run(bench(counts, args.approve, args.budget, args.timeout, args.repeat))
     print()
     print("\n".join(table(rounds)))
     emit(figures(rounds, args.approve))
