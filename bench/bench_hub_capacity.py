@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from common import Figure, Target, emit, figure  # noqa: E402
+from common import Figure, Target, emit, emit_table, figure  # noqa: E402
 
 ROUNDS = (1, 2, 4, 8, 16)
 SLOWDOWN_STOP = 3.0  # p50 run time past this many times N = 1: the node is full
@@ -284,11 +284,12 @@ def stop_reason(rounds: list[Round]) -> str | None:
     return None
 
 
-async def bench(counts: tuple[int, ...], approve: str, budget_s: float, timeout: float, repeat: int) -> list[Round]:
+async def bench(counts: tuple[int, ...], approve: str, budget_s: float, timeout: float, repeat: int) -> tuple[list[Round], str]:
+    """The rounds measured, and why they stopped."""
     from hub_fixtures import start_hub
 
     names = [f"s{i:02d}" for i in range(1, max(counts) + 1)]
-    request, rounds, began = body(approve), [], time.monotonic()
+    request, rounds, began, stopped = body(approve), [], time.monotonic(), f"all rounds ran (N up to {max(counts)})"
     with tempfile.TemporaryDirectory(prefix="besser-bench-hub-") as workdir:
         hub = start_hub(Path(workdir), {"BESSER_HUB_USERS": ",".join(names)})
         try:
@@ -298,18 +299,19 @@ async def bench(counts: tuple[int, ...], approve: str, budget_s: float, timeout:
                     previous = rounds[-1]
                     guess = previous.wall_s * n / previous.n * (repeat + 1) + 10
                     if time.monotonic() - began + guess > budget_s:
-                        print(f"stopped before N={n}: about {guess:.0f} s more would pass the {budget_s:.0f} s budget",
-                              flush=True)
+                        stopped = f"stopped before N={n}: about {guess:.0f} s more would pass the {budget_s:.0f} s budget"
+                        print(stopped, flush=True)
                         break
                 rounds.append(pooled([await round_of(room, names[:n], request, timeout) for _ in range(repeat)]))
                 print(table(rounds)[-1], flush=True)
                 reason = stop_reason(rounds)
                 if reason:
-                    print(f"stopped after N={n}: {reason}", flush=True)
+                    stopped = f"stopped after N={n}: {reason}"
+                    print(stopped, flush=True)
                     break
         finally:
             hub.stop()
-    return rounds
+    return rounds, stopped
 
 
 def main() -> None:
@@ -335,9 +337,13 @@ def main() -> None:
           f"(replay; cards: {args.approve}); "
           f"{cpus} cores, {os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') / 2**30:.1f} GiB", flush=True)
     print("\n".join(table([])), flush=True)
-    rounds = asyncio.run(bench(counts, args.approve, args.budget, args.timeout, args.repeat))
+    rounds, stopped = asyncio.run(bench(counts, args.approve, args.budget, args.timeout, args.repeat))
     print()
     print("\n".join(table(rounds)))
+    cards = "a script answers each card by REST" if args.approve == "script" else "approve: all"
+    emit_table("Hub capacity: N students, one demo run each at once", [
+        f"Local JupyterHub, one single-user server per student, replay provider, {cards}; {args.repeat} rounds per N, "
+        f"runs pooled; {cpus} cores. {stopped[0].upper()}{stopped[1:]}.", "", *table(rounds)])
     emit(figures(rounds, args.approve))
 
 
