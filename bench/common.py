@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 PREFIX = "BENCH-FIGURES "
+TABLE_PREFIX = "BENCH-TABLE "  # a script's own table (markdown lines), copied into RESULTS.md as it is
 
 _OPS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
 
@@ -117,3 +118,13 @@ def collect(stdout: str) -> list[Figure] | None:
     if found is None:
         return None
     return [Figure.from_json(item) for item in json.loads(found)]
+
+
+def emit_table(title: str, lines: Iterable[str]) -> None:
+    """Print a table of the script's own (markdown lines) for ``run_all`` to copy under ``title``."""
+    print(TABLE_PREFIX + json.dumps({"title": title, "lines": list(lines)}), flush=True)
+
+
+def collect_tables(stdout: str) -> list[dict[str, Any]]:
+    """Every ``BENCH-TABLE`` of a script's output, in order."""
+    return [json.loads(line[len(TABLE_PREFIX):]) for line in stdout.splitlines() if line.startswith(TABLE_PREFIX)]

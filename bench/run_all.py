@@ -22,12 +22,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import Figure, collect
+from common import Figure, collect, collect_tables
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 DEFAULT_TIMEOUT_S = 1200.0
-TIMEOUTS_S = {"bench_test_api.py": 1800.0, "bench_shell.py": 1800.0, "bench_concurrency.py": 2400.0}
+TIMEOUTS_S = {"bench_test_api.py": 1800.0, "bench_shell.py": 1800.0, "bench_concurrency.py": 2400.0,
+              "bench_hub_capacity.py": 900.0}
 MAX_LOG_LINES = 60
 
 
@@ -39,6 +40,7 @@ class ScriptRun:
     figures: list[Figure] = field(default_factory=list)
     log: Path | None = None
     tail: str = ""
+    tables: list[dict] = field(default_factory=list)  # the script's own tables (``emit_table``)
 
 
 def machine() -> dict[str, str]:
@@ -109,7 +111,7 @@ def run_script(path: Path, timeout: float, logs: Path) -> ScriptRun:
     text = log.read_text(encoding="utf-8", errors="replace")
     tail = "\n".join(text.strip().splitlines()[-5:])
     try:
-        figures = collect(text)
+        figures, tables = collect(text), collect_tables(text)
     except ValueError as exc:  # a malformed figures line is a failure of that script, said so
         return ScriptRun(path.name, f"unreadable figures ({exc})", seconds, [], log, tail)
     if code is None:
@@ -122,7 +124,7 @@ def run_script(path: Path, timeout: float, logs: Path) -> ScriptRun:
         status = "ok"
     for fig in figures or []:
         fig.group = fig.group or path.stem.removeprefix("bench_")
-    return ScriptRun(path.name, status, seconds, figures or [], log, tail)
+    return ScriptRun(path.name, status, seconds, figures or [], log, tail, tables)
 
 
 def _num(value: float | None) -> str:
@@ -175,6 +177,9 @@ def markdown(table: list[list[str]], runs: list[ScriptRun], info: dict[str, str]
     notes = [(f.group, f.name, f.note) for r in runs for f in r.figures if f.note]
     if notes:
         out += ["", "## Notes", ""] + [f"- {g} / {n}: {text}" for g, n, text in notes]
+    for run in runs:
+        for table in run.tables:
+            out += ["", f"## {table['title']} ({run.name})", "", *table["lines"]]
     for run in runs:
         if run.status.startswith("not collected") and run.log is not None:
             lines = run.log.read_text(encoding="utf-8", errors="replace").rstrip().splitlines()

@@ -25,8 +25,10 @@ then open http://127.0.0.1:8000 and log in as alice or bob (password: classroom)
 
 Knobs, all optional: ``BESSER_HUB_DIR`` (state and users' folders, default ``.hub``),
 ``BESSER_HUB_PORT`` (8000), ``BESSER_HUB_API_PORT`` (8001), ``BESSER_HUB_INTERNAL_PORT``
-(8081), ``BESSER_HUB_PASSWORD`` (classroom), ``BESSER_HUB_ADMIN_TOKEN`` (registers a service
-holding this token that may start servers and issue user tokens: for scripts and the test).
+(8081), ``BESSER_HUB_PASSWORD`` (classroom), ``BESSER_HUB_USERS`` (who may log in, comma-separated;
+default ``alice,bob``; bench/bench_hub_capacity.py makes a class of its own),
+``BESSER_HUB_ADMIN_TOKEN`` (registers a service holding this token that may start servers and
+issue user tokens: for scripts and the test).
 The gateway's: ``BESSER_HUB_GATEWAY`` (``litellm``; unset: no gateway, the keys go to every
 server as before), ``BESSER_HUB_GATEWAY_PORT`` (4000, loopback), ``BESSER_HUB_STUDENT_BUDGET_USD``
 (1.00 per student), ``BESSER_HUB_STUDENT_BUDGET_DURATION`` (e.g. ``30d``; unset: never reset),
@@ -77,7 +79,8 @@ c.JupyterHub.cleanup_servers = True
 # -- who may log in --------------------------------------------------------------------------
 c.JupyterHub.authenticator_class = "dummy"
 c.DummyAuthenticator.password = os.environ.get("BESSER_HUB_PASSWORD", "classroom")
-c.Authenticator.allowed_users = {"alice", "bob"}
+c.Authenticator.allowed_users = {name.strip() for name in os.environ.get("BESSER_HUB_USERS", "alice,bob").split(",")
+                                 if name.strip()}
 
 # -- how a user's server starts -----------------------------------------------------------------
 c.JupyterHub.spawner_class = "simple"

@@ -40,6 +40,8 @@ class Followed:
     host_lost: bool = False
     events: int = 0
     errors: list[str] = field(default_factory=list)  # its error events, "CODE: message"
+    latencies: list[float] = field(default_factory=list)  # per event: arrival (wall clock) - its ``ts``, in s
+    answered: int = 0  # approval cards this follower answered by REST (``answer_cards``)
 
 
 @dataclass
@@ -82,8 +84,10 @@ async def start(client: httpx.AsyncClient, body: dict | None = None) -> dict:
     return answer.json()["run"]
 
 
-async def follow(client: httpx.AsyncClient, run: dict, started: float, timeout: float) -> Followed:
-    """Read the run's SSE stream to its ``done``."""
+async def follow(client: httpx.AsyncClient, run: dict, started: float, timeout: float, *,
+                 answer_cards: bool = False) -> Followed:
+    """Read the run's SSE stream to its ``done``; ``answer_cards``: approve each card as it comes, by REST
+    (a script in a person's place, for a run started with ``approve: none``)."""
     seen = Followed(run["id"], run["run_dir"])
     async with client.stream("GET", f"runs/{run['id']}/events", timeout=httpx.Timeout(timeout, connect=30)) as stream:
         assert stream.status_code == 200
@@ -92,10 +96,16 @@ async def follow(client: httpx.AsyncClient, run: dict, started: float, timeout: 
                 continue
             text = line[5:].strip()
             event = json.loads(text)
+            seen.latencies.append(time.time() - event["ts"])
             seen.events += 1
             seen.host_lost = seen.host_lost or any(mark in text for mark in HOST_LOST)
             if event["type"] == "error":
                 seen.errors.append(f"{event['code']}: {event['message']}")
+            elif event["type"] == "approval_requested" and answer_cards:
+                answer = await client.post(f"runs/{run['id']}/approvals/{event['call_id']}",
+                                           json={"approved": True, "digest": event.get("digest") or None})
+                assert answer.status_code == 200, answer.text
+                seen.answered += 1
             elif event["type"] == "queued" and event["position"] > 0:
                 seen.positions.append(event["position"])
             elif event["type"] == "done":

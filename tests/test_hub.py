@@ -243,3 +243,27 @@ def test_the_documented_values_parse_and_name_the_switches():
 
     for name in (ENABLE_VAR, POLICY_VAR, PROGRAMS_VAR, "/besser-agent/config"):
         assert name in doc
+
+
+def test_the_sizing_values_follow_from_the_measured_table_and_the_sandbox_limits():
+    """Section 9's Z2JH values cover what the capacity bench measured and the sandboxes may hold."""
+    from kernel_ext.hosting.options import RUN_LIMIT_ENV
+    from kernel_ext.sandbox.resource_caps import DEFAULT_MAX_TASKS
+    from kernel_ext.sandbox.shares import DEFAULT_MEMORY
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "jupyterhub.md").read_text()
+    sizing = doc.split("## 9. Sizing", 1)[1]
+    values, kubelet = (yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", sizing, flags=re.DOTALL))
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in sizing.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert rows and all(done.split("/")[0] == done.split("/")[1] for _, done, *_ in rows)  # the quoted runs all completed
+    peak_mib = max(float(re.search(r"\((\d+)\) MiB", row[7]).group(1)) for row in rows)  # peak RSS / server, max
+
+    def mib(size: str) -> float:
+        return float(size[:-1]) * {"M": 1, "G": 1024}[size[-1]]
+
+    memory, cpu = values["singleuser"]["memory"], values["singleuser"]["cpu"]
+    assert mib(memory["guarantee"]) >= peak_mib
+    assert mib(memory["limit"]) >= mib(memory["guarantee"]) + DEFAULT_MEMORY / 2**20  # one sandbox at its cap fits
+    assert 0 < cpu["guarantee"] <= cpu["limit"]
+    runs = int(values["singleuser"]["extraEnv"][RUN_LIMIT_ENV])
+    assert kubelet["podPidsLimit"] > runs * 3 * DEFAULT_MAX_TASKS  # above what the sandboxes may hold together
