@@ -24,6 +24,7 @@ OVERLAY_PINS = {
     "ipykernel6": ("ipykernel==6.29.5", "ipython==8.37.0", "decorator==5.2.1", "nest_asyncio==1.6.0"),
     "ipykernel6-last": ("ipykernel==6.31.0", "ipython==8.37.0", "decorator==5.2.1", "nest_asyncio==1.6.0"),
 }
+TREE = str(Path(__file__).resolve().parent.parent)  # the kernel imports this tree's code, not an installed copy
 MAJOR = {"ipykernel7": "7", "ipykernel6": "6", "ipykernel6-last": "6"}
 
 
@@ -48,9 +49,11 @@ def flavour_env(flavour: str, env: dict[str, str] | None = None) -> dict[str, st
     env = dict(os.environ if env is None else env)
     env.pop("PYTHONPATH", None)
     if flavour in OVERLAY_PINS:
-        env["PYTHONPATH"] = str(overlay(flavour))
+        env["PYTHONPATH"] = os.pathsep.join((str(overlay(flavour)), TREE))
     elif flavour != "ipykernel7":
         raise ValueError(f"unknown kernel flavour {flavour!r}")
+    else:
+        env["PYTHONPATH"] = TREE
     return env
 
 

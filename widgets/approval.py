@@ -20,6 +20,7 @@ from typing import Protocol
 import ipywidgets as w
 
 from widgets.base import StaticFallback
+from widgets.controls import CardControls
 from widgets.render import card_html, card_text
 from widgets.state import ApprovalView
 
@@ -30,6 +31,7 @@ class Decide(Protocol):
     bool or a ``Verdict``, a future or coroutine of one, or None (sent, nothing to report)."""
 
     def __call__(self, call_id: str, approved: bool, digest: str | None = None) -> object: ...
+    # A rest-of-kind click also passes ``rest_of_kind=True`` (widgets/controls.py); only then.
 
 
 class ApprovalCard(StaticFallback, w.VBox):
@@ -43,8 +45,9 @@ class ApprovalCard(StaticFallback, w.VBox):
         self.deny_button = w.Button(description="Deny", button_style="danger", icon="times")
         self.approve_button.on_click(lambda _: self.click(True))
         self.deny_button.on_click(lambda _: self.click(False))
+        self.controls = CardControls(self)
         super().__init__(
-            children=(self._html, w.HBox((self.approve_button, self.deny_button))),
+            children=(self._html, w.HBox((self.approve_button, self.deny_button, *self.controls.widgets))),
             layout=w.Layout(border="1px solid #d0d7de", padding="4px", margin="4px 0"),
             **kwargs,
         )
@@ -66,7 +69,7 @@ class ApprovalCard(StaticFallback, w.VBox):
     def deny(self) -> None:
         self.click(False)
 
-    def click(self, approved: bool) -> None:
+    def click(self, approved: bool, *, rest_of_kind: bool = False) -> None:
         if self.decided:
             return
         self._sent = approved
@@ -76,8 +79,10 @@ class ApprovalCard(StaticFallback, w.VBox):
             self._undelivered("no backend to send the decision to")
             return
         try:
-            digest = {"digest": self.card.digest} if self.card.digest else {}  # a log from before digests has none
-            result = self._decide(self.call_id, approved, **digest)
+            extra: dict[str, object] = {"digest": self.card.digest} if self.card.digest else {}  # older logs have none
+            if rest_of_kind:
+                extra["rest_of_kind"] = True
+            result = self._decide(self.call_id, approved, **extra)
         except Exception as exc:  # noqa: BLE001 - shown on the card, never raised into the kernel
             self._undelivered(f"{type(exc).__name__}: {exc}")
             return
@@ -119,6 +124,7 @@ class ApprovalCard(StaticFallback, w.VBox):
         for button in (self.approve_button, self.deny_button):
             if button.disabled != disabled:
                 button.disabled = disabled
+        self.controls.update()
         value = card_html(self.card, self._note)
         if self._html.value != value:
             self._html.value = value

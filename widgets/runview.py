@@ -16,9 +16,12 @@ from collections.abc import Callable, Iterable
 
 import ipywidgets as w
 
+from widgets import snapshot
 from widgets.approval import ApprovalCard, Decide
 from widgets.base import StaticFallback
+from widgets.controls import VIEW_CLASS, RunControls
 from widgets.kernel_comms import pass_widget_messages, queueing_kernel
+from widgets.lifecycle import StoppedWaiting, in_a_cell
 from widgets.render import (
     done_html,
     findings_html,
@@ -58,10 +61,13 @@ class RunView(StaticFallback, w.VBox):
         self._findings = w.HTML()
         self._done = w.HTML()
         self._cards: dict[str, ApprovalCard] = {}
+        self.controls = RunControls(self)
         super().__init__(
-            children=(self._header, self.timeline, self._texts, self._cards_box, self._tasks, self._findings, self._done),
+            children=(self._header, self.controls, self.timeline, self._texts, self._cards_box, self._tasks, self._findings,
+                      self._done),
             **kwargs,
         )
+        self.add_class(VIEW_CLASS)
         self._render({"header"})
 
     # -- feeding --------------------------------------------------------------------------
@@ -98,29 +104,38 @@ class RunView(StaticFallback, w.VBox):
         return self._cards[self.state.card_of_call.get(call_id, call_id)]
 
     async def wait(self, timeout: float | None = None) -> RunViewState:
-        """Until the run's ``done`` arrives here (polls; works from any loop)."""
-        await self._until(lambda: self.state.finished, timeout)
+        """Until the run's ``done`` arrives here (polls; works from any loop); then the saved
+        output shows the final state (``snapshot``). An interrupt stops the wait, not the run."""
+        await self._until(lambda: self.state.finished, timeout, self.state.run_id)
+        snapshot.refresh(self)
         return self.state
 
     async def wait_for_approval(self, timeout: float | None = None) -> ApprovalCard:
         """The first card still waiting for a decision (from this view's point of view)."""
-        await self._until(lambda: any(not c.decided for c in self._cards.values()) or self.state.finished, timeout)
+        await self._until(lambda: any(not c.decided for c in self._cards.values()) or self.state.finished, timeout,
+                          self.state.run_id)
         open_cards = [c for c in self._cards.values() if not c.decided]
         if not open_cards:
             raise RuntimeError(f"run {self.state.run_id} ended ({self.state.status}) without another approval")
         return open_cards[0]
 
     @staticmethod
-    async def _until(predicate: Callable[[], bool], timeout: float | None) -> None:
-        """Poll ``predicate``; meanwhile a person's clicks reach the cards (see ``kernel_comms``)."""
+    async def _until(predicate: Callable[[], bool], timeout: float | None, run_id: str = "") -> None:
+        """Poll ``predicate``; meanwhile a person's clicks reach the cards (see ``kernel_comms``).
+        A cancelled wait (the cell was interrupted) ends as one ``StoppedWaiting`` line."""
         deadline = None if timeout is None else time.monotonic() + timeout
         kernel = queueing_kernel()
-        while not predicate():
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"not reached within {timeout} s")
-            if kernel is not None and await pass_widget_messages(kernel):
-                continue  # a click may have decided a card: look again before sleeping
-            await asyncio.sleep(0.02)
+        try:
+            while not predicate():
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"not reached within {timeout} s")
+                if kernel is not None and await pass_widget_messages(kernel):
+                    continue  # a click may have decided a card: look again before sleeping
+                await asyncio.sleep(0.02)
+        except asyncio.CancelledError:
+            if not in_a_cell():
+                raise
+            raise StoppedWaiting(run_id) from None
 
     # -- rendering ------------------------------------------------------------------------
 
@@ -128,13 +143,14 @@ class RunView(StaticFallback, w.VBox):
         state = self.state
         if "header" in changed:
             _set(self._header, header_html(state, self.note))
+            self.controls.update(state)
         if changed & {"timeline", "meter"}:
             self.timeline.update(state)
-        if "cards" in changed:
+        if "cards" in changed or any(name.startswith("card:") for name in changed):
             for key, card_state in state.approvals.items():
                 if key not in self._cards:
                     self._cards[key] = ApprovalCard(card_state, self.decide)
-            self._cards_box.children = tuple(self._cards.values())
+            self._cards_box.children = tuple(sorted(self._cards.values(), key=lambda c: c.decided))  # pending first
         for name in changed:
             if name.startswith("card:"):
                 key = name[5:]
@@ -148,6 +164,10 @@ class RunView(StaticFallback, w.VBox):
             _set(self._findings, findings_html(state))
         if "done" in changed:
             _set(self._done, done_html(state, self.link_base))
+
+    def _ipython_display_(self) -> None:
+        """Shown under a display id, so the saved output can follow the run to its end (``snapshot``)."""
+        snapshot.show(self)
 
     def to_text(self) -> str:
         return run_text(self.state, self.note)

@@ -64,6 +64,8 @@ class ApprovalView:
     outcome: str = "pending"  # pending | approved | denied | executed | stale input | expired | cancelled | ...
     digest: str = ""  # the frozen request's digest, sent back with the decision
     key: str = ""  # this card's own key: the call id, made unique should a log repeat one
+    expires_at: float | None = None  # when an unanswered card counts as denied (None: it waits)
+    note: str = ""  # how it was decided, when a rest-of-kind grant decided it
 
     @property
     def open(self) -> bool:
@@ -170,7 +172,7 @@ class RunViewState:
         call_id = e["call_id"]
         key = call_id if call_id not in self.approvals else f"{call_id}#{e.get('seq') or len(self.approvals) + 1}"
         self.approvals[key] = ApprovalView(call_id, e["name"], e["category"], e.get("request", {}),
-                                           digest=str(e.get("digest") or ""), key=key)
+                                           digest=str(e.get("digest") or ""), key=key, expires_at=e.get("expires_at"))
         self.card_of_call[call_id] = key
         return {"cards", f"card:{key}", "header"}
 
@@ -183,7 +185,7 @@ class RunViewState:
         card = self.card_for(e["call_id"])
         if card is None:
             return set()
-        card.approved, card.decided_by = bool(e["approved"]), e.get("by", "")
+        card.approved, card.decided_by, card.note = bool(e["approved"]), e.get("by", ""), e.get("note", "")
         if card.decided_by == "timeout":
             card.outcome = "expired"
         elif card.decided_by == "cancelled":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import time
 from typing import Any
 
 from kernel_ext.boundary.approval import ApprovalRequest, BoundaryEvent
@@ -30,6 +31,7 @@ def boundary_observer(events: EventLog, approver: Any = None, decided_by: str = 
 
     def observe(event: BoundaryEvent) -> None:
         if event.kind == "approval_requested" and event.request is not None:
+            timeout = getattr(approver, "timeout", None)
             events.emit(
                 "approval_requested",
                 call_id=event.call_id,
@@ -37,6 +39,7 @@ def boundary_observer(events: EventLog, approver: Any = None, decided_by: str = 
                 category=event.request.category,
                 request=card_payload(event.request),
                 digest=event.request.digest,
+                expires_at=None if timeout is None else round(time.time() + timeout, 3),
             )
         elif event.kind == "approval_resolved":
             events.emit(
@@ -45,6 +48,7 @@ def boundary_observer(events: EventLog, approver: Any = None, decided_by: str = 
                 name=event.name,
                 approved=bool(event.approved),
                 by=getattr(approver, "decided_by", {}).get(event.call_id, decided_by),
+                note=getattr(approver, "notes", {}).get(event.call_id, ""),
             )
 
     return observe
