@@ -2,20 +2,23 @@
 a grant; it covers one category of one run, never a shell command, and every call it covers
 records it. Hosted runs (real ``start_run``, real ``AsyncApprover``, real Executor over real
 files); the person decides through the Python API (``run.decide``) or the card's button on a
-real ``RunView``. The REST path is in ``test_approval_controls_server.py``.
+real ``RunView``, or over REST on a real Jupyter server (the run hosted by the server's own
+manager, the decisions POSTed with the server's token; a POST without it decides nothing).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import re
 from functools import partial
 from pathlib import Path
 
 import pytest
 from boundary_fixtures import TOOLS, PathArgs
-from jupyter_fixtures import poll
+from jupyter_fixtures import extension_config, jp_asyncio_loop, jp_server_config, poll, runs_dir  # noqa: F401
+from tornado.httpclient import HTTPClientError
 
 from kernel_ext.boundary import ExecutionPolicy, Executor, ToolCall
 from kernel_ext.hosting.layout import RunLayout
@@ -98,31 +101,78 @@ class CardClicks:
         return card
 
 
+class RestDecisions:
+    """Decisions POSTed to ``runs/{id}/approvals/{call}`` with the server's token, as the card's client does."""
+
+    def __init__(self, jp_fetch):
+        self.fetch = jp_fetch
+
+    async def post(self, run, call_id: str, body: dict, token: str | None = None):
+        headers = None if token is None else {"Authorization": token}
+        try:
+            response = await self.fetch("besser-agent", "runs", run.id, "approvals", call_id, method="POST",
+                                        body=json.dumps(body), headers=headers)
+        except HTTPClientError as exc:
+            return exc.code, json.loads(exc.response.body or b"{}").get("code")
+        return response.code, json.loads(response.body).get("status")
+
+    async def __call__(self, run, call_id: str, approved: bool, rest_of_kind: bool = False):
+        status, _ = await self.post(run, call_id, {"approved": approved, "rest_of_kind": rest_of_kind} if rest_of_kind
+                                    else {"approved": approved})
+        assert status == 200
+        return status
+
+
+async def decided(outcome):
+    return await outcome if asyncio.iscoroutine(outcome) else outcome
+
+
 @pytest.mark.parametrize("entry", ["python", "card"])
 async def test_a_person_grants_the_rest_of_the_edits_never_shell(tmp_path, entry):
+    results: list = []
+    run = start_run(body(results), RunLayout.create(tmp_path / "runs"), approval_timeout=60)
+    await grant_flow(tmp_path, run, results, python_api if entry == "python" else CardClicks(run), entry)
+
+
+async def test_over_rest_a_grant_needs_the_persons_token_and_never_covers_shell(tmp_path, jp_fetch, jp_serverapp):
+    from kernel_ext.server.handlers.base import STATE_KEY
+
+    results: list = []
+    run = jp_serverapp.web_app.settings[STATE_KEY].manager.start_body(body(results))
+    await grant_flow(tmp_path, run, results, RestDecisions(jp_fetch), "rest")
+
+
+async def grant_flow(tmp_path, run, results, decide, entry: str) -> None:
+    """The same person's decisions through one entry point, and what must come of them."""
     SHELL_RAN.clear()
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "keep.txt").write_text("unchanged")
     before = digest_of(outside)
-    results: list = []
-    run = start_run(body(results), RunLayout.create(tmp_path / "runs"), approval_timeout=60)
-    decide = python_api if entry == "python" else CardClicks(run)
     pending = lambda: run.pending_approvals()  # noqa: E731
 
     (first,) = await poll(pending)
-    decide(run, first, True, rest_of_kind=True)  # the person's click on the first edit card
+    if entry == "rest":  # without the person's token nothing is granted, nor decided
+        for token in ("", "token not-the-right-one"):
+            status, _ = await decide.post(run, first, {"approved": True, "rest_of_kind": True}, token)
+            assert status == 403
+        assert run.pending_approvals() == (first,) and run.context.approver.grants.all() == ()
+    await decided(decide(run, first, True, rest_of_kind=True))  # the person's click on the first edit card
 
     (shell,) = await poll(lambda: [c for c in pending() if c != first])  # the model's two attempts were refused
     assert run.context.approver.decided_by.get(shell) is None
-    verdict = run.decide(shell, True, rest_of_kind=True)  # a grant on a shell card: refused, nothing decided
-    assert not verdict and verdict.code == "GRANT_REFUSED" and run.pending_approvals() == (shell,)
+    if entry == "rest":  # a grant on a shell card: refused by name, nothing decided
+        assert await decide.post(run, shell, {"approved": True, "rest_of_kind": True}) == (409, "GRANT_REFUSED")
+    else:
+        verdict = run.decide(shell, True, rest_of_kind=True)
+        assert not verdict and verdict.code == "GRANT_REFUSED"
+    assert run.pending_approvals() == (shell,)
     if entry == "card":
         assert decide.view.card(shell).controls.rest_button.layout.display == "none"
-    decide(run, shell, False)
+    await decided(decide(run, shell, False))
 
     (second_shell,) = await poll(lambda: [c for c in pending() if c != shell])
-    decide(run, second_shell, False)  # the edit grant never covers a shell command
+    await decided(decide(run, second_shell, False))  # the edit grant never covers a shell command
     await asyncio.wait_for(run.wait(), 30)
 
     events = run.events.events

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from kernel_ext.hosting.options import RunRequest, ScenarioRequest
-from kernel_ext.hosting.requests import kind_of
+from kernel_ext.hosting.requests import fingerprint, kind_of
 from kernel_ext.hosting.run import Run
 from kernel_ext.workspace.internal import RUN_STATE_DIR
 
@@ -44,10 +44,11 @@ class RunSummary(BaseModel):
     summary: str = ""
     run_dir: str
     kind: str | None = None  # "generate" | "scenario" where the hosting process knows the request
+    fingerprint: str | None = None  # sha256 of the request's body, where known: a re-run cell finds its waiting twin
 
     def as_json(self) -> dict[str, Any]:
         """The reply's object: every key above, ``kind`` only when known."""
-        return self.model_dump(mode="json", exclude={"kind"} if self.kind is None else set())
+        return self.model_dump(mode="json", exclude={name for name in ("kind", "fingerprint") if getattr(self, name) is None})
 
 
 def summarize(run: Run) -> RunSummary:
@@ -70,6 +71,7 @@ def summarize(run: Run) -> RunSummary:
         summary=getattr(done, "summary", ""),
         run_dir=str(run.context.layout.run_dir),
         kind=kind_of(options) if isinstance(options, (RunRequest, ScenarioRequest)) else None,
+        fingerprint=fingerprint(options) if isinstance(options, (RunRequest, ScenarioRequest)) else None,
     )
 
 
