@@ -91,6 +91,7 @@ class RunViewState:
     tasks: list[dict[str, Any]] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
+    live_stream: str = ""  # the reply whose text is streaming into ``texts[-1]``
     errors: list[dict[str, str]] = field(default_factory=list)
     cost: dict[str, float] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "turns": 0})
     started_at: float | None = None
@@ -145,7 +146,13 @@ class RunViewState:
         return {"timeline"}
 
     def _on_text(self, e: dict) -> set[str]:
-        self.texts.append(e["text"])
+        """A streaming reply (``stream``) keeps one line, replaced by each partial and by its final text."""
+        stream = e.get("stream") or ""
+        if stream and stream == self.live_stream and self.texts:
+            self.texts[-1] = e["text"]
+        else:
+            self.texts.append(e["text"])
+        self.live_stream = stream if e.get("partial") else ""
         del self.texts[:-20]
         return {"texts"}
 

@@ -63,6 +63,8 @@ class PhaseEvent(_Event):
 class TextEvent(_Event):
     type: Literal["text"] = "text"
     text: str
+    partial: bool = False  # the reply's text so far, while it streams (the final event has the same ``stream``)
+    stream: str = ""  # which reply a partial or final text belongs to ("" for a text that never streamed)
 
 
 class ToolCallEvent(_Event):
