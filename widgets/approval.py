@@ -51,6 +51,7 @@ class ApprovalCard(StaticFallback, w.VBox):
             layout=w.Layout(border="1px solid #d0d7de", padding="4px", margin="4px 0"),
             **kwargs,
         )
+        self.add_class("besser-card")
         self.update(card)
 
     @property

@@ -68,6 +68,7 @@ class RunView(StaticFallback, w.VBox):
             **kwargs,
         )
         self.add_class(VIEW_CLASS)
+        self._cards_box.add_class("besser-cards")
         self._render({"header"})
 
     # -- feeding --------------------------------------------------------------------------
