@@ -22,6 +22,7 @@ pytestmark = pytest.mark.slow
 
 LESSON = "02-controlling-side-effects.ipynb"
 LIVE_BUTTON = "button.jupyter-button:not([disabled])"
+APPROVE = re.compile(r"^\s*Approve\s*$")  # the card's own button, not "Approve this and the rest ..."
 
 
 def card_texts(view) -> list[str]:
@@ -29,7 +30,7 @@ def card_texts(view) -> list[str]:
 
 
 def wait_for_open_card(view, timeout: float = 180_000):
-    view.locator(f".besser-card {LIVE_BUTTON}", has_text="Approve").first.wait_for(timeout=timeout)
+    view.locator(f".besser-card {LIVE_BUTTON}", has_text=APPROVE).first.wait_for(timeout=timeout)
 
 
 @pytest.mark.parametrize(("frontend", "flavour", "lesson"), [("lab", "ipykernel7", LESSON)])
@@ -56,15 +57,15 @@ def drive_the_lesson(page, url, token, root, shots) -> None:
     default = views.nth(0)
     wait_for_open_card(default)
     shoot(page, shots, "1-edit-card-pending", default)
-    default.locator(f".besser-card {LIVE_BUTTON}", has_text="Approve").first.click()
+    default.locator(f".besser-card {LIVE_BUTTON}", has_text=APPROVE).first.click()
     page.wait_for_function(
         "view => view.querySelectorAll('.besser-cards > .besser-card').length === 2", arg=default.element_handle())
     wait_for_open_card(default)
     cards = default.locator(".besser-cards > .besser-card")
-    assert cards.nth(0).locator(LIVE_BUTTON, has_text="Approve").count() == 1  # the pending card is first
+    assert cards.nth(0).locator(LIVE_BUTTON, has_text=APPROVE).count() == 1  # the pending card is first
     assert cards.nth(1).locator(LIVE_BUTTON).count() == 0 and "edit" in cards.nth(1).inner_text()
     shoot(page, shots, "2-pending-card-first", default)
-    cards.nth(0).locator(LIVE_BUTTON, has_text="Approve").click()
+    cards.nth(0).locator(LIVE_BUTTON, has_text=APPROVE).click()
     default.get_by_text("done").first.wait_for(timeout=120_000)
     page.wait_for_function(
         "view => [...view.querySelectorAll('.besser-cards > .besser-card')].every(c => c.innerText.includes('executed'))",
@@ -100,6 +101,6 @@ def drive_the_lesson(page, url, token, root, shots) -> None:
     assert "jupyter-widgets-disconnected" in (old.get_attribute("class") or "")
     notice = old.locator(".besser-detached")
     assert notice.is_visible() and "detached" in notice.inner_text() and "%besser attach" in notice.inner_text()
-    approve = old.locator(".besser-card button", has_text="Approve").first
+    approve = old.locator(".besser-card button", has_text=APPROVE).first
     assert approve.evaluate("b => getComputedStyle(b).pointerEvents") == "none"  # a click does nothing, visibly
     shoot(page, shots, "5-detached-after-restart", old)
