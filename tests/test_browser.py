@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -208,9 +209,9 @@ def run_the_lesson(page, url: str, token: str, root: Path, shots: Path, major: s
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
 
     page.get_by_text(f"kernel: ipykernel {major}.").first.wait_for(timeout=120_000)
-    approve = page.locator("button.jupyter-button:not([disabled])", has_text="Approve")
+    approve = page.locator("button.jupyter-button:not([disabled])", has_text=re.compile(r"^\s*Approve\s*$"))
     approve.first.wait_for(timeout=180_000)
-    card = page.locator(".widget-vbox", has=page.locator("button", has_text="Approve")).last
+    card = page.locator(".besser-card", has=approve).first  # the one open card (pending cards come first)
     card.get_by_text("test_api").first.wait_for()
     assert card.locator(".besser-card-note", has_text="expires at").count() == 1  # the operator's timeout, on the card
     shoot(page, shots, "1-approval-card", card)
