@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from typing import Protocol
+from typing import Any, Protocol
 
 import ipywidgets as w
 
@@ -30,8 +30,8 @@ class Decide(Protocol):
     """Sends a card's decision; ``digest`` binds it to the request shown. The answer may be a
     bool or a ``Verdict``, a future or coroutine of one, or None (sent, nothing to report)."""
 
-    def __call__(self, call_id: str, approved: bool, digest: str | None = None) -> object: ...
-    # A rest-of-kind click also passes ``rest_of_kind=True`` (widgets/controls.py); only then.
+    def __call__(self, call_id: str, approved: bool, digest: str | None = None, rest_of_kind: bool = False) -> object: ...
+    # ``rest_of_kind=True`` is passed only for a rest-of-kind click (widgets/controls.py).
 
 
 class ApprovalCard(StaticFallback, w.VBox):
@@ -80,8 +80,8 @@ class ApprovalCard(StaticFallback, w.VBox):
             self._undelivered("no backend to send the decision to")
             return
         try:
-            extra: dict[str, object] = {"digest": self.card.digest} if self.card.digest else {}  # older logs have none
-            if rest_of_kind:
+            extra: dict[str, Any] = {"digest": self.card.digest} if self.card.digest else {}  # older logs have none
+            if rest_of_kind:  # only this click passes it: a decide function without it still takes every other
                 extra["rest_of_kind"] = True
             result = self._decide(self.call_id, approved, **extra)
         except Exception as exc:  # noqa: BLE001 - shown on the card, never raised into the kernel

@@ -23,7 +23,6 @@ from kernel_ext.boundary.grants import refusal
 from widgets.render import esc
 
 if TYPE_CHECKING:
-    from widgets.approval import ApprovalCard
     from widgets.state import RunViewState
 
 log = logging.getLogger(__name__)
@@ -102,7 +101,7 @@ class RunControls(w.HBox):
 class CardControls:
     """The parts an approval card adds beside Approve / Deny."""
 
-    def __init__(self, card: ApprovalCard):
+    def __init__(self, card: Any):  # an ``ApprovalCard`` (which builds these controls)
         self.card = card
         kind = KIND_WORDS.get(card.card.category, f"{card.card.category} calls")
         self.rest_button = w.Button(description=f"Approve this and the rest of the {kind} in this run",

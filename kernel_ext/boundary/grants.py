@@ -13,10 +13,20 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:  # approval.py holds the grants of a run: no import cycle at run time
-    from kernel_ext.boundary.approval import ApprovalRequest
+
+class ApprovalRequest(Protocol):
+    """What a grant reads of a frozen request (``boundary.approval.ApprovalRequest``, which holds the grants)."""
+
+    @property
+    def call_id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def category(self) -> str: ...
 
 # Tool categories a grant may cover. Shell (any command) and read/plan (never asked) are not here.
 GRANTABLE = frozenset({"edit", "generate", "test"})

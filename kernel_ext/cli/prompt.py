@@ -50,7 +50,8 @@ def card_text(request: Any) -> str:
     lines = [f"approval needed: {request.name} ({request.category}, call {request.call_id})"]
     command = _value(arguments.get("command"))
     if command:
-        plan = details.get("plan") if isinstance(details.get("plan"), dict) else {}
+        found = details.get("plan")
+        plan: dict[str, Any] = found if isinstance(found, dict) else {}
         risk = details.get("risk") or plan.get("risk") or "unclassified"
         lines.append(f"  command: {command}")
         lines.append(f"  risk: {risk}")
