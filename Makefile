@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab demo test bench mutation install clean
+.PHONY: lab demo test bench mutation install clean screenshot
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ demo: $(STAMP)
 ## The whole test suite (pytest's "no tests collected" exit 5 is a failure)
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+## docs/run-view.png, the README's picture: the browser test on notebook 01 (JupyterLab, Chromium), its card screenshot
+screenshot: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_browser.py -k lab-ipykernel7
+	cp tests/artifacts/browser/lab-ipykernel7/1-approval-card.png docs/run-view.png
 
 ## Side-by-side benchmarks
 bench: $(STAMP)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -87,12 +88,12 @@ def browser(tmp_path):
             context.close()
 
 
-def copy_lesson(root: Path, flavour: str) -> None:
-    """Notebook 01 as committed, with a first cell that proves which kernel runs it."""
-    notebook = nbformat.read(ROOT / "notebooks" / NOTEBOOK, as_version=4)
+def copy_lesson(root: Path, flavour: str, name: str = NOTEBOOK) -> None:
+    """A lesson (notebook 01 unless named) as committed, with a first cell that proves which kernel runs it."""
+    notebook = nbformat.read(ROOT / "notebooks" / name, as_version=4)
     proof = "import ipykernel\nprint('kernel: ipykernel', ipykernel.__version__)\n" + version_check(flavour)
     notebook.cells.insert(0, nbformat.v4.new_code_cell(proof))
-    nbformat.write(notebook, root / NOTEBOOK)
+    nbformat.write(notebook, root / name)
 
 
 def kernel_spec(data_dir: Path, flavour: str) -> None:
@@ -114,11 +115,17 @@ NOTEBOOK_URL = {"lab": "lab/tree/", "notebook": "notebooks/"}  # where each fron
 
 
 @pytest.fixture
-def server(tmp_path, frontend, flavour):
-    """``jupyter lab`` or ``jupyter notebook`` (7) on a copy of notebook 01, with the extension; (url, token, root)."""
+def lesson() -> str:
+    """The notebook the server is started on (a test parametrizes ``lesson`` for another)."""
+    return NOTEBOOK
+
+
+@pytest.fixture
+def server(tmp_path, frontend, flavour, lesson):
+    """``jupyter lab`` or ``jupyter notebook`` (7) on a copy of a lesson, with the extension; (url, token, root)."""
     root = tmp_path / "lab"
     root.mkdir()
-    copy_lesson(root, flavour)
+    copy_lesson(root, flavour, lesson)
     kernel_spec(tmp_path / "jupyter-path", flavour)
     config_dir = tmp_path / "jupyter-config"
     for name, settings in LAB_SETTINGS.items():
@@ -202,10 +209,11 @@ def run_the_lesson(page, url: str, token: str, root: Path, shots: Path, major: s
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
 
     page.get_by_text(f"kernel: ipykernel {major}.").first.wait_for(timeout=120_000)
-    approve = page.locator("button.jupyter-button:not([disabled])", has_text="Approve")
+    approve = page.locator("button.jupyter-button:not([disabled])", has_text=re.compile(r"^\s*Approve\s*$"))
     approve.first.wait_for(timeout=180_000)
-    card = page.locator(".widget-vbox", has=page.locator("button", has_text="Approve")).last
+    card = page.locator(".besser-card", has=approve).first  # the one open card (pending cards come first)
     card.get_by_text("test_api").first.wait_for()
+    assert card.locator(".besser-card-note", has_text="expires at").count() == 1  # the operator's timeout, on the card
     shoot(page, shots, "1-approval-card", card)
     approve.first.click()
 
@@ -218,6 +226,9 @@ def run_the_lesson(page, url: str, token: str, root: Path, shots: Path, major: s
     header.evaluate("element => element.scrollIntoView({block: 'start'})")
     shoot(page, shots, "2-timeline-done")
     shoot(page, shots, "3-done-authorship", page.locator(".widget-html-content", has_text="authorship").first)
+
+    answered = page.locator(".besser-card", has_text="test_api").last
+    assert "executed" in answered.inner_text() and answered.locator("button:not([disabled])").count() == 0  # its result
 
     report = page.get_by_text("5/5 requests passed").first
     report.wait_for(timeout=180_000)

@@ -10,7 +10,7 @@ import pytest
 from kernel_ext.hosting.bodies import resolve_body
 from kernel_ext.hosting.manager import RunManager
 from kernel_ext.hosting.options import OperatorSettings, RunRequest, ScenarioRequest
-from kernel_ext.hosting.requests import RequestRefused, capped, parse_request, payload
+from kernel_ext.hosting.requests import RequestRefused, capped, fingerprint, parse_request, payload
 from kernel_ext.hosting.summaries import RunSummary, disk_summary, summarize
 from kernel_ext.server.report import describe_configuration
 
@@ -73,8 +73,9 @@ async def test_the_live_and_the_disk_summary_of_a_run_are_one_model(tmp_path):
         decided.append(pending[0])
     await asyncio.wait_for(run.wait(), 30)
     live, disk = summarize(run), disk_summary(run.context.layout.run_dir)
-    assert isinstance(disk, RunSummary) and live.kind == "scenario" and disk.kind is None
-    assert set(disk.as_json()) == SUMMARY_KEYS and set(live.as_json()) == SUMMARY_KEYS | {"kind"}
-    assert live.model_dump(exclude={"kind"}) == disk.model_dump(exclude={"kind"})
+    assert isinstance(disk, RunSummary) and live.kind == "scenario" and disk.kind is None and disk.fingerprint is None
+    assert set(disk.as_json()) == SUMMARY_KEYS and set(live.as_json()) == SUMMARY_KEYS | {"kind", "fingerprint"}
+    assert live.model_dump(exclude={"kind", "fingerprint"}) == disk.model_dump(exclude={"kind", "fingerprint"})
+    assert live.fingerprint == fingerprint(run.context.options)  # a re-run cell finds its live twin by it
     assert live.status == "completed" and live.events == len(run.events.events) and not live.live
     assert [s.id for s in manager.list()] == [run.id]

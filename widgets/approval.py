@@ -17,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from typing import Protocol
+from typing import Any, Protocol
 
 import ipywidgets as w
 
 from widgets.base import StaticFallback
 from widgets.cards import body_html, card_html, row_html
+from widgets.controls import CardControls
 from widgets.render import card_text
 from widgets.state import ApprovalView
 
@@ -32,7 +33,8 @@ class Decide(Protocol):
     """Sends a card's decision; ``digest`` binds it to the request shown. The answer may be a
     bool or a ``Verdict``, a future or coroutine of one, or None (sent, nothing to report)."""
 
-    def __call__(self, call_id: str, approved: bool, digest: str | None = None) -> object: ...
+    def __call__(self, call_id: str, approved: bool, digest: str | None = None, rest_of_kind: bool = False) -> object: ...
+    # ``rest_of_kind=True`` is passed only for a rest-of-kind click (widgets/controls.py).
 
 
 class ApprovalCard(StaticFallback, w.VBox):
@@ -45,6 +47,7 @@ class ApprovalCard(StaticFallback, w.VBox):
         self._button_row: w.HBox | None = None  # made when first needed: a card replayed decided never shows one
         self._bodies: dict[bool, str] = {}  # with/without syntax colours -> the body (the frozen request never changes)
         self._completing = self._completed = False
+        self.controls = CardControls(self)  # expiry and "approve the rest of this kind", beside the buttons
         super().__init__(children=(self._html,), **kwargs)
         self.add_class("besser-card")
         self._folded: tuple[bool, bool] | None = None  # (folded, its buttons still to come) as last shown
@@ -57,7 +60,7 @@ class ApprovalCard(StaticFallback, w.VBox):
             deny = w.Button(description="Deny", button_style="danger", icon="times", disabled=self.decided)
             approve.on_click(lambda _: self.click(True))
             deny.on_click(lambda _: self.click(False))
-            self._button_row = w.HBox((approve, deny))
+            self._button_row = w.HBox((approve, deny, *self.controls.widgets))
         return self._button_row
 
     @property
@@ -115,7 +118,7 @@ class ApprovalCard(StaticFallback, w.VBox):
     def deny(self) -> None:
         self.click(False)
 
-    def click(self, approved: bool) -> None:
+    def click(self, approved: bool, *, rest_of_kind: bool = False) -> None:
         if self.decided:
             return
         self._sent = approved
@@ -125,8 +128,10 @@ class ApprovalCard(StaticFallback, w.VBox):
             self._undelivered("no backend to send the decision to")
             return
         try:
-            digest = {"digest": self.card.digest} if self.card.digest else {}  # a log from before digests has none
-            result = self._decide(self.call_id, approved, **digest)
+            extra: dict[str, Any] = {"digest": self.card.digest} if self.card.digest else {}  # older logs have none
+            if rest_of_kind:  # only this click passes it: a decide function without it still takes every other
+                extra["rest_of_kind"] = True
+            result = self._decide(self.call_id, approved, **extra)
         except Exception as exc:  # noqa: BLE001 - shown on the card, never raised into the kernel
             self._undelivered(f"{type(exc).__name__}: {exc}")
             return
@@ -168,6 +173,7 @@ class ApprovalCard(StaticFallback, w.VBox):
         for button in self._button_row.children if self._button_row is not None else ():
             if button.disabled != disabled:
                 button.disabled = disabled
+        self.controls.update()
         folded = self.folded
         later = not folded and self._later()
         if (folded, later) != self._folded:

@@ -19,10 +19,13 @@ from collections.abc import Callable, Iterable
 
 import ipywidgets as w
 
+from widgets import snapshot
 from widgets.approval import ApprovalCard, Decide
 from widgets.base import StaticFallback
 from widgets.cards import row_html
+from widgets.controls import VIEW_CLASS, RunControls
 from widgets.kernel_comms import pass_widget_messages, queueing_kernel
+from widgets.lifecycle import StoppedWaiting, in_a_cell
 from widgets.render import (
     done_html,
     findings_html,
@@ -67,12 +70,13 @@ class RunView(StaticFallback, w.VBox):
         self._cards: dict[str, ApprovalCard] = {}
         self._rows = DecidedRows(self.state, self._cards)  # every other call, one line each, in call order
         self._decided_box = self._rows.box
+        self.controls = RunControls(self)
         super().__init__(
-            children=(w.HTML(STYLE), self._header, self._pending_box, self.timeline, self._texts, self._decided_box,
-                      self._tasks, self._findings, self._done),
+            children=(w.HTML(STYLE), self._header, self.controls, self._pending_box, self.timeline, self._texts,
+                      self._decided_box, self._tasks, self._findings, self._done),
             **kwargs,
         )
-        self.add_class("besser-run")
+        self.add_class(VIEW_CLASS)
         self._pending_box.add_class("besser-pending")
         self._render({"header"})
 
@@ -110,29 +114,38 @@ class RunView(StaticFallback, w.VBox):
         return self._cards[self.state.card_of_call.get(call_id, call_id)]
 
     async def wait(self, timeout: float | None = None) -> RunViewState:
-        """Until the run's ``done`` arrives here (polls; works from any loop)."""
-        await self._until(lambda: self.state.finished, timeout)
+        """Until the run's ``done`` arrives here (polls; works from any loop); then the saved
+        output shows the final state (``snapshot``). An interrupt stops the wait, not the run."""
+        await self._until(lambda: self.state.finished, timeout, self.state.run_id)
+        snapshot.refresh(self)
         return self.state
 
     async def wait_for_approval(self, timeout: float | None = None) -> ApprovalCard:
         """The first card still waiting for a decision (from this view's point of view)."""
-        await self._until(lambda: any(not c.decided for c in self._cards.values()) or self.state.finished, timeout)
+        await self._until(lambda: any(not c.decided for c in self._cards.values()) or self.state.finished, timeout,
+                          self.state.run_id)
         open_cards = [c for c in self._cards.values() if not c.decided]
         if not open_cards:
             raise RuntimeError(f"run {self.state.run_id} ended ({self.state.status}) without another approval")
         return open_cards[0]
 
     @staticmethod
-    async def _until(predicate: Callable[[], bool], timeout: float | None) -> None:
-        """Poll ``predicate``; meanwhile a person's clicks reach the cards (see ``kernel_comms``)."""
+    async def _until(predicate: Callable[[], bool], timeout: float | None, run_id: str = "") -> None:
+        """Poll ``predicate``; meanwhile a person's clicks reach the cards (see ``kernel_comms``).
+        A cancelled wait (the cell was interrupted) ends as one ``StoppedWaiting`` line."""
         deadline = None if timeout is None else time.monotonic() + timeout
         kernel = queueing_kernel()
-        while not predicate():
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"not reached within {timeout} s")
-            if kernel is not None and await pass_widget_messages(kernel):
-                continue  # a click may have decided a card: look again before sleeping
-            await asyncio.sleep(0.02)
+        try:
+            while not predicate():
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"not reached within {timeout} s")
+                if kernel is not None and await pass_widget_messages(kernel):
+                    continue  # a click may have decided a card: look again before sleeping
+                await asyncio.sleep(0.02)
+        except asyncio.CancelledError:
+            if not in_a_cell():
+                raise
+            raise StoppedWaiting(run_id) from None
 
     # -- rendering ------------------------------------------------------------------------
 
@@ -140,9 +153,10 @@ class RunView(StaticFallback, w.VBox):
         state = self.state
         if "header" in changed:
             _set(self._header, header_html(state, self.note))
+            self.controls.update(state)
         if changed & {"timeline", "meter"}:
             self.timeline.update(state)
-        if "cards" in changed:
+        if "cards" in changed or any(name.startswith("card:") for name in changed):
             for key, card_state in state.approvals.items():
                 if key not in self._cards:
                     self._cards[key] = ApprovalCard(card_state, self.decide)
@@ -176,6 +190,10 @@ class RunView(StaticFallback, w.VBox):
         if tuple(pending) != self._pending_box.children:
             self._pending_box.children = tuple(pending)
         self._rows.layout(self._folded)
+
+    def _ipython_display_(self) -> None:
+        """Shown under a display id, so the saved output can follow the run to its end (``snapshot``)."""
+        snapshot.show(self)
 
     def to_text(self) -> str:
         return run_text(self.state, self.note)

@@ -77,6 +77,8 @@ class ApprovalView:
     error_code: str | None = None
     result: str = ""  # the tool_result's summary
     result_data: dict[str, Any] = field(default_factory=dict)
+    expires_at: float | None = None  # when an unanswered card counts as denied (None: it waits)
+    note: str = ""  # how it was decided, when a rest-of-kind grant decided it
 
     @property
     def open(self) -> bool:
@@ -103,6 +105,7 @@ class RunViewState:
     tasks: list[dict[str, Any]] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
+    live_stream: str = ""  # the reply whose text is streaming into ``texts[-1]``
     errors: list[dict[str, str]] = field(default_factory=list)
     cost: dict[str, float] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "turns": 0})
     started_at: float | None = None
@@ -160,7 +163,13 @@ class RunViewState:
         return {"timeline"} | self._phase_findings(e)
 
     def _on_text(self, e: dict) -> set[str]:
-        self.texts.append(e["text"])
+        """A streaming reply (``stream``) keeps one line, replaced by each partial and by its final text."""
+        stream = e.get("stream") or ""
+        if stream and stream == self.live_stream and self.texts:
+            self.texts[-1] = e["text"]
+        else:
+            self.texts.append(e["text"])
+        self.live_stream = stream if e.get("partial") else ""
         del self.texts[:-20]
         return {"texts"}
 
@@ -192,7 +201,7 @@ class RunViewState:
         key = call_id if call_id not in self.approvals else f"{call_id}#{e.get('seq') or len(self.approvals) + 1}"
         self.approvals[key] = ApprovalView(call_id, e["name"], e["category"], e.get("request", {}),
                                            digest=str(e.get("digest") or ""), key=key,
-                                           phase=self.current_phase, requested_at=e.get("ts"))
+                                           phase=self.current_phase, requested_at=e.get("ts"), expires_at=e.get("expires_at"))
         self.card_of_call[call_id] = key
         return {"cards", f"card:{key}", "header"} | self._add_row(key, replaces="call:" + call_id)
 
@@ -205,7 +214,7 @@ class RunViewState:
         card = self.card_for(e["call_id"])
         if card is None:
             return set()
-        card.approved, card.decided_by = bool(e["approved"]), e.get("by", "")
+        card.approved, card.decided_by, card.note = bool(e["approved"]), e.get("by", ""), e.get("note", "")
         if card.decided_by == "timeout":
             card.outcome = "expired"
         elif card.decided_by == "cancelled":

@@ -17,6 +17,7 @@ TARGET_CHARS = 80
 # ``approval_resolved.by`` -> who decided, as a person reads it.
 DECIDERS = {
     "card": "you",
+    "grant": "you (approve the rest of this kind)",  # the card's note says which card and when
     "auto": "the run's --approve setting",
     "scripted": "the scripted host approver",
     "policy": "policy",

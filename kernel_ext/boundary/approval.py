@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernel_ext.boundary.grants import KindGrants
 from kernel_ext.workspace.versions import FileSnapshot
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ class Verdict:
 
     False when refused, so ``if run.decide(...)`` reads naturally. Codes: ``ALREADY_DECIDED``,
     ``STALE_REQUEST`` (the digest names another request), ``APPROVAL_CLOSED`` (asked for, no
-    longer pending), ``NO_SUCH_APPROVAL``.
+    longer pending), ``NO_SUCH_APPROVAL``, ``GRANT_REFUSED`` (a rest-of-kind grant on a shell card).
     """
 
     accepted: bool
@@ -133,7 +134,9 @@ class AsyncApprover:
     second decision for the same call is refused by name. A request whose call id was already
     asked for is denied at once (identities are minted once per run; a reused one is a host
     bug, never a second chance). A ``timeout`` (seconds) counts as denial; cancelling the
-    waiting task cancels the request.
+    waiting task cancels the request. ``grants`` holds the person's rest-of-kind grants
+    (``boundary/grants.py``): made only through ``resolve(..., rest_of_kind=True)`` on a
+    pending card; a request they cover is approved without a card and ``notes`` says by which.
     """
 
     def __init__(
@@ -144,9 +147,12 @@ class AsyncApprover:
         self.on_request = on_request
         self.timeout = timeout
         self._pending: dict[str, tuple[asyncio.Future[bool], str]] = {}
+        self._requests: dict[str, ApprovalRequest] = {}  # the pending requests, for a grant's category
         self._asked: set[str] = set()
         self.decided: dict[str, bool | None] = {}
         self.decided_by: dict[str, str] = {}  # call id -> who decided: the resolver's name or "timeout"
+        self.notes: dict[str, str] = {}  # call id -> how it was decided, when a grant decided it
+        self.grants = KindGrants()
 
     def pending(self) -> tuple[str, ...]:
         return tuple(self._pending)
@@ -163,27 +169,38 @@ class AsyncApprover:
             self.decided_by.setdefault(call_id, "duplicate id")
             return False
         self._asked.add(call_id)
+        grant = self.grants.covering(request)
+        if grant is not None:
+            self.decided[call_id], self.decided_by[call_id], self.notes[call_id] = True, "grant", grant.note
+            return True
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = (future, request.digest)
+        self._requests[call_id] = request
         try:
             if self.on_request is not None:
                 outcome = self.on_request(request)
                 if asyncio.iscoroutine(outcome):
                     await outcome
-            try:
-                decision = await asyncio.wait_for(asyncio.shield(future), self.timeout)
-            except TimeoutError:
+            # asyncio.wait, not wait_for(shield(...)): a cancel that lands as the decision arrives
+            # must still cancel the run (wait_for swallowed it there and the run went on)
+            done, _ = await asyncio.wait({future}, timeout=self.timeout)
+            if not done:
                 self.decided[call_id] = False
                 self.decided_by[call_id] = "timeout"
                 return False
-            return decision
+            return future.result()
         finally:
             self._pending.pop(call_id, None)
+            self._requests.pop(call_id, None)
             if not future.done():
                 future.cancel()
 
-    def resolve(self, call_id: str, approved: bool, by: str = "card", digest: str | None = None) -> Verdict:
-        """Settle the pending request ``call_id``; a refused ``Verdict`` (False) names why not."""
+    def resolve(
+        self, call_id: str, approved: bool, by: str = "card", digest: str | None = None, *, rest_of_kind: bool = False,
+    ) -> Verdict:
+        """Settle the pending request ``call_id``; a refused ``Verdict`` (False) names why not.
+        ``rest_of_kind`` (with an approval) also grants the rest of its category for this run,
+        settling the other pending requests it covers; refused (nothing decided) for a shell call."""
         if call_id in self.decided:
             return Verdict(False, "ALREADY_DECIDED", f"{call_id!r} was already decided; a decision is final")
         entry = self._pending.get(call_id)
@@ -195,6 +212,15 @@ class AsyncApprover:
         if digest is not None and digest != expected:
             return Verdict(False, "STALE_REQUEST",
                            f"the decision names another request than {call_id!r} (digest differs); nothing was decided")
+        if rest_of_kind and approved:
+            try:
+                grant = self.grants.add(self._requests[call_id], by)
+            except ValueError as exc:
+                return Verdict(False, "GRANT_REFUSED", f"nothing was decided: {exc}")
+            for other, request in list(self._requests.items()):
+                if other != call_id and self.grants.covering(request) is grant and not self._pending[other][0].done():
+                    self.decided[other], self.decided_by[other], self.notes[other] = True, "grant", grant.note
+                    self._pending[other][0].set_result(True)
         self.decided[call_id] = bool(approved)
         self.decided_by[call_id] = by
         future.set_result(bool(approved))

@@ -1,7 +1,7 @@
 """A pipeline run on the command line: the timeline as text lines, as it happens.
 
-There is no card to click here: categories named by ``--approve`` pass, every other approval
-is denied (and the line says so). Exit 0 when the run completed, 1 when blockers remain or it
+Categories named by ``--approve`` pass; on a terminal every other card is asked for (``prompt``:
+yes / no / quit), and without one it is denied, which the first line says. Exit 0 when the run completed, 1 when blockers remain or it
 failed, 2 for a refusal before the run started.
 """
 
@@ -29,6 +29,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
+    from kernel_ext.cli.prompt import TerminalCards, announce, cancel_once_recorded, interactive
     from kernel_ext.errors import ToolFailure
     from kernel_ext.pipeline.generation import generate
 
@@ -38,11 +39,14 @@ async def _run(args: argparse.Namespace) -> int:
         print(f"error: unknown category {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
     out = args.out or Path("besser_runs") / time.strftime("%Y%m%d-%H%M%S")
+    asking = interactive()
+    if not asking:
+        print(announce(args.approve), flush=True)
     try:
         run = generate(
             args.model, args.request, run_dir=out, provider=args.provider, target=args.generator,
-            approve=args.approve, approver=lambda request: False, allow_shell_tools="shell" in extra or None,
-            **_budgets(args),
+            approve=args.approve, approver=None if asking else (lambda request: False),
+            allow_shell_tools="shell" in extra or None, **_budgets(args),
         )
     except ToolFailure as exc:
         print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
@@ -51,6 +55,10 @@ async def _run(args: argparse.Namespace) -> int:
         first = exc.errors()[0]
         print(f"error: invalid_argument: {'.'.join(map(str, first['loc']))}: {first['msg']}", file=sys.stderr)
         return 2
+    if asking:
+        cards = TerminalCards(lambda call_id, yes: run.decide(call_id, yes, by="terminal"),
+                              lambda call_id: cancel_once_recorded(run, call_id))
+        run.context.approver.on_request = cards
     done = await print_timeline(run)
     print(f"run folder: {out}")
     return 0 if done is not None and done.status == "completed" else 1

@@ -63,6 +63,8 @@ class PhaseEvent(_Event):
 class TextEvent(_Event):
     type: Literal["text"] = "text"
     text: str
+    partial: bool = False  # the reply's text so far, while it streams (the final event has the same ``stream``)
+    stream: str = ""  # which reply a partial or final text belongs to ("" for a text that never streamed)
 
 
 class ToolCallEvent(_Event):
@@ -90,6 +92,7 @@ class ApprovalRequested(_Event):
     category: str
     request: dict[str, Any]
     digest: str = ""  # sha256 of the frozen request; a decision may name it (optional: older logs lack it)
+    expires_at: float | None = None  # when an unanswered card counts as denied (epoch seconds; None: it waits)
 
 
 class ApprovalResolved(_Event):
@@ -97,7 +100,8 @@ class ApprovalResolved(_Event):
     call_id: str
     name: str
     approved: bool
-    by: str = "host"  # who decided: "card", "scripted", "policy", "timeout", "cancelled"
+    by: str = "host"  # who decided: "card", "scripted", "policy", "timeout", "cancelled", "auto", "grant"
+    note: str = ""  # how, when a rest-of-kind grant decided it ("approved by the rest-of-kind grant made at ...")
 
 
 class TaskListEvent(_Event):

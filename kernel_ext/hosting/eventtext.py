@@ -32,6 +32,8 @@ def describe(event: Any) -> str:
     if t == "snapshot":
         return f"  snapshot {event.action}: {event.snapshot_id} ({event.reason})"
     if t == "text":
+        if getattr(event, "partial", False):  # the reply while it streams: the final text follows
+            return ""
         return "  model: " + event.text.strip().splitlines()[0][:160] if event.text.strip() else ""
     if t == "error":
         return f"error {event.code}: {event.message}"

@@ -83,7 +83,7 @@ class OperatorSettings:
     sandbox_policy: str = "auto"
     provider: str | None = None
     llm_model: str | None = None
-    approval_timeout_s: float | None = None
+    approval_timeout_s: float | None = None  # None: a card waits; from_environment gives the operator's default
     model_method_bodies: str = "ask"  # "ask" (a card) | "off" (stubs): model/method_bodies.py
     # Where a request's ``model_path`` may point: a file under this folder, opened through the fence
     # (the server sets its root_dir). None: any path (library callers, the CLI, in-process magics).
@@ -127,14 +127,35 @@ class OperatorSettings:
             "shell_runbook": _on_unless_off(env.get("BESSER_LLM_SHELL_RUNBOOK")),
             "extra_roots": tuple(p for p in (env.get("BESSER_EXTRA_ROOTS") or "").split(os.pathsep) if p.strip()),
             "max_concurrent_runs": _count(env, RUN_LIMIT_ENV, "runs (at least 1)"),
+            "approval_timeout_s": approval_timeout(env.get(APPROVAL_TIMEOUT_ENV)),
         }
         values.update({k: v for k, v in explicit.items() if v is not None})
+        if values["approval_timeout_s"] is not None and values["approval_timeout_s"] <= 0:
+            values["approval_timeout_s"] = None  # 0 (a traitlet or the variable): cards wait for a person
         values["extra_roots"] = extra_roots(values.get("extra_roots", ()))
         if values["max_concurrent_runs"] is None:
             values["max_concurrent_runs"] = default_run_limit()
         if values["max_concurrent_runs"] < 1:
             raise ConfigurationError(f"{RUN_LIMIT_ENV} / max_concurrent_runs: at least 1 run must be allowed at once")
         return cls(**values)
+
+
+APPROVAL_TIMEOUT_ENV = "BESSER_APPROVAL_TIMEOUT_SECONDS"
+DEFAULT_APPROVAL_TIMEOUT_S = 1800.0  # 30 minutes: a forgotten card ends as denied instead of holding the run forever
+
+
+def approval_timeout(value: str | None) -> float | None:
+    """The operator's approval timeout: unset is 30 minutes, ``0`` waits forever, else seconds."""
+    text = (value or "").strip()
+    if not text:
+        return DEFAULT_APPROVAL_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise ConfigurationError(f"{APPROVAL_TIMEOUT_ENV}={text!r}: expected seconds (0: cards wait for a person)") from None
+    if seconds != seconds or seconds < 0 or seconds == float("inf"):
+        raise ConfigurationError(f"{APPROVAL_TIMEOUT_ENV}={text!r}: expected a finite, non-negative number of seconds")
+    return seconds or None
 
 
 def _on_unless_off(value: str | None) -> bool:

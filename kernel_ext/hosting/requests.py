@@ -9,6 +9,8 @@ capped to the operator's (``capped``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -51,6 +53,12 @@ def parse_request(data: Any) -> HostedRequest:
 def payload(request: HostedRequest) -> dict[str, Any]:
     """The JSON body ``parse_request`` reads back as ``request``: its kind and the fields set."""
     return {"kind": kind_of(request), **request.model_dump(mode="json", exclude_unset=True)}
+
+
+def fingerprint(request: HostedRequest) -> str:
+    """sha256 of the request's JSON body: the same cell run twice asks for the same fingerprint."""
+    text = json.dumps(payload(request), sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def kind_of(request: HostedRequest) -> str:

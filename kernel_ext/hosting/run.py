@@ -91,10 +91,14 @@ class Run:
     def pending_approvals(self) -> tuple[str, ...]:
         return self.context.approver.pending()
 
-    def decide(self, call_id: str, approved: bool, by: str = "card", *, digest: str | None = None) -> Verdict:
+    def decide(
+        self, call_id: str, approved: bool, by: str = "card", *, digest: str | None = None, rest_of_kind: bool = False,
+    ) -> Verdict:
         """Settle a pending approval, once. ``digest`` (the card's ``request_digest``) binds the
-        decision to the frozen request shown. A refusal is a false ``Verdict`` naming why."""
-        verdict = self.context.approver.resolve(call_id, approved, by, digest)
+        decision to the frozen request shown; ``rest_of_kind`` also approves the rest of its
+        category for this run (never shell; ``boundary/grants.py``). A refusal is a false
+        ``Verdict`` naming why."""
+        verdict = self.context.approver.resolve(call_id, approved, by, digest, rest_of_kind=rest_of_kind)
         if verdict.code != "NO_SUCH_APPROVAL":
             return verdict
         # a reloaded run: its approver never saw the request

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from kernel_ext.hosting.options import RunRequest, ScenarioRequest
-from kernel_ext.hosting.requests import kind_of
+from kernel_ext.hosting.requests import fingerprint, kind_of
 from kernel_ext.hosting.run import Run
 from kernel_ext.workspace.internal import RUN_STATE_DIR
 
@@ -45,10 +45,11 @@ class RunSummary(BaseModel):
     run_dir: str
     kind: str | None = None  # "generate" | "scenario" where the hosting process knows the request
     queue_position: int | None = None  # while the run waits to be admitted (status "queued"): 1 = next
+    fingerprint: str | None = None  # sha256 of the request's body, where known: a re-run cell finds its waiting twin
 
     def as_json(self) -> dict[str, Any]:
-        """The reply's object: every key above, ``kind`` and ``queue_position`` only when known."""
-        unknown = {name for name in ("kind", "queue_position") if getattr(self, name) is None}
+        """The reply's object: every key above; ``kind``, ``queue_position`` and ``fingerprint`` only when known."""
+        unknown = {name for name in ("kind", "queue_position", "fingerprint") if getattr(self, name) is None}
         return self.model_dump(mode="json", exclude=unknown)
 
 
@@ -74,6 +75,7 @@ def summarize(run: Run) -> RunSummary:
         run_dir=str(run.context.layout.run_dir),
         kind=kind_of(options) if isinstance(options, (RunRequest, ScenarioRequest)) else None,
         queue_position=run.queue_position,
+        fingerprint=fingerprint(options) if isinstance(options, (RunRequest, ScenarioRequest)) else None,
     )
 
 

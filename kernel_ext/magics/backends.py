@@ -94,8 +94,8 @@ class ServerBackend:
         self._call("GET", f"runs/{run_id}")  # a named refusal (RUN_NOT_FOUND) before any view exists
         client, runner = self.client, self.runner
 
-        def decide(call_id: str, approved: bool, digest: str | None = None) -> object:
-            return runner.spawn(client.decide(run_id, call_id, approved, digest))
+        def decide(call_id: str, approved: bool, digest: str | None = None, rest_of_kind: bool = False) -> object:
+            return runner.spawn(client.decide(run_id, call_id, approved, digest, rest_of_kind=rest_of_kind))
 
         view = RunView(run_id=run_id, decide=decide, note=self.note)
         view.cancel_run = lambda: self._call("POST", f"runs/{run_id}/cancel", {})
@@ -159,8 +159,8 @@ class LocalBackend:
 
         runner = self.runner
 
-        def decide(call_id: str, approved: bool, digest: str | None = None) -> object:
-            return runner.soon(partial(run.decide, digest=digest), call_id, approved)
+        def decide(call_id: str, approved: bool, digest: str | None = None, rest_of_kind: bool = False) -> object:
+            return runner.soon(partial(run.decide, digest=digest, rest_of_kind=rest_of_kind), call_id, approved)
 
         view = RunView(run_id=run.id, decide=decide, note=self.note)
         view.cancel_run = lambda: runner.soon(run.cancel)

@@ -38,6 +38,16 @@ class ServerError(Exception):
         self.status, self.code, self.message = status, code, message
 
 
+class Refused:
+    """A decision the server did not take: false, with the stable ``code`` and a ``reason`` a card shows."""
+
+    def __init__(self, code: str, reason: str):
+        self.code, self.reason = code, reason
+
+    def __bool__(self) -> bool:
+        return False
+
+
 def from_environment(environ: Mapping[str, str]) -> ServerClient | None:
     url, token = environ.get(ENV_URL, "").strip(), environ.get(ENV_TOKEN, "").strip()
     return ServerClient(url, token) if url and token else None
@@ -67,13 +77,21 @@ class ServerClient:
 
     # -- asynchronous calls (from tasks on the kernel's loop) -----------------------------
 
-    async def decide(self, run_id: str, call_id: str, approved: bool, digest: str | None = None) -> bool:
-        """True when the server took the decision; False when it refused (decided, closed, stale)."""
+    async def decide(
+        self, run_id: str, call_id: str, approved: bool, digest: str | None = None, *, rest_of_kind: bool = False,
+    ) -> bool | Refused:
+        """True when the server took the decision; a false ``Refused`` naming why when it did not
+        (decided, closed, stale, a grant on a shell card)."""
         body: dict[str, Any] = {"approved": approved} if digest is None else {"approved": approved, "digest": digest}
+        if rest_of_kind:
+            body["rest_of_kind"] = True
         async with httpx.AsyncClient(headers=self._headers, timeout=self.timeout) as client:
             response = await client.post(f"{self.url}runs/{run_id}/approvals/{quote(call_id, safe='')}", json=body)
         if response.status_code in (404, 409):
-            return False
+            try:
+                _answer(response)
+            except ServerError as exc:
+                return Refused(exc.code, exc.message)
         _answer(response)
         return True
 

@@ -66,6 +66,8 @@ def build_parser() -> _Parser:
     scenario = commands.add_parser("scenario", help="host an authored teaching scenario")
     scenario.add_argument("name", choices=["side-effects"])
     scenario.add_argument("--allow", default="edit,test", help="categories the policy allows besides read (comma-separated)")
+    for starting in (generate, scenario):
+        starting.add_argument("--new", action="store_true", help="start a new run even if one of this request still waits")
     commands.add_parser("runs", help="list runs")
     attach = commands.add_parser("attach", help="re-attach to a run (replays its events)")
     attach.add_argument("run_id")
@@ -139,11 +141,11 @@ class BesserMagics(Magics):
                    "max_turns": args.max_turns, "max_cost_usd": args.max_cost, "max_runtime_s": args.max_runtime,
                    "base_run_id": args.base_run, **switches_from(args)}
         fields.update({k: v for k, v in options.items() if v is not None})
-        return self._start(_request(fields))
+        return self._start(_request(fields), new=args.new)
 
     def _scenario(self, args: argparse.Namespace) -> RunView:
         allow = [part.strip() for part in args.allow.split(",") if part.strip()]
-        return self._start(_request({"kind": "scenario", "scenario": args.name, "allow": allow}))
+        return self._start(_request({"kind": "scenario", "scenario": args.name, "allow": allow}), new=args.new)
 
     def _runs(self, args: argparse.Namespace) -> RunsTable:
         from kernel_ext.magics.display import RunsTable
@@ -201,10 +203,15 @@ class BesserMagics(Magics):
             self._local = LocalBackend(self._loop())
         return self._local
 
-    def _start(self, request: HostedRequest) -> RunView:
+    def _start(self, request: HostedRequest, *, new: bool = False) -> RunView:
         import httpx
 
+        from kernel_ext.magics.reattach import twin_note, waiting_twin
+
         backend, note = self._backend()
+        twin = None if new else waiting_twin(backend, request)
+        if twin is not None:
+            return self._keep(backend.attach(twin.id), twin_note(twin))
         try:
             view = backend.start(request)
         except httpx.TransportError as exc:  # answered the probe, then went away

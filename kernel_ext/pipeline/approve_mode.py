@@ -26,6 +26,8 @@ class ModeApprover:
         self.inner = inner
         self.auto = AUTO_APPROVED[mode]
         self.decided_by = inner.decided_by
+        self.notes = getattr(inner, "notes", {})
+        self.timeout = getattr(inner, "timeout", None)
 
     async def __call__(self, request: ApprovalRequest) -> bool:
         if request.category in self.auto:

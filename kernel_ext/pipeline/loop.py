@@ -21,6 +21,7 @@ from kernel_ext.hosting.bus import EventLog
 from kernel_ext.pipeline.batch_check import SHOWN, check_batch, is_batch, with_findings, written_paths, wrote
 from kernel_ext.pipeline.guards import Budgets, EditChurn, condense_context, truncated_call, victory_refusal
 from kernel_ext.pipeline.reporting import report_call, report_result
+from kernel_ext.pipeline.streaming import TextStream
 from kernel_ext.providers.base import Provider
 from kernel_ext.providers.divergence import ReplayDiverged
 from kernel_ext.providers.events import ProviderError
@@ -71,8 +72,10 @@ async def customize(
             return LoopResult("budget", spent, budgets.turns)
         if condense_context(conversation, guards.context_budget_tokens):
             events.emit("text", text="[host] older tool results were condensed to stay within the context budget")
+        stream = TextStream(events, f"r{budgets.turns + 1}")
         try:
-            reply = await provider.complete(conversation, executor.offered, cancel=cancel, budget=budgets.call_budget())
+            reply = await provider.complete(conversation, executor.offered, cancel=cancel, budget=budgets.call_budget(),
+                                            on_text=stream.add)
         except ReplayDiverged:
             raise  # nothing after the difference can be replayed: the run ends (the orchestrator says so once)
         except ProviderError as exc:
@@ -91,7 +94,7 @@ async def customize(
         calls = admit(reply.tool_calls, executor.call_ids.mint)  # the host's ids; the endpoint's stay on the wire
         conversation.assistant(reply.text, calls)  # kept bounded: it is re-sent every turn
         if reply.text.strip():
-            events.emit("text", text=summarise(reply.text, EVENT_TEXT_CHARS))
+            events.emit("text", text=summarise(reply.text, EVENT_TEXT_CHARS), stream=stream.final_id)
         _emit_cost(events, provider, budgets)
 
         if not calls:

@@ -8,6 +8,7 @@ request with a diff per file). ``report_call`` and ``report_result`` bracket eac
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from kernel_ext.boundary.approval import ApprovalRequest, BoundaryEvent
@@ -29,6 +30,7 @@ def boundary_observer(events: EventLog, approver: Any = None, decided_by: str = 
 
     def observe(event: BoundaryEvent) -> None:
         if event.kind == "approval_requested" and event.request is not None:
+            timeout = getattr(approver, "timeout", None)
             events.emit(
                 "approval_requested",
                 call_id=event.call_id,
@@ -36,6 +38,7 @@ def boundary_observer(events: EventLog, approver: Any = None, decided_by: str = 
                 category=event.request.category,
                 request=card_payload(event.request),
                 digest=event.request.digest,
+                expires_at=None if timeout is None else round(time.time() + timeout, 3),
             )
         elif event.kind == "approval_resolved":
             events.emit(
@@ -44,6 +47,7 @@ def boundary_observer(events: EventLog, approver: Any = None, decided_by: str = 
                 name=event.name,
                 approved=bool(event.approved),
                 by=getattr(approver, "decided_by", {}).get(event.call_id, decided_by),
+                note=getattr(approver, "notes", {}).get(event.call_id, ""),
             )
 
     return observe

@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -175,8 +175,9 @@ class Provider(ABC):
         max_tokens: int | None = None,
         cancel: asyncio.Event | None = None,
         budget: CallBudget | None = None,
+        on_text: Callable[[str], object] | None = None,
     ) -> Reply:
-        """The whole reply at once (the stream, collected)."""
+        """The whole reply at once (the stream, collected); ``on_text`` sees each piece of text as it arrives."""
         reply = Reply()
         parts = io.StringIO()  # one buffer, not one object per streamed piece
         stream = self.stream(conversation, tools, max_tokens=max_tokens, cancel=cancel, budget=budget)
@@ -184,6 +185,8 @@ class Provider(ABC):
             async for event in events:
                 if isinstance(event, TextDelta):
                     parts.write(event.text)
+                    if on_text is not None:
+                        on_text(valid_unicode(event.text))
                 elif isinstance(event, ToolCallDone):
                     reply.tool_calls.append(event.call)
                 elif isinstance(event, UsageUpdate):

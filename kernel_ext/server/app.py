@@ -38,7 +38,9 @@ class BesserAgentApp(ExtensionApp):
     sandbox_policy = Unicode(None, allow_none=True, config=True, help="auto | bwrap | landlock | off (default: BESSER_SANDBOX or auto).")
     provider = Unicode(None, allow_none=True, config=True, help="LLM provider (default: BESSER_LLM_PROVIDER, else inferred from keys).")
     llm_model = Unicode(None, allow_none=True, config=True, help="LLM model name (default: BESSER_LLM_MODEL).")
-    approval_timeout = Float(None, allow_none=True, config=True, help="Seconds before an unanswered approval counts as denied.")
+    approval_timeout = Float(None, allow_none=True, config=True,
+                             help="Seconds before an unanswered approval counts as denied (default: BESSER_APPROVAL_TIMEOUT_SECONDS, "
+                                  "1800; 0 waits for a person).")
     max_turns = Int(None, allow_none=True, config=True, help="Cap on a run's LLM turns; a request asking for more gets this.")
     max_cost_usd = Float(None, allow_none=True, config=True, help="Cap on a run's LLM cost in USD.")
     max_runtime_s = Float(None, allow_none=True, config=True, help="Cap on a run's wall time in seconds.")

@@ -3,7 +3,8 @@
 An approval is decided once: a second decision for the same call is refused with 409
 ``ALREADY_DECIDED`` (also when the first came from the card in another tab); a call that was
 asked for but can no longer be decided (its run ended) answers 409 ``APPROVAL_CLOSED``; a body
-whose ``digest`` names another request than the pending one answers 409 ``STALE_REQUEST``. Call
+whose ``digest`` names another request than the pending one answers 409 ``STALE_REQUEST``; a
+``rest_of_kind`` grant on a shell card answers 409 ``GRANT_REFUSED`` and decides nothing. Call
 ids are the host's (``c1``, ...), never the endpoint's, so a re-sent POST cannot reach the next call.
 """
 
@@ -21,6 +22,7 @@ class Decision(BaseModel):
 
     approved: bool
     digest: str | None = None  # the card's request_digest: binds the decision to the request shown
+    rest_of_kind: bool = False  # also approve the rest of this card's category in this run (never shell)
 
 
 STATUS = {"NO_SUCH_APPROVAL": 404}  # every other refusal (decided, closed, stale) is a 409 conflict
@@ -38,7 +40,7 @@ class ApprovalHandler(BesserHandler):
             raise Refusal(400, "INVALID_REQUEST",
                           'the body must be {"approved": true} or {"approved": false} (and an optional "digest")') from None
         run = await self.find_run(run_id)
-        verdict = run.decide(call_id, decision.approved, digest=decision.digest)
+        verdict = run.decide(call_id, decision.approved, digest=decision.digest, rest_of_kind=decision.rest_of_kind)
         if not verdict:
             raise Refusal(STATUS.get(verdict.code, 409), verdict.code, f"run {run.id}: {verdict.reason}")
         self.reply({"run_id": run.id, "call_id": call_id, "approved": decision.approved, "status": run.status})

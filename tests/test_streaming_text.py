@@ -1,0 +1,73 @@
+# ruff: noqa: F811 - the server fixture is imported from provider_server and requested by name
+"""A model's text reaches the run view while it streams: a real OpenAI-compatible HTTP stream
+(``provider_server``), held mid-reply, the run's real ``EventLog`` and the view's reducer."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from provider_server import Plan, loopback_only, openai_stream, server  # noqa: F401
+from test_providers_openai import KEY, conversation, provider
+
+from kernel_ext.cli.run_text import describe
+from kernel_ext.hosting.bus import EventLog
+from kernel_ext.pipeline.streaming import HOLD, TextStream
+from widgets.state import RunViewState
+
+PIECES = ["Reading ", "the model, ", "then writing ", "the auth router."]
+
+
+async def test_text_shows_in_the_view_before_the_reply_ends(server):
+    body = openai_stream(PIECES, [], finish="stop")
+    server.plan(Plan(chunks=body, stall_after=1 + 3))  # the role chunk and three pieces, then the stream waits
+    events, state = EventLog("run-1"), RunViewState()
+    events.add_listener(state.apply)
+    stream = TextStream(events, "r1", interval=0)
+    p = provider(server)
+    reply = asyncio.ensure_future(p.complete(conversation(), on_text=stream.add))
+    while not server.stalled.is_set():
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)
+    assert not reply.done()
+    shown = "Reading the model, then writing "[:-HOLD]  # what has arrived, less what is held back
+    assert state.texts == [shown]  # while the reply waits
+    partial = [e for e in events.events if e.type == "text"]
+    assert all(e.partial and e.stream == "r1" for e in partial) and len(partial) == 2  # "Reading " is all held back
+    server.release.set()
+    answer = await reply
+    await p.aclose()
+    events.emit("text", text=answer.text, stream=stream.final_id)  # as the loop does
+    assert state.texts == ["Reading the model, then writing the auth router."]  # one line, now final
+    final = events.events[-1]
+    assert not final.partial and final.stream == "r1"
+    assert describe(partial[0]) == "" and describe(final).startswith("  model: Reading")  # the CLI prints the final only
+
+
+async def test_a_secret_split_across_pieces_never_reaches_an_event(server):
+    pieces = ["the key is ", KEY[:10], KEY[10:20], KEY[20:], " and more"]
+    server.plan(Plan(chunks=openai_stream(pieces, [], finish="stop")))
+    events = EventLog("run-2", known_secrets=(KEY,))
+    stream = TextStream(events, "r1", interval=0)
+    p = provider(server)
+    await p.complete(conversation(), on_text=stream.add)
+    await p.aclose()
+    texts = [e.text for e in events.events]
+    assert len(texts) >= 2 and texts[-1].startswith("the key is [re")  # the key cut whole; the rest held back
+    runs = {KEY[i : i + 12] for i in range(len(KEY) - 11)}
+    assert not [t for t in texts if any(run in t for run in runs)]
+    assert not [t for t in texts if KEY[:10] in t or KEY[10:20] in t]  # shown pieces are whole stretches, redacted whole
+
+
+def test_a_long_reply_streams_up_to_the_limit_and_at_most_once_per_interval():
+    clock = SimpleNamespace(now=0.0)
+    events = EventLog("run-3")
+    stream = TextStream(events, "r2", interval=0.5, limit=60, clock=lambda: clock.now)
+    for _ in range(10):
+        clock.now += 0.1
+        stream.add("abcdef ")
+    shown = [e.text for e in events.events]
+    assert len(shown) == 2 and shown[0] == ("abcdef " * 5)[:-HOLD] and len(shown[1]) == 60  # every 0.5 s, then the limit
+    stream.add("more")
+    assert len(events.events) == 2 and stream.final_id == "r2"
+    assert TextStream(events, "r3").final_id == ""  # nothing streamed: the final text carries no stream id
