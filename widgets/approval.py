@@ -170,7 +170,7 @@ class ApprovalCard(StaticFallback, w.VBox):
 
     def _render(self) -> None:
         disabled = self.decided
-        for button in self._button_row.children if self._button_row is not None else ():
+        for button in self._button_row.children[:2] if self._button_row is not None else ():  # Approve, Deny
             if button.disabled != disabled:
                 button.disabled = disabled
         self.controls.update()
