@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -241,3 +242,23 @@ def output_text(outputs: list[dict]) -> str:
         parts.extend(v if isinstance(v, str) else json.dumps(v) for v in (output.get("data") or {}).values())
         parts.extend([output.get("ename", ""), output.get("evalue", ""), *output.get("traceback", [])])
     return "\n".join(parts)
+
+
+@contextlib.contextmanager
+def upstream_holding(key: str) -> Iterator[Any]:
+    """The loopback OpenAI-compatible test server, answering only ``key`` (the operator's real key)."""
+    from provider_server import ProviderServer
+
+    server = ProviderServer().start()
+    server.require_key("openai", key)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def start_classroom(hub: Hub, users: tuple[str, ...] = ("alice", "bob")) -> dict[str, dict[str, Any]]:
+    """Each user's server started (concurrently), with each user's token and each server's pid."""
+    pids = await asyncio.gather(*(hub.start_server(user) for user in users))
+    tokens = await asyncio.gather(*(hub.token_for(user) for user in users))
+    return {"pids": dict(zip(users, pids, strict=True)), "tokens": dict(zip(users, tokens, strict=True))}

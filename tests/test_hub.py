@@ -28,6 +28,7 @@ from hub_fixtures import (
     pid_with,
     process_environ,
     proxy_missing,
+    start_classroom,
     start_hub,
 )
 
@@ -55,9 +56,7 @@ def hub(tmp_path_factory, operator_env):
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def classroom(hub):
     """Both servers started (concurrently), each user's token, each server's pid."""
-    pids = await asyncio.gather(hub.start_server("alice"), hub.start_server("bob"))
-    tokens = await asyncio.gather(hub.token_for("alice"), hub.token_for("bob"))
-    return {"pids": dict(zip(("alice", "bob"), pids)), "tokens": dict(zip(("alice", "bob"), tokens))}
+    return await start_classroom(hub)
 
 
 async def wait_for_pending(client, base: str, run_id: str, timeout: float = 30) -> list[str]:

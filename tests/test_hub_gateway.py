@@ -26,8 +26,8 @@ from pathlib import Path
 import httpx
 import pytest
 import pytest_asyncio
-from hub_fixtures import free_port, pid_with, process_environ, proxy_missing, start_hub
-from provider_server import Plan, ProviderServer, fragments, openai_stream
+from hub_fixtures import free_port, pid_with, process_environ, proxy_missing, start_classroom, start_hub, upstream_holding
+from provider_server import Plan, fragments, openai_stream
 
 from kernel_ext.model.jsonform import model_to_dict
 from kernel_ext.model.loading import load_model
@@ -41,12 +41,8 @@ USAGE = {"prompt_tokens": 4000, "completion_tokens": 500, "total_tokens": 4500} 
 
 @pytest.fixture(scope="module")
 def upstream():
-    server = ProviderServer().start()
-    server.require_key("openai", REAL_KEY)
-    try:
+    with upstream_holding(REAL_KEY) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +79,7 @@ def hub(tmp_path_factory, upstream):
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def classroom(hub):
-    pids = await asyncio.gather(hub.start_server("alice"), hub.start_server("bob"))
-    tokens = await asyncio.gather(hub.token_for("alice"), hub.token_for("bob"))
-    return {"pids": dict(zip(("alice", "bob"), pids, strict=True)), "tokens": dict(zip(("alice", "bob"), tokens, strict=True))}
+    return await start_classroom(hub)
 
 
 def answered() -> Plan:

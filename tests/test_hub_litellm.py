@@ -20,8 +20,8 @@ import time
 
 import httpx
 import pytest
-from hub_fixtures import LITELLM, free_port, litellm_missing, pid_with, process_environ, start_hub
-from provider_server import Plan, ProviderServer, openai_stream
+from hub_fixtures import LITELLM, free_port, litellm_missing, pid_with, process_environ, start_hub, upstream_holding
+from provider_server import Plan, openai_stream
 
 from kernel_ext.providers import Conversation
 from kernel_ext.providers.openai_compat import OpenAICompatProvider
@@ -32,12 +32,8 @@ USAGE = {"prompt_tokens": 1200, "completion_tokens": 80, "total_tokens": 1280}
 
 @pytest.fixture(scope="module")
 def upstream():
-    server = ProviderServer().start()
-    server.require_key("openai", REAL_KEY)
-    try:
+    with upstream_holding(REAL_KEY) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -56,6 +56,7 @@ class RunManager:
         self.approval_timeout = approval_timeout if approval_timeout is not None else self.operator.approval_timeout_s
         self.known_secrets = known_secrets
         self._live: dict[str, Run] = {}
+        self.last_ended: Run | None = None  # the run that ended last here (what GET config's budget line reads)
         self._loaded: OrderedDict[str, tuple[tuple[int, int], Run]] = OrderedDict()  # id -> (file stamp, run)
         self._loading: dict[str, asyncio.Future[Run]] = {}
         self.admission = Admission(self.operator.max_concurrent_runs)
@@ -94,6 +95,7 @@ class RunManager:
         """An ended run leaves the live table; it stays findable (its folder, and the cache of loaded
         logs while its file is unchanged)."""
         self._live.pop(run.id, None)
+        self.last_ended = run
         try:
             self._remember(run.id, _stamp(run.context.layout.run_dir), run)
         except OSError:  # no log on disk (it could not be written): the folder answers, or nothing

@@ -36,7 +36,7 @@ from functools import cache
 
 from kernel_ext.errors import ConfigurationError
 from kernel_ext.sandbox import dnsrelay, netseal, netwatch
-from kernel_ext.sandbox.nsjoin import Held, start_helper
+from kernel_ext.sandbox.nsjoin import Held, close_fd, start_helper
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ class Attachment:
     def started(self) -> None:
         """bubblewrap holds its copies now: close ours (its info pipe reaches EOF when it is done)."""
         for fd in (self.info_write, self.block_read):
-            _close(fd)
+            close_fd(fd)
         self.info_write = self.block_read = -1
 
     def connect(self, timeout: float = ATTACH_TIMEOUT_S) -> str | None:
@@ -177,16 +177,10 @@ class Attachment:
 
     def close(self) -> None:
         for fd in (self.info_read, self.info_write, self.block_read, self.block_write):
-            _close(fd)
+            close_fd(fd)
         self.info_read = self.info_write = self.block_read = self.block_write = -1
 
 
-def _close(fd: int) -> None:
-    if fd >= 0:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
 
 
 def _child_pid(fd: int, deadline: float) -> int | None:

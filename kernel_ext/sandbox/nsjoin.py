@@ -56,7 +56,7 @@ class Held:
             opened.insert(1, owner)
         except OSError:
             for fd in opened:
-                _close(fd)
+                close_fd(fd)
             return None
         return cls(*opened)
 
@@ -73,10 +73,11 @@ class Held:
 
     def close(self) -> None:
         for fd in (self.pidfd, self.user, self.net):
-            _close(fd)
+            close_fd(fd)
 
 
-def _close(fd: int) -> None:
+def close_fd(fd: int) -> None:
+    """Close ``fd`` when it is one (>= 0), ignoring an already closed one."""
     if fd >= 0:
         try:
             os.close(fd)
@@ -116,7 +117,7 @@ class Entry:
             return
         self.closed = True
         for fd in self.fds:
-            _close(fd)
+            close_fd(fd)
 
 
 class SharedNetwork(Protocol):

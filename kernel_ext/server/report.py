@@ -45,19 +45,15 @@ def describe_configuration(
 
 
 def last_budget_refusal(manager: RunManager | None) -> dict[str, Any]:
-    """``{"budget": ...}`` when the newest finished run hosted here ended ``budget_exhausted``:
-    its figures as the endpoint gave them, so a student sees why their runs stop; else nothing.
-    Reads one event per run and the errors of that one run (a config answer stays cheap)."""
-    for run in sorted(manager.live() if manager is not None else [], key=lambda r: r.id, reverse=True):
-        status = run.status
-        if status in ("running", "waiting_for_approval"):
-            continue
-        if status != "budget_exhausted":
-            return {}
-        refusal = next((e for e in reversed(run.events.of_type("error")) if getattr(e, "code", "") == "BUDGET_EXHAUSTED"), None)
-        return {"budget": {"exhausted": True, "run_id": run.id, "spent_usd": getattr(refusal, "spent_usd", None),
-                           "limit_usd": getattr(refusal, "limit_usd", None), "message": getattr(refusal, "message", "")}}
-    return {}
+    """``{"budget": ...}`` when the run that ended last here ended ``budget_exhausted``: its figures
+    as the endpoint gave them, so a student sees why their runs stop; else nothing. Reads the
+    errors of that one run (a config answer stays cheap)."""
+    run = manager.last_ended if manager is not None else None
+    if run is None or run.status != "budget_exhausted":
+        return {}
+    refusal = next((e for e in reversed(run.events.of_type("error")) if getattr(e, "code", "") == "BUDGET_EXHAUSTED"), None)
+    return {"budget": {"exhausted": True, "run_id": run.id, "spent_usd": getattr(refusal, "spent_usd", None),
+                       "limit_usd": getattr(refusal, "limit_usd", None), "message": getattr(refusal, "message", "")}}
 
 
 def describe_runs(operator: OperatorSettings, manager: RunManager | None) -> dict[str, Any]:

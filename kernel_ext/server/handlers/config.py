@@ -9,7 +9,7 @@ from tornado import web
 
 from kernel_ext.hosting.offloop import for_request
 from kernel_ext.server.handlers.base import BesserHandler
-from kernel_ext.server.report import describe_configuration, describe_runs
+from kernel_ext.server.report import describe_configuration, describe_runs, last_budget_refusal
 
 
 class ConfigHandler(BesserHandler):
@@ -26,4 +26,6 @@ class ConfigHandler(BesserHandler):
         if state.configuration is None:
             state.configuration = await for_request(partial(describe_configuration, state.operator, state.manager,
                                                             sandbox=state.sandbox))
-        self.reply({**state.configuration, "runs": describe_runs(state.operator, state.manager)})
+        fixed = {k: v for k, v in state.configuration["provider"].items() if k != "budget"}  # as cached
+        provider = {**fixed, **last_budget_refusal(state.manager)}  # changes as runs end
+        self.reply({**state.configuration, "provider": provider, "runs": describe_runs(state.operator, state.manager)})
