@@ -2,16 +2,21 @@
 
 The test copies notebook 01 into a fresh folder, starts ``jupyter lab`` (or Notebook 7's
 ``jupyter notebook``) there (loopback, a random token, the extension enabled by the install)
-and, as a person would: opens the
-notebook, runs all cells, waits for the approval card, clicks **Approve**, and waits for the
-timeline to reach ``done`` and the request report to render. Nothing in the notebook is
-scripted here: the cards are left to the click (``BESSER_NOTEBOOK_APPROVER`` is unset), and
-the click lands while the cell awaiting the run is still busy. It runs in JupyterLab 4 on
-ipykernel 7 and on ipykernel 6 (``kernel_flavours``; a kernel spec on the server's
-``JUPYTER_PATH`` points the notebook's ``python3`` at it, and a first cell added to the copy
-prints and checks the version), and in Notebook 7 on ipykernel 7. The screenshots go to
-``tests/artifacts/browser/<front end>-<kernel>/``. When the browser
-cannot start on a machine, the test is skipped with the reason printed.
+and, as a person would: opens the notebook, runs all cells, waits for the approval card, clicks
+**Approve**, and waits for the timeline to reach ``done`` and the request report to render.
+Nothing in the notebook is scripted here: the cards are left to the click
+(``BESSER_NOTEBOOK_APPROVER`` is unset), and the click lands while the cell awaiting the run is
+still busy. On the DOM (``browser_dom``) it checks: the pending card is first (pinned in
+``.besser-pending`` before ``.besser-decided``, the banner counts it), the calls decided before
+it are one-line rows, no body or row holds raw JSON arguments, and after the run the test_api
+row says "N/N requests passed" and the edits "applied"/"created". In JupyterLab it then switches
+to JupyterLab Dark and computes WCAG contrast in the page (body, meta, row, badge >= 4.5:1).
+It runs in JupyterLab 4 on ipykernel 7 and on ipykernel 6 (``kernel_flavours``; a kernel spec
+on the server's ``JUPYTER_PATH`` points the notebook's ``python3`` at it, and a first cell added
+to the copy prints and checks the version), and in Notebook 7 on ipykernel 7. The screenshots,
+the measured contrasts and each card's event -> DOM time go to
+``tests/artifacts/browser/<front end>-<kernel>/``. When the browser cannot start on a machine,
+the test is skipped with the reason printed.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ and run with Run All Cells; nothing in it is scripted (``BESSER_NOTEBOOK_APPROVE
 every card waits for a click made here. On the DOM it checks: the pending card is pinned first
 in its run view (``.besser-pending`` before ``.besser-decided``, the banner counts it) while the
 decided call is a one-line row; no body or row holds raw JSON arguments; each decided row shows
-its result ("applied, line N", "exit 0"); the Cancel button ends a run (its view says cancelled,
+its result ("edited calculator.py", "exit 0"); the Cancel button ends a run (its view says cancelled,
 no button stays live); and after a kernel restart the view that still had an open card is
 marked detached (its buttons take no clicks). Each state is saved as a screenshot under
 ``tests/artifacts/browser/lab-ipykernel7-02/``, with the cards' event -> DOM times.
@@ -82,7 +82,7 @@ def drive_the_lesson(page, url, token, root, shots) -> None:
     default.locator(OPEN_APPROVE, has_text=APPROVE).first.click()
     default.locator(".besser-badge", has_text="completed").first.wait_for(timeout=120_000)
     edit, test = row(default, "edit"), row(default, "test")
-    edit.locator(".besser-row-outcome", has_text=re.compile(r"^applied, lines? \d")).wait_for(timeout=60_000)
+    edit.locator(".besser-row-outcome", has_text=re.compile(r"^edited calculator\.py")).wait_for(timeout=60_000)  # the scenario's own words
     test.locator(".besser-row-outcome", has_text=re.compile(r"^exit 0\b")).wait_for(timeout=60_000)
     assert "decided by you" in edit.inner_text() and "decided by you" in test.inner_text()
     assert default.locator(".besser-pending .besser-card").count() == 0 and default.locator(f".besser-card {LIVE_BUTTON}").count() == 0
@@ -104,8 +104,8 @@ def drive_the_lesson(page, url, token, root, shots) -> None:
     assert denied.locator(".besser-pending .besser-card").count() == 0  # the card folded into its row
     assert "cancelled" in row(denied, "edit").inner_text()
     shoot(page, shots, "4-run-cancelled", denied)
-    runs = sorted((root / "besser_runs").iterdir())
-    last = [json.loads(line) for line in (runs[2] / "events.jsonl").read_text().splitlines()][-1]
+    run_id = denied.locator("b").first.inner_text().removeprefix("run ").strip()  # the header's "run ID"
+    last = [json.loads(line) for line in (root / "besser_runs" / run_id / "events.jsonl").read_text().splitlines()][-1]
     assert last["type"] == "done" and last["status"] == "cancelled"
 
     # Experiment 4: its card is open; the kernel restarts under it
