@@ -28,7 +28,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-## docs/run-view.png, the README's picture: the browser test on notebook 01 (JupyterLab, Chromium), its card screenshot
+## docs/run-view.png, the README's picture: the browser test on notebook 01 (JupyterLab, Chromium), the run view
+## at its pending card (pinned under the banner, the decided calls as one-line rows below)
 screenshot: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests/test_browser.py -k lab-ipykernel7
 	cp tests/artifacts/browser/lab-ipykernel7/1-approval-card.png docs/run-view.png

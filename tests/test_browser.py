@@ -2,16 +2,21 @@
 
 The test copies notebook 01 into a fresh folder, starts ``jupyter lab`` (or Notebook 7's
 ``jupyter notebook``) there (loopback, a random token, the extension enabled by the install)
-and, as a person would: opens the
-notebook, runs all cells, waits for the approval card, clicks **Approve**, and waits for the
-timeline to reach ``done`` and the request report to render. Nothing in the notebook is
-scripted here: the cards are left to the click (``BESSER_NOTEBOOK_APPROVER`` is unset), and
-the click lands while the cell awaiting the run is still busy. It runs in JupyterLab 4 on
-ipykernel 7 and on ipykernel 6 (``kernel_flavours``; a kernel spec on the server's
-``JUPYTER_PATH`` points the notebook's ``python3`` at it, and a first cell added to the copy
-prints and checks the version), and in Notebook 7 on ipykernel 7. The screenshots go to
-``tests/artifacts/browser/<front end>-<kernel>/``. When the browser
-cannot start on a machine, the test is skipped with the reason printed.
+and, as a person would: opens the notebook, runs all cells, waits for the approval card, clicks
+**Approve**, and waits for the timeline to reach ``done`` and the request report to render.
+Nothing in the notebook is scripted here: the cards are left to the click
+(``BESSER_NOTEBOOK_APPROVER`` is unset), and the click lands while the cell awaiting the run is
+still busy. On the DOM (``browser_dom``) it checks: the pending card is first (pinned in
+``.besser-pending`` before ``.besser-decided``, the banner counts it), the calls decided before
+it are one-line rows, no body or row holds raw JSON arguments, and after the run the test_api
+row says "N/N requests passed" and the edits "applied"/"created". In JupyterLab it then switches
+to JupyterLab Dark and computes WCAG contrast in the page (body, meta, row, badge >= 4.5:1).
+It runs in JupyterLab 4 on ipykernel 7 and on ipykernel 6 (``kernel_flavours``; a kernel spec
+on the server's ``JUPYTER_PATH`` points the notebook's ``python3`` at it, and a first cell added
+to the copy prints and checks the version), and in Notebook 7 on ipykernel 7. The screenshots,
+the measured contrasts and each card's event -> DOM time go to
+``tests/artifacts/browser/<front end>-<kernel>/``. When the browser cannot start on a machine,
+the test is skipped with the reason printed.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from pathlib import Path
 import httpx
 import nbformat
 import pytest
+from browser_dom import SEEN_JS, card_latencies, contrast, dark_theme, layout, raw_json, save_latencies
 from kernel_flavours import MAJOR, flavour_env, version_check
 
 pytestmark = pytest.mark.slow
@@ -43,6 +49,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]
 # JupyterLab settings for a quiet, predictable page: no news or update pop-ups.
+LIVE_BUTTON = "button.jupyter-button:not([disabled])"
+APPROVE = re.compile(r"^\s*Approve\s*$")  # the card's own button, not "Approve this and the rest ..."
 LAB_SETTINGS = {"@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False}}
 
 
@@ -76,7 +84,7 @@ def browser(tmp_path):
         try:
             context = playwright.chromium.launch_persistent_context(
                 str(tmp_path / "chromium-profile"), executable_path=executable, headless=True, args=CHROMIUM_ARGS,
-                viewport={"width": 1400, "height": 1000},
+                viewport={"width": 1400, "height": 1800},  # tall enough for a whole run view at its pending card
             )
         except Exception as exc:  # noqa: BLE001 - any start failure is a skip with its reason, never a pass
             reason = f"chromium ({executable}) could not start: {str(exc).splitlines()[0]}"
@@ -168,13 +176,30 @@ def server(tmp_path, frontend, flavour, lesson):
                 process.wait(10)
 
 
-def shoot(page, folder: Path, name: str, locator=None) -> Path:
+def shoot(page, folder: Path, name: str, locator=None, element: bool = False) -> Path:
+    """A screenshot of the page (``locator`` scrolled into view first), or of the element alone."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
     if locator is not None:
         locator.scroll_into_view_if_needed()
-    page.screenshot(path=str(path))
+    if element and locator is not None:
+        locator.screenshot(path=str(path))
+    else:
+        page.screenshot(path=str(path))
     return path
+
+
+def one_line_rows(state: dict) -> None:
+    """Every closed decided row is one line tall (under two lines of its own text)."""
+    assert state["row_heights"], "no decided rows"
+    assert max(state["row_heights"]) < 2 * state["line_height"], state
+
+
+def row(view, tool: str):
+    """The decided row of ``tool`` (its ``span.besser-row-tool`` says exactly that)."""
+    name = re.compile(rf"^\s*{re.escape(tool)}\s*$")
+    return view.locator(".besser-decided details.besser-row").filter(
+        has=view.page.locator("span.besser-row-tool", has_text=name))
 
 
 @pytest.mark.parametrize(("frontend", "flavour"), SETUPS)
@@ -183,9 +208,12 @@ def test_notebook_01_in_a_real_browser(browser, server, frontend, flavour):
     shots = ARTIFACTS / f"{frontend}-{flavour}"
     page = browser.new_page()
     page.set_default_timeout(60_000)
+    page.add_init_script(SEEN_JS)  # when each open card first appears (the bench's event -> DOM figure)
     page.goto(f"{url}/{NOTEBOOK_URL[frontend]}{NOTEBOOK}?token={token}")
     try:
         run_the_lesson(page, url, token, root, shots, MAJOR[flavour])
+        if frontend == "lab":
+            dark_contrast(page, shots)
     finally:
         shoot(page, shots, "last-state")  # whatever the page showed at the end (a failure's evidence)
 
@@ -209,12 +237,22 @@ def run_the_lesson(page, url: str, token: str, root: Path, shots: Path, major: s
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
 
     page.get_by_text(f"kernel: ipykernel {major}.").first.wait_for(timeout=120_000)
-    approve = page.locator("button.jupyter-button:not([disabled])", has_text=re.compile(r"^\s*Approve\s*$"))
+    approve = page.locator(f".besser-pending .besser-card-open {LIVE_BUTTON}", has_text=APPROVE)
     approve.first.wait_for(timeout=180_000)
-    card = page.locator(".besser-card", has=approve).first  # the one open card (pending cards come first)
-    card.get_by_text("test_api").first.wait_for()
+    view = page.locator(".besser-run").first  # the notebook's one run view
+    card = view.locator(".besser-pending .besser-card-open").first
+    card.locator(".besser-body-test table.besser-requests").wait_for()  # test_api: its requests as a table
+    assert "test_api" in card.inner_text()
     assert card.locator(".besser-card-note", has_text="expires at").count() == 1  # the operator's timeout, on the card
-    shoot(page, shots, "1-approval-card", card)
+    pinned = layout(view)
+    assert pinned["pending_before_decided"] and pinned["first_card_pending"], pinned  # the pending card is first
+    assert pinned["open_in_pending"] == 1 and pinned["open_elsewhere"] == 0, pinned
+    assert re.search(r"\b1 approval waits for you\b.*test_api", pinned["banner"] or ""), pinned["banner"]
+    one_line_rows(pinned)  # the calls decided before it (edits auto-approved by --approve edits): one line each
+    assert any("decided by the run's --approve setting" in text for text in pinned["rows"]), pinned["rows"]
+    assert raw_json(view) == []
+    view.evaluate("element => element.scrollIntoView({block: 'start'})")
+    shoot(page, shots, "1-approval-card", view, element=True)  # docs/run-view.png (make screenshot)
     approve.first.click()
 
     done = page.get_by_text("done: completed").first
@@ -227,12 +265,25 @@ def run_the_lesson(page, url: str, token: str, root: Path, shots: Path, major: s
     shoot(page, shots, "2-timeline-done")
     shoot(page, shots, "3-done-authorship", page.locator(".widget-html-content", has_text="authorship").first)
 
-    answered = page.locator(".besser-card", has_text="test_api").last
-    assert "executed" in answered.inner_text() and answered.locator("button:not([disabled])").count() == 0  # its result
+    answered = row(view, "test_api")
+    answered.locator(".besser-row-outcome", has_text=re.compile(r"\d+/\d+ requests? passed")).wait_for(timeout=60_000)
+    assert answered.count() == 1 and "decided by you" in answered.locator(".besser-row-by").inner_text()
+    assert view.locator(".besser-pending .besser-card").count() == 0 and view.locator("div.besser-banner").count() == 0
+    assert view.locator(f".besser-card {LIVE_BUTTON}").count() == 0  # decided: no live button anywhere
+    edits = [row(view, tool).locator(".besser-row-outcome").all_inner_texts() for tool in ("write_file", "modify_file")]
+    assert any(re.match(r"(applied|created)\b", text) for texts in edits for text in texts), edits
+    finished = layout(view)
+    one_line_rows(finished)
+    assert raw_json(view) == []
+    answered.locator("summary.besser-row-line").click()  # the row expands to the full card with its result
+    result = answered.locator("div.besser-result.besser-result-ok b").first
+    assert re.search(r"\d+/\d+ requests? passed", result.inner_text()), result.inner_text()
+    assert answered.locator(".besser-body-test table.besser-requests").is_visible()
+    shoot(page, shots, "4-test-api-row-expanded", answered)
 
     report = page.get_by_text("5/5 requests passed").first
     report.wait_for(timeout=180_000)
-    shoot(page, shots, "4-request-report", report)
+    shoot(page, shots, "5-request-report", report)
 
     assert page.locator("text=Traceback").count() == 0
     assert page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
@@ -242,3 +293,20 @@ def run_the_lesson(page, url: str, token: str, root: Path, shots: Path, major: s
     assert last["type"] == "done" and last["status"] == "completed"
     resolved = [json.loads(line) for line in (runs[0] / "events.jsonl").read_text().splitlines() if '"approval_resolved"' in line]
     assert [(e["name"], e["approved"], e["by"]) for e in resolved if e["name"] == "test_api"] == [("test_api", True, "card")]
+    samples = card_latencies(page, runs)
+    save_latencies(shots, samples)
+    assert samples, "the test_api card was never seen open"
+
+
+def dark_contrast(page, shots: Path) -> None:
+    """JupyterLab Dark: the view's text, meta text, a row and a badge meet WCAG AA (4.5:1) on what is under them."""
+    dark_theme(page)
+    view = page.locator(".besser-run").first
+    view.evaluate("element => element.scrollIntoView({block: 'start'})")
+    measured = contrast(view)
+    (shots / "dark-contrast.json").write_text(json.dumps(measured, indent=1))
+    shoot(page, shots, "6-dark-theme", view, element=True)
+    assert all(not m.get("missing") for m in measured), measured
+    low = [m for m in measured if m["ratio"] < 4.5]
+    assert not low, low
+    assert page.evaluate("getComputedStyle(document.body).backgroundColor") != "rgb(255, 255, 255)"  # the theme is dark

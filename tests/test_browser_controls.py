@@ -3,11 +3,13 @@
 
 JupyterLab 4 on ipykernel 7 (the fixtures of ``test_browser``), notebook 02 copied as committed
 and run with Run All Cells; nothing in it is scripted (``BESSER_NOTEBOOK_APPROVER`` is unset), so
-every card waits for a click made here. On the DOM it checks: the pending card is first in its
-run view; a decided card shows its result ("executed") with no live button; the Cancel button
-ends a run (its view says cancelled, no button stays live); and after a kernel restart the view
-that still had an open card is marked detached (its buttons take no clicks). Each state is
-saved as a screenshot under ``tests/artifacts/browser/lab-ipykernel7-02/``.
+every card waits for a click made here. On the DOM it checks: the pending card is pinned first
+in its run view (``.besser-pending`` before ``.besser-decided``, the banner counts it) while the
+decided call is a one-line row; no body or row holds raw JSON arguments; each decided row shows
+its result ("edited calculator.py", "exit 0"); the Cancel button ends a run (its view says cancelled,
+no button stays live); and after a kernel restart the view that still had an open card is
+marked detached (its buttons take no clicks). Each state is saved as a screenshot under
+``tests/artifacts/browser/lab-ipykernel7-02/``, with the cards' event -> DOM times.
 """
 
 from __future__ import annotations
@@ -16,21 +18,29 @@ import json
 import re
 
 import pytest
-from test_browser import ARTIFACTS, NOTEBOOK_URL, browser, kernel_ready, server, shoot  # noqa: F401
+from browser_dom import SEEN_JS, card_latencies, layout, raw_json, save_latencies
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from test_browser import (  # noqa: F401
+    APPROVE,
+    ARTIFACTS,
+    LIVE_BUTTON,
+    NOTEBOOK_URL,
+    browser,
+    kernel_ready,
+    one_line_rows,
+    row,
+    server,
+    shoot,
+)
 
 pytestmark = pytest.mark.slow
 
 LESSON = "02-controlling-side-effects.ipynb"
-LIVE_BUTTON = "button.jupyter-button:not([disabled])"
-APPROVE = re.compile(r"^\s*Approve\s*$")  # the card's own button, not "Approve this and the rest ..."
-
-
-def card_texts(view) -> list[str]:
-    return [card.inner_text() for card in view.locator(".besser-cards > .besser-card").all()]
+OPEN_APPROVE = f".besser-pending .besser-card-open {LIVE_BUTTON}"
 
 
 def wait_for_open_card(view, timeout: float = 180_000):
-    view.locator(f".besser-card {LIVE_BUTTON}", has_text=APPROVE).first.wait_for(timeout=timeout)
+    view.locator(OPEN_APPROVE, has_text=APPROVE).first.wait_for(timeout=timeout)
 
 
 @pytest.mark.parametrize(("frontend", "flavour", "lesson"), [("lab", "ipykernel7", LESSON)])
@@ -39,6 +49,7 @@ def test_notebook_02_controls_in_a_real_browser(browser, server, frontend, flavo
     shots = ARTIFACTS / f"{frontend}-{flavour}-02"
     page = browser.new_page()
     page.set_default_timeout(60_000)
+    page.add_init_script(SEEN_JS)
     page.goto(f"{url}/{NOTEBOOK_URL[frontend]}{LESSON}?token={token}")
     try:
         drive_the_lesson(page, url, token, root, shots)
@@ -57,23 +68,29 @@ def drive_the_lesson(page, url, token, root, shots) -> None:
     default = views.nth(0)
     wait_for_open_card(default)
     shoot(page, shots, "1-edit-card-pending", default)
-    default.locator(f".besser-card {LIVE_BUTTON}", has_text=APPROVE).first.click()
-    page.wait_for_function(
-        "view => view.querySelectorAll('.besser-cards > .besser-card').length === 2", arg=default.element_handle())
-    wait_for_open_card(default)
-    cards = default.locator(".besser-cards > .besser-card")
-    assert cards.nth(0).locator(LIVE_BUTTON, has_text=APPROVE).count() == 1  # the pending card is first
-    assert cards.nth(1).locator(LIVE_BUTTON).count() == 0 and "edit" in cards.nth(1).inner_text()
+    default.locator(OPEN_APPROVE, has_text=APPROVE).first.click()
+    row(default, "edit").wait_for(timeout=120_000)
+    wait_for_open_card(default)  # the second card (test) is now the pending one
+    pinned = layout(default)
+    assert pinned["pending_before_decided"] and pinned["first_card_pending"], pinned  # the pending card is first
+    assert pinned["open_in_pending"] == 1 and pinned["open_elsewhere"] == 0, pinned
+    assert re.search(r"\b1 approval waits for you\b", pinned["banner"] or ""), pinned["banner"]
+    one_line_rows(pinned)  # the decided edit (and the read before it): one line each
+    assert "test" in default.locator(".besser-pending .besser-card-open").inner_text()
+    assert raw_json(default) == []
     shoot(page, shots, "2-pending-card-first", default)
-    cards.nth(0).locator(LIVE_BUTTON, has_text=APPROVE).click()
-    default.get_by_text("done").first.wait_for(timeout=120_000)
-    page.wait_for_function(
-        "view => [...view.querySelectorAll('.besser-cards > .besser-card')].every(c => c.innerText.includes('executed'))",
-        arg=default.element_handle(), timeout=60_000)
-    texts = card_texts(default)
-    assert len(texts) == 2 and all("executed" in t for t in texts)  # each card shows its result
-    assert default.locator(f".besser-card {LIVE_BUTTON}").count() == 0
-    shoot(page, shots, "3-cards-with-results", default)
+    default.locator(OPEN_APPROVE, has_text=APPROVE).first.click()
+    default.locator(".besser-badge", has_text="completed").first.wait_for(timeout=120_000)
+    edit, test = row(default, "edit"), row(default, "test")
+    edit.locator(".besser-row-outcome", has_text=re.compile(r"^edited calculator\.py")).wait_for(timeout=60_000)  # the scenario's own words
+    test.locator(".besser-row-outcome", has_text=re.compile(r"^exit 0\b")).wait_for(timeout=60_000)
+    assert "decided by you" in edit.inner_text() and "decided by you" in test.inner_text()
+    assert default.locator(".besser-pending .besser-card").count() == 0 and default.locator(f".besser-card {LIVE_BUTTON}").count() == 0
+    one_line_rows(layout(default))
+    assert raw_json(default) == []
+    test.locator("summary.besser-row-line").click()  # the row expands to its card: the command and its result
+    assert "exit 0" in test.locator("div.besser-result.besser-result-ok b").first.inner_text()
+    shoot(page, shots, "3-rows-with-results", default)
 
     # Experiment 3: instead of answering, cancel the run
     denied = views.nth(2)
@@ -84,14 +101,19 @@ def drive_the_lesson(page, url, token, root, shots) -> None:
                            " || [...view.querySelectorAll('button:not([disabled])')].every(b => b.offsetParent === null)",
                            arg=denied.element_handle(), timeout=60_000)
     assert re.search(r"\bcancelled\b", denied.inner_text())
+    assert denied.locator(".besser-pending .besser-card").count() == 0  # the card folded into its row
+    assert "cancelled" in row(denied, "edit").inner_text()
     shoot(page, shots, "4-run-cancelled", denied)
-    runs = sorted((root / "besser_runs").iterdir())
-    last = [json.loads(line) for line in (runs[2] / "events.jsonl").read_text().splitlines()][-1]
+    run_id = denied.locator("b").first.inner_text().removeprefix("run ").strip()  # the header's "run ID"
+    last = [json.loads(line) for line in (root / "besser_runs" / run_id / "events.jsonl").read_text().splitlines()][-1]
     assert last["type"] == "done" and last["status"] == "cancelled"
 
     # Experiment 4: its card is open; the kernel restarts under it
     stale = views.nth(3)
     wait_for_open_card(stale)
+    samples = card_latencies(page, sorted((root / "besser_runs").iterdir()))
+    save_latencies(shots, samples)
+    assert len(samples) >= 3, samples  # every card seen open: two in experiment 1, one each in 3 and 4
     page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Restart Kernel…?$")).first.click()
     page.locator(".jp-Dialog-button", has_text="Restart").first.click()
@@ -101,6 +123,8 @@ def drive_the_lesson(page, url, token, root, shots) -> None:
     assert "jupyter-widgets-disconnected" in (old.get_attribute("class") or "")
     notice = old.locator(".besser-detached")
     assert notice.is_visible() and "detached" in notice.inner_text() and "%besser attach" in notice.inner_text()
-    approve = old.locator(".besser-card button", has_text=APPROVE).first
+    approve = old.locator(".besser-pending .besser-card-open button", has_text=APPROVE).first
     assert approve.evaluate("b => getComputedStyle(b).pointerEvents") == "none"  # a click does nothing, visibly
+    with pytest.raises(PlaywrightTimeout):  # and takes no click: the pointer never reaches it
+        approve.click(timeout=3_000)
     shoot(page, shots, "5-detached-after-restart", old)

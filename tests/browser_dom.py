@@ -1,0 +1,141 @@
+"""What the browser tests ask of the run view's DOM, computed in the page (Playwright, Chromium).
+
+- ``layout``: where the pending cards sit (``.besser-pending`` before ``.besser-decided`` in
+  document order), the banner's words, and how tall each closed ``details.besser-row`` is;
+- ``raw_json``: the bodies and rows whose text holds their arguments as raw JSON (``{"path"``);
+- ``contrast``: WCAG contrast of a view's text, meta text, a row and a badge against their
+  *effective* background (the element's and its ancestors' backgrounds, composited up to the
+  first opaque one; every colour is resolved by painting it on a canvas, so ``color-mix`` and
+  ``var()`` results count as the page shows them);
+- ``SEEN_JS`` (an init script): the wall-clock time each open card first appears, keyed
+  ``run/call``, for ``card_latencies`` (event ``ts`` -> DOM, the bench's figure).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+SEEN_JS = """
+(() => {
+  window.__besserSeen = {};
+  const look = () => {
+    for (const card of document.querySelectorAll('.besser-pending .besser-card-open')) {
+      const view = card.closest('.besser-run');
+      const run = view && view.querySelector('b') ? view.querySelector('b').textContent.replace(/^run\\s+/, '') : '';
+      const match = /\\bcall ([^)\\s]+)\\)/.exec(card.textContent || '');
+      const key = run + '/' + (match ? match[1] : '?');
+      if (!(key in window.__besserSeen)) window.__besserSeen[key] = performance.timeOrigin + performance.now();
+    }
+  };
+  new MutationObserver(look).observe(document, {childList: true, subtree: true, characterData: true});
+})();
+"""
+
+LAYOUT_JS = """
+view => {
+  const pending = view.querySelector('.besser-pending'), decided = view.querySelector('.besser-decided');
+  const cards = [...view.querySelectorAll('.besser-card')];
+  const banner = view.querySelector('div.besser-banner[role=status]');
+  const closed = [...view.querySelectorAll('.besser-decided details.besser-row:not([open])')];
+  const style = closed.length ? getComputedStyle(closed[0].querySelector('summary')) : null;
+  const line = style ? (parseFloat(style.lineHeight) || parseFloat(style.fontSize) * 1.2) : 20;
+  return {
+    pending_before_decided: !!(pending && decided && (pending.compareDocumentPosition(decided) & Node.DOCUMENT_POSITION_FOLLOWING)),
+    first_card_pending: cards.length > 0 && pending.contains(cards[0]) && cards[0].classList.contains('besser-card-open'),
+    open_in_pending: pending ? pending.querySelectorAll('.besser-card-open').length : 0,
+    open_elsewhere: [...view.querySelectorAll('.besser-card-open')].filter(c => !pending.contains(c)).length,
+    banner: banner ? banner.innerText : null,
+    row_heights: closed.map(r => r.getBoundingClientRect().height),
+    line_height: line,
+    rows: closed.map(r => r.querySelector('summary.besser-row-line').innerText),
+  };
+}
+"""
+
+RAW_JSON_JS = """
+view => [...view.querySelectorAll('.besser-body, details.besser-row')]
+  .filter(el => el.textContent.includes('{"path"'))
+  .map(el => el.className + ': ' + el.textContent.slice(0, 200))
+"""
+
+CONTRAST_JS = """
+([view, selectors]) => {
+  const canvas = document.createElement('canvas'); canvas.width = canvas.height = 1;
+  const ctx = canvas.getContext('2d', {willReadFrequently: true});
+  const rgba = colour => {  // any CSS colour the page computed -> [r, g, b, a] in 0..1
+    ctx.clearRect(0, 0, 1, 1); ctx.fillStyle = '#000'; ctx.fillStyle = colour; ctx.fillRect(0, 0, 1, 1);
+    const [r, g, b, a] = ctx.getImageData(0, 0, 1, 1).data;
+    return a === 0 ? [0, 0, 0, 0] : [r / 255, g / 255, b / 255, a / 255];
+  };
+  const over = (top, under) => [0, 1, 2].map(i => top[i] * top[3] + under[i] * (1 - top[3])).concat([1]);
+  const background = el => {
+    const layers = [];
+    for (let node = el; node && node.nodeType === 1; node = node.parentElement) {
+      const colour = rgba(getComputedStyle(node).backgroundColor);
+      if (colour[3] > 0) layers.push(colour);
+      if (colour[3] >= 0.999) break;
+    }
+    let result = [1, 1, 1, 1];  // the canvas under the page
+    for (const layer of layers.reverse()) result = over(layer, result);
+    return result;
+  };
+  const luminance = c => {
+    const lin = v => v <= 0.04045 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4);
+    return 0.2126 * lin(c[0]) + 0.7152 * lin(c[1]) + 0.0722 * lin(c[2]);
+  };
+  const hex = c => '#' + c.slice(0, 3).map(v => Math.round(v * 255).toString(16).padStart(2, '0')).join('');
+  return selectors.map(selector => {
+    const el = selector === ':scope' ? view : [...view.querySelectorAll(selector)].find(e => e.getClientRects().length);
+    if (!el) return {selector, missing: true};
+    const bg = background(el), fg = over(rgba(getComputedStyle(el).color), bg);
+    const [hi, lo] = [luminance(fg), luminance(bg)].sort((a, b) => b - a);
+    return {selector, fg: hex(fg), bg: hex(bg), ratio: (hi + 0.05) / (lo + 0.05)};
+  });
+}
+"""
+
+# body text of the view, its meta text, a decided row's line, and a badge on a row
+CONTRAST_TARGETS = [":scope", ".besser-meta", "summary.besser-row-line", ".besser-row .besser-badge",
+                    ".besser-row-outcome", ".besser-row-by"]
+
+
+def layout(view) -> dict:
+    return view.evaluate(LAYOUT_JS)
+
+
+def raw_json(view) -> list[str]:
+    return view.evaluate(RAW_JSON_JS)
+
+
+def contrast(view, selectors: list[str] = CONTRAST_TARGETS) -> list[dict]:
+    return view.page.evaluate(CONTRAST_JS, [view.element_handle(), selectors])
+
+
+def dark_theme(page) -> None:
+    """JupyterLab's Settings > Theme > JupyterLab Dark, as a person switches it; until the page says dark."""
+    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Theme").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="JupyterLab Dark").first.click()
+    page.wait_for_function("document.body.dataset.jpThemeLight === 'false' && document.body.dataset.jpThemeName === 'JupyterLab Dark'")
+    page.wait_for_timeout(500)  # the theme's stylesheet applied (a repaint)
+
+
+def card_latencies(page, runs: list[Path]) -> list[float]:
+    """For each card seen open in the page: ms from its ``approval_requested`` ``ts`` to its DOM."""
+    seen: dict[str, float] = page.evaluate("window.__besserSeen || {}")
+    samples = []
+    for run in runs:
+        for line in (run / "events.jsonl").read_text().splitlines():
+            event = json.loads(line)
+            key = f"{event.get('run_id')}/{event.get('call_id')}"
+            if event.get("type") == "approval_requested" and key in seen:
+                samples.append(seen[key] - float(event["ts"]) * 1000)
+    return samples
+
+
+def save_latencies(folder: Path, samples: list[float]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    median = statistics.median(samples) if samples else None
+    (folder / "card-latency.json").write_text(json.dumps({"unit": "ms", "median": median, "samples": samples}, indent=1))
