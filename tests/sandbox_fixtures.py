@@ -83,6 +83,16 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def cgroup_file(pid: int, controller: str, name: str) -> str:
+    """A file of the cgroup ``pid`` is in for ``controller`` (v1 hierarchy, else the v2 one), read from the host."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            return (Path("/sys/fs/cgroup") / controller / path.lstrip("/") / name).read_text().strip()
+    line = next(x for x in Path(f"/proc/{pid}/cgroup").read_text().splitlines() if x.startswith("0::"))
+    return (Path("/sys/fs/cgroup") / line[3:].lstrip("/") / name).read_text().strip()
+
+
 def wait_until(predicate, timeout: float = 10.0, step: float = 0.05) -> bool:
     """Poll ``predicate`` until it holds or ``timeout`` passes (a bound, never an assertion on time)."""
     deadline = time.monotonic() + timeout
