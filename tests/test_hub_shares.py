@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from hub_fixtures import KernelSocket, process_environ, proxy_missing, start_classroom, start_hub
 from run_load import client_for, follow, start
-from sandbox_fixtures import cgroup_file, processes_with
+from sandbox_fixtures import cgroup_dir, cgroup_file, processes_with
 
 from kernel_ext.sandbox import proctree, resource_caps
 
@@ -137,9 +137,16 @@ async def test_a_neighbours_demo_completes_beside_a_students_balloon_and_spinner
             assert Path(f"/proc/{spinner}").exists() and spinning(marker) == spinner
             if hub.mechanism == "cgroup":
                 v2 = "cgroup v2" in " ".join(balloon_data(balloon)["sandbox_limits"])
-                assert int(cgroup_file(spinner, "memory", "memory.max" if v2 else "memory.limit_in_bytes")) == GIB
-                assert cgroup_file(spinner, "cpu", "cpu.weight" if v2 else "cpu.shares") == ("50" if v2 else "512")
+                memory, weight = ("memory.max", "cpu.weight") if v2 else ("memory.limit_in_bytes", "cpu.shares")
+                assert int(cgroup_file(spinner, "memory", memory)) == GIB
+                assert cgroup_file(spinner, "cpu", weight) == ("50" if v2 else "512")
+                # its groups hang under the group of the process that made the sandbox (the tool, not
+                # alice's server), which carries the same weight for all of that process's sandboxes
+                for controller in ("memory", "cpu"):
+                    assert cgroup_dir(spinner, controller).parent.name == f"besser-agent-{tool_pid}"
+                assert (cgroup_dir(spinner, "cpu").parent / weight).read_text().strip() == ("50" if v2 else "512")
             else:
+                assert "besser-agent-" not in Path(f"/proc/{spinner}/cgroup").read_text()  # no group made at all
                 stat = Path(f"/proc/{spinner}/stat").read_text().rsplit(")", 1)[1].split()
                 assert int(stat[16]) == min(19, os.nice(0) + 10)  # field 19: nice, the default +10
                 limits = Path(f"/proc/{spinner}/limits").read_text().splitlines()
