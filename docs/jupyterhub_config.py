@@ -14,8 +14,9 @@ then open http://127.0.0.1:8000 and log in as alice or bob (password: classroom)
   OS isolation between users: the extension's per-user separation rests on the hub's tokens
   and those separate folders. On a shared machine use system users (LocalProcessSpawner) or
   one pod per user (KubeSpawner).
-- Operator settings: the provider keys and ``BESSER_LLM_*`` / ``BESSER_SANDBOX`` variables
-  present when the hub starts are handed to every single-user server (and only those).
+- Operator settings: the provider keys and ``BESSER_LLM_*`` / ``BESSER_SANDBOX`` /
+  ``BESSER_SANDBOX_*`` variables present when the hub starts are handed to every single-user
+  server (and only those).
 
 - The key stays with the hub (``BESSER_HUB_GATEWAY=litellm``): the provider keys go to an LLM
   gateway (LiteLLM's proxy) that the hub runs as a managed service, and never to a student's
@@ -58,7 +59,7 @@ USERS.mkdir(parents=True, exist_ok=True)
 OPERATOR_VARIABLES = (
     "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "BESSER_SANDBOX",
 )
-OPERATOR_PREFIXES = ("BESSER_LLM_",)
+OPERATOR_PREFIXES = ("BESSER_LLM_", "BESSER_SANDBOX_")  # BESSER_SANDBOX_*: the fair shares and task cap
 # With a gateway these stay with the hub: the gateway holds them, students get keys of their own.
 PROVIDER_SECRETS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
 GATEWAY = os.environ.get("BESSER_HUB_GATEWAY", "").strip().lower()

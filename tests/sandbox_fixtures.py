@@ -83,6 +83,22 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def cgroup_dir(pid: int, controller: str) -> Path:
+    """The cgroup folder ``pid`` is in for ``controller`` (v1 hierarchy, else the v2 one), seen from the host."""
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            return Path("/sys/fs/cgroup") / controller / path.lstrip("/")
+    line = next(x for x in lines if x.startswith("0::"))
+    return Path("/sys/fs/cgroup") / line[3:].lstrip("/")
+
+
+def cgroup_file(pid: int, controller: str, name: str) -> str:
+    """A file of the cgroup ``pid`` is in for ``controller``, read from the host."""
+    return (cgroup_dir(pid, controller) / name).read_text().strip()
+
+
 def wait_until(predicate, timeout: float = 10.0, step: float = 0.05) -> bool:
     """Poll ``predicate`` until it holds or ``timeout`` passes (a bound, never an assertion on time)."""
     deadline = time.monotonic() + timeout

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import CONFINED_TIERS, make_run, parked_next, spy_starts, tier_param
+from sandbox_fixtures import CONFINED_TIERS, cgroup_file, make_run, parked_next, spy_starts, tier_param
 
 from kernel_ext.sandbox import resource_caps, shares, tiers
 from kernel_ext.sandbox.oneoff import execute
@@ -335,16 +335,6 @@ spinner.process.wait(timeout=30)
 """
 
 
-def _cgroup_file(pid: int, controller: str, name: str) -> str:
-    """A file of the cgroup ``pid`` is in for ``controller`` (v1 hierarchy, else the v2 one), read from the host."""
-    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if controller in controllers.split(","):
-            return (Path("/sys/fs/cgroup") / controller / path.lstrip("/") / name).read_text().strip()
-    line = next(x for x in Path(f"/proc/{pid}/cgroup").read_text().splitlines() if x.startswith("0::"))
-    return (Path("/sys/fs/cgroup") / line[3:].lstrip("/") / name).read_text().strip()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 @pytest.mark.skipif(tiers.self_test(tiers.Tier.BWRAP) is not None, reason="bubblewrap cannot start here")
@@ -366,8 +356,8 @@ def test_a_neighbours_demo_completes_beside_a_balloon_and_a_spinner(tmp_path, me
         assert spinner and Path(f"/proc/{spinner}").exists()  # it spun the whole time the neighbour ran
         if mechanism == "cgroup":
             memory_file = "memory.max" if "memory.max" in " ".join(seen["limits"]) else "memory.limit_in_bytes"
-            assert int(_cgroup_file(spinner, "memory", memory_file)) == GIB
-            weight = _cgroup_file(spinner, "cpu", "cpu.weight" if "cpu.weight" in " ".join(seen["limits"]) else "cpu.shares")
+            assert int(cgroup_file(spinner, "memory", memory_file)) == GIB
+            weight = cgroup_file(spinner, "cpu", "cpu.weight" if "cpu.weight" in " ".join(seen["limits"]) else "cpu.shares")
             assert weight in ("50", "512")
         else:
             stat = Path(f"/proc/{spinner}/stat").read_text().rsplit(")", 1)[1].split()
