@@ -24,7 +24,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from sandbox_fixtures import free_port, tier_param, wait_until
