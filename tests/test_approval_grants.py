@@ -186,6 +186,8 @@ async def grant_flow(tmp_path, run, results, decide, entry: str) -> None:
         if event.by == "grant":
             assert re.fullmatch(rf"approved by the rest-of-kind grant made at \d\d:\d\d:\d\d \(on card {first}, category edit\)",
                                 event.note)
+        elif event.call_id == first:  # the card the grant was made on says so
+            assert event.note == "approved, with the rest of the edit calls of this run (a rest-of-kind grant)"
         else:
             assert event.note == ""
     refused = [(r.name, r.error_code) for r in results if not r.ok]
@@ -261,3 +263,31 @@ async def test_cancel_right_after_a_decision_still_cancels_the_run(tmp_path):
     assert run.cancel()
     done = await asyncio.wait_for(run.wait(), 30)
     assert done is not None and done.status == "cancelled"
+
+
+async def test_a_host_steps_card_grants_nothing_and_the_grant_card_says_what_it_granted():
+    """The method-bodies card (the host's own step, category generate for the policy) approves only
+    itself: a rest-of-kind click on it is refused with nothing decided, and no grant covers it. A
+    grant made on a generator card is written on that card's own decision too."""
+    from kernel_ext.boundary.approval import ApprovalRequest, AsyncApprover
+
+    approver = AsyncApprover(timeout=30)
+
+    async def ask(call_id: str, name: str) -> asyncio.Task[bool]:
+        task = asyncio.create_task(approver(ApprovalRequest(call_id, name, "generate", ())))
+        await poll(lambda: approver.pending() if call_id in approver.pending() else None)
+        return task
+
+    bodies = await ask("model-methods-1", "model_method_bodies")
+    refused = approver.resolve("model-methods-1", True, "card", rest_of_kind=True)
+    assert not refused and refused.code == "GRANT_REFUSED" and "host's own step" in refused.reason
+    assert approver.grants.all() == () and "model-methods-1" not in approver.decided and not bodies.done()
+    assert approver.resolve("model-methods-1", True, "card") and await bodies
+
+    generator = await ask("c1", "generate_sql")
+    assert approver.resolve("c1", True, "card", rest_of_kind=True) and await generator
+    assert "rest-of-kind grant" in approver.notes["c1"] and approver.decided_by["c1"] == "card"
+    assert await approver(ApprovalRequest("c2", "generate_pydantic", "generate", ()))  # covered, no card
+    assert approver.decided_by["c2"] == "grant"
+    later_bodies = await ask("model-methods-2", "model_method_bodies")  # never covered: asked again
+    assert approver.resolve("model-methods-2", False, "card") and not await later_bodies

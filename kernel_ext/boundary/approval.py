@@ -115,7 +115,7 @@ class Verdict:
 
     False when refused, so ``if run.decide(...)`` reads naturally. Codes: ``ALREADY_DECIDED``,
     ``STALE_REQUEST`` (the digest names another request), ``APPROVAL_CLOSED`` (asked for, no
-    longer pending), ``NO_SUCH_APPROVAL``, ``GRANT_REFUSED`` (a rest-of-kind grant on a shell card).
+    longer pending), ``NO_SUCH_APPROVAL``, ``GRANT_REFUSED`` (a rest-of-kind grant on a shell card or a host step's card).
     """
 
     accepted: bool
@@ -221,6 +221,7 @@ class AsyncApprover:
                 if other != call_id and self.grants.covering(request) is grant and not self._pending[other][0].done():
                     self.decided[other], self.decided_by[other], self.notes[other] = True, "grant", grant.note
                     self._pending[other][0].set_result(True)
+            self.notes[call_id] = grant.made_note  # the log says where the grant was made
         self.decided[call_id] = bool(approved)
         self.decided_by[call_id] = by
         future.set_result(bool(approved))

@@ -31,6 +31,10 @@ class ApprovalRequest(Protocol):
 # Tool categories a grant may cover. Shell (any command) and read/plan (never asked) are not here.
 GRANTABLE = frozenset({"edit", "generate", "test"})
 SHELL_TOOLS = frozenset({"run_command", "install_dependencies"})
+# Cards of the host's own steps (not a model's tool call): what they show is no kind of call, so a
+# grant is never made on one (the method-bodies card is category "generate" only for the policy)
+# and none covers one.
+HOST_STEP_CARDS = frozenset({"model_method_bodies"})
 
 
 def is_shell(name: str, category: str) -> bool:
@@ -42,6 +46,8 @@ def refusal(name: str, category: str) -> str:
     """Why a grant cannot be made on a card of ``name`` / ``category`` ('' when it can)."""
     if is_shell(name, category):
         return f"{name!r} is a shell command: each one is approved on its own card"
+    if name in HOST_STEP_CARDS:
+        return f"the {name!r} card is the host's own step: it approves only itself"
     if category not in GRANTABLE:
         return f"the {category!r} category cannot be approved in advance"
     return ""
@@ -55,6 +61,11 @@ class KindGrant:
     call_id: str  # the card the person decided when making it
     by: str
     at: float = field(default_factory=time.time)
+
+    @property
+    def made_note(self) -> str:
+        """What the card the grant was made on records: the decision covers the rest of its kind."""
+        return f"approved, with the rest of the {self.category} calls of this run (a rest-of-kind grant)"
 
     @property
     def note(self) -> str:
@@ -80,7 +91,7 @@ class KindGrants:
 
     def covering(self, request: ApprovalRequest) -> KindGrant | None:
         """The grant that approves ``request`` without a card, if any (never a shell call)."""
-        if is_shell(request.name, request.category):
+        if is_shell(request.name, request.category) or request.name in HOST_STEP_CARDS:
             return None
         return self._by_category.get(request.category)
 
