@@ -305,14 +305,24 @@ def test_a_best_effort_recording_that_cannot_write_is_removed_not_raised(tmp_pat
         strict.write(request, [Stop("end_turn")], None)
 
 
-def test_a_model_script_that_is_not_only_besser_is_never_handed_out(run_copy, tmp_path):
-    """The run's kept script with a foreign import (the safe loader ignores it; Python would run it)
-    is replaced by one written from the recipe's JSON form, which rebuilds the same model."""
+@pytest.mark.parametrize("planted", [
+    "from os import system as Class\n{text}",  # a foreign import: the loader ignores it, Python runs it
+    "{text}\n_: __import__('os').system('touch PWNED')\n",  # an annotation: never evaluated by the loader
+    "{text}\ndomain_model.name: __import__('os').system('touch PWNED')\n",
+    "{text}\n0 if 0 else __import__('os').system('touch PWNED')\n",
+], ids=["foreign-import", "annotation", "attribute-annotation", "expression"])
+def test_a_model_script_that_is_not_only_besser_is_never_handed_out(planted, run_copy, tmp_path):
+    """The run's kept script with anything the builder did not write (what the safe loader ignores, a
+    notebook would run) is replaced by one written from the recipe's JSON form, which rebuilds the same
+    model; the run folder is left as it was."""
     kept = run_copy / ".besser" / "model.py"
-    kept.write_text("from os import system as Class\n" + kept.read_text())
+    kept.write_text(planted.format(text=kept.read_text()))
+    before = kept.read_bytes()
     notebook = nbformat.read(export_run(run_copy, tmp_path), as_version=4)
     (code,) = [c.source for c in notebook.cells if c.cell_type == "code" and "domain_model = DomainModel(" in c.source]
-    assert "import system" not in code and "from os" not in "\n".join(c.source for c in notebook.cells)
+    every = "\n".join(c.source for c in notebook.cells)
+    assert "import system" not in code and "from os" not in every and "__import__" not in every
+    assert kept.read_bytes() == before
     assert "sorted by name" in "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
 
 

@@ -8,7 +8,8 @@ out (``ModelCodeUnfaithful``): the caller falls back to the JSON form, so what a
 what the run used, and nothing in the script is anything but model-building calls. A run keeps
 its model's script (``unchecked_code``) when it starts; it is checked when it is handed out, and
 a script importing anything but BESSER is refused (the safe loader ignores such an import; Python
-would run it).
+would run it), and a stored script must equal the builder's text for the model it defines (an
+annotation the loader never evaluates would run in a notebook).
 """
 
 from __future__ import annotations
@@ -74,6 +75,11 @@ def check_rebuilds(text: str, model: DomainModel | str) -> None:
         raise ModelCodeUnfaithful(f"the model code defines no DomainModel named {VARIABLE}")
     if model_digest(rebuilt) != (model if isinstance(model, str) else model_digest(model)):
         raise ModelCodeUnfaithful("the model code rebuilds a different model (its digest differs)")
+    if isinstance(model, str) and unchecked_code(rebuilt) != text:
+        # A stored script (read back from a run folder) is handed out only as BESSER's builder writes the
+        # model it defines: what the safe loader never evaluates (an annotation, a docstring expression) a
+        # notebook would run, so nothing but the builder's own text may reach a cell.
+        raise ModelCodeUnfaithful("the model code is not what BESSER's builder writes for the model it defines")
 
 
 def _foreign_imports(text: str) -> list[str]:
