@@ -119,7 +119,8 @@ async def test_the_exported_demo_reruns_offline_into_the_same_app(run_copy, tmp_
 
 def plant(run_dir: Path, key: str, shaped: str) -> None:
     """``key`` in every file an export reads (as if it had been written before it was known);
-    ``shaped`` (key-shaped, known to nobody) in the event log."""
+    ``shaped`` (key-shaped, known to nobody) in the event log and in what the runnable cells carry
+    (the request and the recorded turns)."""
     lines = (run_dir / "events.jsonl").read_text().splitlines()
     done = json.loads(lines[-1])
     text = {"seq": done["seq"], "run_id": done["run_id"], "ts": done["ts"], "type": "text",
@@ -130,11 +131,11 @@ def plant(run_dir: Path, key: str, shaped: str) -> None:
     recipe["request"] += f" {key}"
     (run_dir / "run.json").write_text(json.dumps(recipe))
     request = json.loads((run_dir / ".besser" / "request.json").read_text())
-    request["request"] += f" {key}"
+    request["request"] += f" {key} {shaped}"
     (run_dir / ".besser" / "request.json").write_text(json.dumps(request))
     turns = (run_dir / ".besser" / "turns.cassette.jsonl").read_text().splitlines()
     exchange = json.loads(turns[1])
-    exchange["append"][0]["text"] += f" {key}"
+    exchange["append"][0]["text"] += f" {key} {shaped}"
     turns[1] = json.dumps(exchange)
     (run_dir / ".besser" / "turns.cassette.jsonl").write_text("\n".join(turns) + "\n")
     with (run_dir / ".besser" / "model.py").open("a") as handle:

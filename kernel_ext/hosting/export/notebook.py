@@ -3,8 +3,9 @@
 Secrets: everything the run stored was redacted when it was written; the export cuts the known
 secrets of the exporting process again from every string (the run's own keys may not have been
 known when a line was written), and the reading cells also lose whatever is shaped like a key
-(``secrets.redact_text``, as events are). The runnable cells (model code, request, cassette) lose
-known secrets only, as cassettes do, so a replay stays byte-faithful to what the run sent.
+(``secrets.redact_text``, as events are), the runnable cells (model code, request, cassette) included:
+a key-shaped token the run sent or received is never handed out, though a replay then writes
+``[redacted]`` where the run wrote it (the re-run's comparison names such files).
 
 Writing: the file appears whole or not at all (a temporary file beside it, then a hard link, which
 fails if the name exists, or a rename under ``force``), so an existing notebook is never lost.
@@ -30,11 +31,10 @@ def build_notebook(record: RunRecord, known: Iterable[str] = ()) -> Any:
     import nbformat
 
     from kernel_ext.safetext import shown_text
-    from kernel_ext.secrets import matcher, redact_text
+    from kernel_ext.secrets import redact_text
     from kernel_ext.version import __version__
 
     known = tuple(known)
-    cut = matcher(known).cut
     head = sections.overview(record, __version__)
     reading: list[Cell] = [
         *sections.request(record),
@@ -50,9 +50,12 @@ def build_notebook(record: RunRecord, known: Iterable[str] = ()) -> Any:
         return shown_text(redact_text(source, known))
 
     cells = [_cell(kind, shown(source)) for kind, source in head]
-    cells += [_cell(kind, cut(source)) for kind, source in model]  # the model, right after the overview
+    # Runnable cells lose what every other cell loses too (known keys, bearer credentials, key shapes: the
+    # redaction writes no quote, so the Python stays valid); a replay of a run whose request or replies held
+    # a key-shaped token then writes `[redacted]` where the run wrote the token, and its comparison says so.
+    cells += [_cell(kind, redact_text(source, known)) for kind, source in model]  # right after the overview
     cells += [_cell(kind, shown(source)) for kind, source in reading]
-    cells += [_cell(kind, cut(source)) for kind, source in replay]
+    cells += [_cell(kind, redact_text(source, known)) for kind, source in replay]
     notebook = nbformat.v4.new_notebook(cells=cells)
     notebook.metadata.update({
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
