@@ -67,15 +67,14 @@ async def test_no_app_host_folder_outlives_its_run(server):
         async def all_ended():
             seen_hosts.update(folders(server))
             statuses = [(await person.get(api + f"runs/{run_id}")).json()["run"]["status"] for run_id in ids]
-            return statuses if not {"running", "waiting_for_approval"} & set(statuses) else None
+            return statuses if not {"queued", "running", "waiting_for_approval"} & set(statuses) else None
 
         statuses = await wait_until(all_ended, 900, "the runs did not end")
         assert statuses[0] == "cancelled" and statuses[3:] == ["completed"] * (RUNS - 3), statuses
         assert all(code in (200, 409) for code in cancelled)  # 409: it had already finished
-        made = {name.rsplit("-", 1)[0] for name in seen_hosts}
-        print("temporary folders seen:", sorted(made))
-        assert "besser-apphost" in made, "no app host folder was ever made: the test proved nothing"
-        assert any(name.startswith("besser-home-") for name in made)  # the runs' sandbox homes
+        print("temporary folders seen:", sorted(seen_hosts))
+        assert any(name.startswith("besser-apphost-") for name in seen_hosts), "no app host folder was ever made: the test proved nothing"
+        assert any(name.startswith("besser-home-") for name in seen_hosts)  # the runs' sandbox homes
         # a host closes off the event loop just after its run's last event: give it a moment
         await wait_until(lambda: _empty(server), 30, f"left behind: {folders(server)}")
         assert (await person.get(api + "config")).status_code == 200

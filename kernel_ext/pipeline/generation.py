@@ -64,8 +64,8 @@ def generation_body(request: RunRequest, operator: OperatorSettings, *, model: D
             ctx.events.emit("done", status="failed", summary=exc.message)
             return
         orchestrator = Orchestrator(ctx, request, operator, loaded, chosen)  # the provider's keys join the run's
-        await asyncio.to_thread(keep_for_replay, ctx, request, loaded, chosen)
-        try:
+        try:  # from here on a cancel (even during the first await) closes what the orchestrator opened
+            await asyncio.to_thread(keep_for_replay, ctx, request, loaded, chosen)
             await orchestrator.run()
         finally:
             if chosen is not None:

@@ -75,8 +75,10 @@ async def _from_outside(app, method: str, path: str, body: Any = None) -> httpx.
     return await asyncio.wait_for(asyncio.wrap_future(answer), ANSWER_S + 5)
 
 
+@pytest.mark.parametrize("extension_config", [{"max_concurrent_runs": DEFAULT_WORKERS + 4}], indirect=True)
 async def test_runs_stuck_in_blocking_work_do_not_starve_requests(jp_fetch, jp_serverapp, runs_dir, held_loads):
-    """(``jp_fetch`` is requested for the server it starts listening; requests go through ``_from_outside``.)"""
+    """(``jp_fetch`` is requested for the server it starts listening; requests go through ``_from_outside``.
+    The admission limit is raised past the default executor's threads, so every run starts and holds one.)"""
     manager = jp_serverapp.web_app.settings[STATE_KEY].manager
     body = {"kind": "generate", "request": "stuck", "provider": "none", "model_json": model_to_dict(build_library_model())}
     stuck = []
