@@ -5,14 +5,17 @@ while it waits; an ended run leaves the live table but stays listed and findable
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
+from jupyter_fixtures import extension_config, jp_asyncio_loop, jp_server_config, runs_dir  # noqa: F401
 
 from kernel_ext.errors import ConfigurationError
 from kernel_ext.hosting.manager import RunManager
 from kernel_ext.hosting.options import OperatorSettings, RunRequest, default_run_limit
 from kernel_ext.hosting.summaries import disk_summary, summarize
 from kernel_ext.magics.display import RunsTable
+from kernel_ext.server.handlers.base import STATE_KEY
 from widgets.render import header_html, run_text
 from widgets.state import RunViewState
 
@@ -105,3 +108,17 @@ def test_the_limit_is_the_operators_with_a_default_from_the_machine():
     for bad in ("0", "many", "-1"):
         with pytest.raises(ConfigurationError, match="BESSER_MAX_CONCURRENT_RUNS"):
             OperatorSettings.from_environment({"BESSER_MAX_CONCURRENT_RUNS": bad})
+
+
+@pytest.mark.parametrize("extension_config", [{"max_concurrent_runs": 1}], indirect=True)
+async def test_the_answer_to_a_post_already_says_queued(jp_fetch, jp_serverapp, runs_dir):  # noqa: F811
+    """A run that will wait is answered ``queued`` with its position, never ``running``."""
+    body = json.dumps({"kind": "generate", "request": "held", "provider": "none", "model_path": "example:library"})
+    answers = [json.loads((await jp_fetch("besser-agent", "runs", method="POST", body=body)).body)["run"] for _ in range(2)]
+    assert answers[0]["status"] == "running"
+    assert answers[1]["status"] == "queued" and answers[1]["queue_position"] == 1, answers[1]
+    manager = jp_serverapp.web_app.settings[STATE_KEY].manager
+    for answer in reversed(answers):
+        run = manager.get(answer["id"])
+        run.cancel()
+        await run.wait()

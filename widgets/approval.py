@@ -47,7 +47,7 @@ class ApprovalCard(StaticFallback, w.VBox):
         self._button_row: w.HBox | None = None  # made when first needed: a card replayed decided never shows one
         self._bodies: dict[bool, str] = {}  # with/without syntax colours -> the body (the frozen request never changes)
         self._completing = self._completed = False
-        self.controls = CardControls(self)  # expiry and "approve the rest of this kind", beside the buttons
+        self._controls: CardControls | None = None  # made with the buttons: a card replayed decided never needs them
         super().__init__(children=(self._html,), **kwargs)
         self.add_class("besser-card")
         self._folded: tuple[bool, bool] | None = None  # (folded, its buttons still to come) as last shown
@@ -62,6 +62,14 @@ class ApprovalCard(StaticFallback, w.VBox):
             deny.on_click(lambda _: self.click(False))
             self._button_row = w.HBox((approve, deny, *self.controls.widgets))
         return self._button_row
+
+    @property
+    def controls(self) -> CardControls:
+        """Expiry and "approve the rest of this kind", beside the buttons (made when first needed)."""
+        if self._controls is None:
+            self._controls = CardControls(self)
+            self._controls.update()
+        return self._controls
 
     @property
     def approve_button(self) -> w.Button:
@@ -173,7 +181,8 @@ class ApprovalCard(StaticFallback, w.VBox):
         for button in self._button_row.children[:2] if self._button_row is not None else ():  # Approve, Deny
             if button.disabled != disabled:
                 button.disabled = disabled
-        self.controls.update()
+        if self._controls is not None:
+            self._controls.update()
         folded = self.folded
         later = not folded and self._later()
         if (folded, later) != self._folded:

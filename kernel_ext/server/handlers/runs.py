@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
@@ -28,6 +30,9 @@ class RunsHandler(BesserHandler):
             run = self.state.manager.start(request)
         except RequestRefused as exc:
             raise Refusal(exc.status, exc.code, exc.message) from None
+        # One turn of the loop: the run's first step takes its place or its place in the queue, so the
+        # answer's status is already true ("queued" for a run that waits, never "running").
+        await asyncio.sleep(0)
         self.log.info("besser-agent: started %s run %s", kind_of(request), run.id)
         self.set_header("Location", f"{self.request.path.rstrip('/')}/{run.id}")
         self.reply({"run": summarize(run).as_json()}, status=201)
