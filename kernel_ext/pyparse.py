@@ -16,6 +16,7 @@ output (Phase 1's check, shaped by BESSER's templates) passes its own, larger bo
 from __future__ import annotations
 
 import ast
+import threading
 from types import CodeType
 
 __all__ = ["MAX_SOURCE_BYTES", "TooDeep", "TooLarge", "check_size", "compile_source", "parse_source"]
@@ -55,11 +56,19 @@ def check_size(source: str | bytes, filename: str = "<unknown>", max_bytes: int 
         raise TooLarge(filename, size, max_bytes)
 
 
+# CPython 3.11 keeps the AST converter's recursion depth per interpreter, not per thread: two threads
+# converting trees at once (a run's checks while another run loads its model) can end one of them in
+# "SystemError: AST constructor recursion depth mismatch" (seen once in 30 runs at once). Every tree
+# the host makes or compiles is made under this one lock.
+AST_LOCK = threading.Lock()
+
+
 def parse_source(source: str | bytes, filename: str = "<unknown>", max_bytes: int | None = MAX_SOURCE_BYTES) -> ast.Module:
     """``ast.parse``; SyntaxError (``TooDeep``, ``TooLarge`` included) when it cannot be parsed."""
     check_size(source, filename, max_bytes)
     try:
-        return ast.parse(source, filename=filename)
+        with AST_LOCK:
+            return ast.parse(source, filename=filename)
     except (RecursionError, MemoryError) as exc:
         raise TooDeep(filename, exc) from None
 
@@ -69,6 +78,7 @@ def compile_source(source: str | bytes | ast.Module, filename: str = "<unknown>"
     if not isinstance(source, ast.Module):
         check_size(source, filename, max_bytes)
     try:
-        return compile(source, filename, "exec", dont_inherit=True)
+        with AST_LOCK:
+            return compile(source, filename, "exec", dont_inherit=True)
     except (RecursionError, MemoryError) as exc:
         raise TooDeep(filename, exc) from None

@@ -243,7 +243,9 @@ def run_the_lesson(page, url: str, token: str, root: Path, shots: Path, major: s
     card = view.locator(".besser-pending .besser-card-open").first
     card.locator(".besser-body-test table.besser-requests").wait_for()  # test_api: its requests as a table
     assert "test_api" in card.inner_text()
-    assert card.locator(".besser-card-note", has_text="expires at").count() == 1  # the operator's timeout, on the card
+    note = card.locator(".besser-card-note", has_text="expires at")
+    note.wait_for(timeout=30_000)  # the note's text is its own widget update: it may follow the buttons by a message
+    assert note.count() == 1  # the operator's timeout, on the card
     pinned = layout(view)
     assert pinned["pending_before_decided"] and pinned["first_card_pending"], pinned  # the pending card is first
     assert pinned["open_in_pending"] == 1 and pinned["open_elsewhere"] == 0, pinned
