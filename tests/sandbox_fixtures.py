@@ -155,3 +155,13 @@ def spy_starts(monkeypatch) -> list[bool]:
 
     monkeypatch.setattr(tiers.Launch, "start", start)
     return used
+
+
+def no_cgroup_cause() -> str:
+    """Why this machine gives sandboxes no memory and cpu cgroups ('' when it does)."""
+    from kernel_ext.sandbox import resource_caps
+
+    controls = resource_caps.share_controls()
+    if controls.memory is None or controls.cpu is None:
+        return f"no memory and cpu cgroups here: {controls.memory_cause or controls.cpu_cause}"
+    return ""

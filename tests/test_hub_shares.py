@@ -29,20 +29,13 @@ from pathlib import Path
 import pytest
 from hub_fixtures import KernelSocket, process_environ, proxy_missing, start_classroom, start_hub
 from run_load import client_for, follow, start
-from sandbox_fixtures import cgroup_dir, cgroup_file, processes_with
+from sandbox_fixtures import cgroup_dir, cgroup_file, no_cgroup_cause, processes_with
 
-from kernel_ext.sandbox import proctree, resource_caps
+from kernel_ext.sandbox import proctree
 
 GIB = 1 << 30
 # Touches 64 MiB at a time (a cgroup charges touched pages only) until something stops it.
 BALLOON = "python3 -c \"import itertools; chunks = [b'x' * (64 << 20) for _ in itertools.count()]\""
-
-
-def no_cgroup_cause() -> str:
-    controls = resource_caps.share_controls()
-    if controls.memory is None or controls.cpu is None:
-        return f"no memory and cpu cgroups here: {controls.memory_cause or controls.cpu_cause}"
-    return ""
 
 
 # What the operator sets when the hub starts, per mechanism (explicit both ways: nothing inherited decides).

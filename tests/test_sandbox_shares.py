@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import CONFINED_TIERS, cgroup_file, make_run, parked_next, spy_starts, tier_param
+from sandbox_fixtures import CONFINED_TIERS, cgroup_file, make_run, no_cgroup_cause, parked_next, spy_starts, tier_param
 
 from kernel_ext.sandbox import resource_caps, shares, tiers
 from kernel_ext.sandbox.oneoff import execute
@@ -29,13 +29,6 @@ GIB = 1 << 30
 # Allocates and touches 64 MiB at a time (a cgroup charges touched pages only) until something stops it.
 BALLOON = "chunks = []\nwhile True:\n    chunks.append(b'x' * (64 << 20))\n"
 SPINNER = "while True:\n    pass\n"
-
-
-def no_cgroup_cause() -> str:
-    controls = resource_caps.share_controls()
-    if controls.memory is None or controls.cpu is None:
-        return f"no memory and cpu cgroups here: {controls.memory_cause or controls.cpu_cause}"
-    return ""
 
 
 MECHANISMS = [
