@@ -102,8 +102,8 @@ def environment_for(requirements: str | bytes | None, *, policy: str | None = No
     memo_key = (hashlib.sha256(data).hexdigest() + ("" if requirements is not None else "-none"), settings)
     with _memo_lock:
         known = _memo.get(memo_key)
-    if known is not None and (known.overlay is None or known.overlay.is_dir()):
-        return known
+    if known is not None and (known.overlay is None or cached_overlay(settings, known.key) is not None):
+        return known  # an overlay is checked again (no-follow, the server's alone) each time it is used
     listed = read_requirements(requirements)
     if listed.invalid:
         raise ToolFailure(ErrorCode.REQUIREMENTS_INVALID, invalid_message(listed),
