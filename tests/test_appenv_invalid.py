@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from api_fixtures import call, executor_for
+from api_fixtures import call, executor_for, requires_sandbox
 from appenv_fixtures import app_project, no_sources, tree  # noqa: F401 - fixtures by name
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -153,3 +153,24 @@ def test_a_direct_url_never_reaches_the_overlay_plan(no_sources, tmp_path, line)
     assert environment.overlay is None and [p.name for p in environment.packages] == ["fastapi"]
     assert [quoted for quoted, _why in environment.unusable] == [line]
     assert not (tmp_path / "cache").exists()
+
+
+@requires_sandbox
+def test_a_run_whose_model_writes_an_unevaluable_marker_ends_with_one_named_finding(no_sources, tmp_path):
+    from pipeline_helpers import Turn, events_of, run_pipeline
+    from pipeline_helpers import call as scripted_call
+
+    turns = [
+        Turn("", (scripted_call("submit_tasks", {"tasks": ["add a dependency"]}),)),
+        Turn("", (scripted_call("read_file", {"path": "backend/requirements.txt"}),)),
+        Turn("", (scripted_call("write_file", {"path": "backend/requirements.txt",
+                                               "content": 'fastapi\nsqlalchemy\npkg; python_version ~= "foo"\n'}),)),
+        Turn("done"),
+    ] + [Turn("cannot fix")] * 12
+    run, done = run_pipeline(tmp_path, "Generate a FastAPI backend", turns)
+    assert done.status == "blocked", done.status  # a finding the model can act on, not a failed run
+    invalid = [f for f in events_of(run, "finding") if getattr(f, "code", "") == "requirements_invalid"
+               or 'python_version ~= "foo"' in f.message]
+    assert invalid and all('python_version ~= "foo"' in f.message for f in invalid)
+    log = (run.context.layout.run_dir / "events.jsonl").read_text()
+    assert "Traceback" not in log and "internal_error" not in log
