@@ -27,7 +27,8 @@ def test_lines_that_would_choose_where_packages_come_from_are_named_and_ignored(
     assert [str(r) for r in listed.requirements] == ["fastapi<1,>=0.100"]  # two lines for one package: both hold
     reasons = dict(listed.unusable)
     assert set(reasons) == {"--index-url https://evil.example/simple", "-r other.txt", "-e ./local",
-                            "https://evil.example/pkg.whl", "something @ https://evil.example/x.whl", "not a requirement!!"}
+                            "https://evil.example/pkg.whl", "something @ https://evil.example/x.whl"}
+    assert [line for line, _why in listed.invalid] == ["not a requirement!!"]  # not ignored: refused by name
     assert "operator" in reasons["--index-url https://evil.example/simple"]
     assert "operator" in reasons["something @ https://evil.example/x.whl"]
 

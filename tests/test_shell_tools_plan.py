@@ -59,7 +59,7 @@ def test_corpus_exact_entries_are_neither_under_nor_over_flagged():
         ("git push --force origin main", "destructive"),
         ("bash -c \"python -c 'import os; os.unlink(\\\"f\\\")'\"", "destructive"),  # interpreters nest
         ("echo hi > /dev/null 2>&1", "read-only"),
-        ("echo hi 2> errors.txt", "mutating"),  # a named file of the workspace: an ordinary write
+        ("echo hi 2> errors.txt", "complex"),  # a redirect is decided at run time (the seed), even into the workspace
             ("echo hi 2> $LOG", "complex"),
     ],
 )
@@ -98,8 +98,9 @@ def test_approval_card_carries_the_plan_and_the_result_the_risk(tmp_path):
     assert result.ok
     card = h.requests[-1]
     assert card.name == "sh_run" and "$ rm -rf junk" in card.proposal
-    assert "risk: mutating (not reversible)" in card.proposal and "effect: delete junk" in card.proposal
-    assert result.data["risk"] == "mutating" and not (h.ws / "junk").exists()  # a named folder of the workspace
+    assert "risk: destructive (not reversible)" in card.proposal and "effect: delete junk" in card.proposal
+    assert "no checkpoint taken in this run covers it" in card.proposal
+    assert result.data["risk"] == "destructive" and not (h.ws / "junk").exists()  # no checkpoint: not reversible
     prepared = h.shell.prepare(h.executor.catalog.get("sh_run").args_model(command="cat project.txt"))
     assert prepared.plan.category == "read-only"
 

@@ -94,16 +94,21 @@ def environment_for(requirements: str | bytes | None, *, policy: str | None = No
     """The environment for an app whose ``requirements.txt`` is ``requirements`` (None: it has none).
 
     Raises ``ToolFailure(requirements_unmet)`` naming the packages that cannot be provided
-    (``shell_tools``: the run may use ``install_dependencies``, and the refusal says so).
+    (``shell_tools``: the run may use ``install_dependencies``, and the refusal says so), and
+    ``ToolFailure(requirements_invalid)`` quoting the lines that are not requirements at all.
     """
     settings = settings or AppEnvSettings.from_environment()
     data = requirements.encode("utf-8") if isinstance(requirements, str) else (requirements or b"")
     memo_key = (hashlib.sha256(data).hexdigest() + ("" if requirements is not None else "-none"), settings)
     with _memo_lock:
         known = _memo.get(memo_key)
-    if known is not None and (known.overlay is None or known.overlay.is_dir()):
-        return known
-    found = _resolve(read_requirements(requirements), settings, policy, shell_tools)
+    if known is not None and (known.overlay is None or cached_overlay(settings, known.key) is not None):
+        return known  # an overlay is checked again (no-follow, the server's alone) each time it is used
+    listed = read_requirements(requirements)
+    if listed.invalid:
+        raise ToolFailure(ErrorCode.REQUIREMENTS_INVALID, invalid_message(listed),
+                          {"invalid": [{"line": line, "reason": why} for line, why in listed.invalid]})
+    found = _resolve(listed, settings, policy, shell_tools)
     with _memo_lock:
         if len(_memo) >= MEMO_SIZE:
             _memo.pop(next(iter(_memo)))
@@ -155,6 +160,14 @@ def unmet_message(plan: EnvPlan, not_found: tuple[str, ...], why: str, *, shell_
             "package index too when the operator gave the run's shell the network" if shell_tools else "")
     return (f"the app's requirements.txt needs {', '.join(named) or ', '.join(map(str, plan.missing))}, which this "
             f"server does not provide, and {why}. To run the app: {how_to_provide()}{also}")
+
+
+def invalid_message(listed: Listed) -> str:
+    """One line quoting each requirements line the reader could not evaluate, and why."""
+    shown = "; ".join(f"{line!r} ({why})" for line, why in listed.invalid[:5])
+    more = f" and {len(listed.invalid) - 5} more" if len(listed.invalid) > 5 else ""
+    return (f"the app's requirements.txt has {len(listed.invalid)} line(s) that are not requirements pip could "
+            f"read: {shown}{more}. Fix or remove them (pip would refuse the whole file)")
 
 
 def _name(requirement: Requirement) -> str:

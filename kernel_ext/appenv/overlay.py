@@ -5,13 +5,12 @@ One overlay per requirements set (and interpreter), kept under the operator's ca
 ``pip install --target`` in a one-off sandbox that can write only its scratch folder, sees a
 wheelhouse read-only, and reaches the network only when the operator allowed it; the folder is
 renamed into place when pip succeeded and the result fits the size limit. Concurrent builds of
-one key wait on a lock file, so the second run reuses the first one's overlay.
+one key wait on a lock file, so the second run reuses the first one's overlay. Every name in the
+cache is opened no-follow and checked on its descriptor (``cachedir``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -22,18 +21,20 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from kernel_ext import safejson
+from kernel_ext.appenv.cachedir import DIR_FLAGS, discard, locked, open_cache, open_dir_at, read_file_at
 from kernel_ext.appenv.settings import AppEnvSettings
 from kernel_ext.errors import ErrorCode, ToolFailure
 
 MANIFEST = "env.json"
+MAX_MANIFEST_BYTES = 1024 * 1024
 INDEX_VARIABLES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST")
 _NOT_FOUND = re.compile(r"(?:No matching distribution found for|Could not find a version that satisfies the requirement) "
                         r"([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -64,16 +65,36 @@ def overlay_key(requirements: Sequence[Requirement]) -> str:
 
 
 def cached_overlay(settings: AppEnvSettings, key: str) -> Overlay | None:
-    """The complete overlay for ``key``, or None (a half-built or damaged entry counts as none)."""
-    folder = settings.cache / key
-    if not (_real_dir(folder) and _real_dir(folder / "site") and (folder / MANIFEST).is_file()):
+    """The complete overlay for ``key``, or None (a half-built, damaged or planted entry counts as none).
+
+    Raises ``ToolFailure(app_env_cache_unsafe)`` when the cache folder is not the server's alone."""
+    with open_cache(settings.cache, create=False) as cache_fd:
+        return None if cache_fd is None else _entry(cache_fd, settings, key)
+
+
+def _entry(cache_fd: int, settings: AppEnvSettings, key: str) -> Overlay | None:
+    """Entry ``key`` read through descriptors: the folder, its ``site/`` and ``env.json``, each
+    no-follow and the server's alone. Names inside a checked cache are stable to anyone else, so
+    the ``site`` path handed to the app host is the folder checked here."""
+    entry = open_dir_at(cache_fd, key)
+    if entry is None:
         return None
     try:
-        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-        packages = tuple((str(n), str(v)) for n, v in manifest.get("packages", []))
-    except (OSError, ValueError, TypeError):
+        site = open_dir_at(entry, "site")
+        if site is None:
+            return None
+        os.close(site)
+        data = read_file_at(entry, MANIFEST, MAX_MANIFEST_BYTES)
+    finally:
+        os.close(entry)
+    if data is None:
         return None
-    return Overlay(key, folder / "site", packages)
+    try:
+        manifest = safejson.loads(data)
+        packages = tuple((str(n), str(v)) for n, v in manifest.get("packages", []))
+    except (ValueError, TypeError, AttributeError):
+        return None
+    return Overlay(key, settings.cache / key / "site", packages)
 
 
 def _real_dir(path: Path) -> bool:
@@ -84,42 +105,24 @@ def _real_dir(path: Path) -> bool:
         return False
 
 
-def _clear(path: Path) -> None:
-    """Remove a damaged entry (a file, a link, a folder without its manifest) before building it again."""
-    if _real_dir(path):
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-
-
 def ensure_overlay(requirements: Sequence[Requirement], settings: AppEnvSettings, *, policy: str | None = None) -> Overlay:
     """The overlay for ``requirements``: from the cache, else built now in the sandbox.
 
     Raises ``BuildFailed`` when pip could not provide them, ``ToolFailure`` when the sandbox
-    cannot start or the build passes its limits.
+    cannot start, the build passes its limits, or the cache is not the server's alone.
     """
     key = overlay_key(requirements)
     found = cached_overlay(settings, key)
     if found is not None:
         return found
-    settings.cache.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with _locked(settings.cache / f".{key}.lock"):
-        found = cached_overlay(settings, key)  # built by another run while we waited
-        if found is not None:
-            return found
-        _clear(settings.cache / key)
-        return _build(requirements, settings, key, policy)
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a+b") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    with open_cache(settings.cache, create=True) as cache_fd:
+        assert cache_fd is not None  # made when missing
+        with locked(cache_fd, f".{key}.lock"):
+            found = _entry(cache_fd, settings, key)  # built by another run while we waited
+            if found is not None:
+                return found
+            discard(cache_fd, key)  # a damaged or planted entry: renamed aside, never followed
+            return _build(requirements, settings, key, policy)
 
 
 def _build(requirements: Sequence[Requirement], settings: AppEnvSettings, key: str, policy: str | None) -> Overlay:
@@ -174,12 +177,23 @@ def _seal(scratch: Path, settings: AppEnvSettings, key: str, requirements: Seque
     sealed = Path(tempfile.mkdtemp(prefix=f".seal-{key}-", dir=settings.cache))
     try:
         os.rename(site, sealed / "site")
+        _private_folder(sealed / "site")
         with open(sealed / MANIFEST, "x", encoding="utf-8") as handle:
             handle.write(json.dumps(manifest, indent=1))
         os.replace(sealed, settings.cache / key)
     finally:
         shutil.rmtree(sealed, ignore_errors=True)  # gone already when the rename succeeded
     return Overlay(key, settings.cache / key / "site", packages, built_s)
+
+
+def _private_folder(folder: Path) -> None:
+    """Mode 0755 on ``folder`` (opened no-follow), whatever umask the build ran with: a cached
+    entry is used only when it and its ``site/`` are writable by no one but the server's user."""
+    fd = os.open(folder, DIR_FLAGS)
+    try:
+        os.fchmod(fd, 0o755)
+    finally:
+        os.close(fd)
 
 
 def _installed(site: Path) -> tuple[tuple[str, str], ...]:

@@ -3,7 +3,10 @@
 The file is written by the generator or the model, so it is bounded and read strictly. Lines
 that would steer *where* packages come from (``--index-url``, ``--find-links``, direct URLs,
 nested ``-r`` files, editable installs) are the operator's decision, never the app's: they are
-listed as unusable and ignored. Markers are evaluated for this interpreter.
+listed as unusable and ignored. Markers are evaluated for this interpreter. A line the reader
+cannot parse or evaluate (a malformed marker, specifier, extra or URL, a comparison the marker
+grammar cannot decide) is *invalid*: pip would reject the whole file, so the app's environment is
+refused by name (``requirements_invalid``, each line quoted), never an exception.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from packaging.utils import canonicalize_name
 
 MAX_BYTES = 64 * 1024
 MAX_REQUIREMENTS = 200
+MAX_LINE_CHARS = 2_000  # past this a line is invalid unread (the marker grammar is recursive)
 ARCHIVE_SUFFIXES = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".egg")
 
 
@@ -23,7 +27,8 @@ class Listed:
     """What a ``requirements.txt`` asks for: requirements that apply here, and refused lines with why."""
 
     requirements: tuple[Requirement, ...] = ()
-    unusable: tuple[tuple[str, str], ...] = ()  # (line, reason)
+    unusable: tuple[tuple[str, str], ...] = ()  # (line, reason): the operator's to decide, ignored
+    invalid: tuple[tuple[str, str], ...] = ()  # (line, reason): not a requirement the reader can evaluate
 
     def names(self) -> tuple[str, ...]:
         return tuple(canonicalize_name(r.name) for r in self.requirements)
@@ -39,32 +44,60 @@ def read_requirements(text: str | bytes | None) -> Listed:
         text = text.decode("utf-8", errors="replace")
     requirements: dict[str, Requirement] = {}
     unusable: list[tuple[str, str]] = []
+    invalid: list[tuple[str, str]] = []
     for raw in text[:MAX_BYTES].splitlines():
         line = _strip_comment(raw).strip()
         if not line:
             continue
         reason = _refusal(line)
-        if reason is None:
-            try:
-                requirement = Requirement(line)
-            except InvalidRequirement as exc:
-                reason = f"not a requirement: {str(exc).splitlines()[0][:120]}"
-            else:
-                if requirement.url:
-                    reason = "a direct URL: packages come only from the operator's sources"
-                elif requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
-                    continue  # for another platform or Python
-                elif len(requirements) >= MAX_REQUIREMENTS:
-                    reason = f"more than {MAX_REQUIREMENTS} requirements: the rest are not read"
-                else:
-                    requirement.marker = None
-                    key = canonicalize_name(requirement.name)
-                    if key in requirements:  # two lines for one package: both constraints hold
-                        requirement = _joined(requirements[key], requirement)
-                    requirements[key] = requirement
-                    continue
-        unusable.append((line[:200], reason))
-    return Listed(tuple(requirements.values()), tuple(unusable))
+        if reason is not None:
+            unusable.append((line[:200], reason))
+            continue
+        try:
+            requirement, applies = _evaluated(line)
+        except _Invalid as exc:
+            invalid.append((line[:200], exc.reason))
+            continue
+        if requirement.url:
+            unusable.append((line[:200], "a direct URL: packages come only from the operator's sources"))
+        elif not applies:
+            continue  # its marker is for another platform or Python
+        elif len(requirements) >= MAX_REQUIREMENTS:
+            unusable.append((line[:200], f"more than {MAX_REQUIREMENTS} requirements: the rest are not read"))
+        else:
+            key = canonicalize_name(requirement.name)
+            if key in requirements:  # two lines for one package: both constraints hold
+                requirement = _joined(requirements[key], requirement)
+            requirements[key] = requirement
+    return Listed(tuple(requirements.values()), tuple(unusable), tuple(invalid))
+
+
+class _Invalid(Exception):
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _evaluated(line: str) -> tuple[Requirement, bool]:
+    """``line`` as a requirement, its marker evaluated for this interpreter (and dropped), with
+    whether it applies here. Every way the parser or the marker's evaluation can fail (packaging
+    raises ValueError subclasses; a deeply nested marker a RecursionError) is ``_Invalid``."""
+    if len(line) > MAX_LINE_CHARS:
+        raise _Invalid(f"longer than {MAX_LINE_CHARS} characters: not read")
+    try:
+        requirement = Requirement(line)
+        applies = requirement.marker is None or requirement.marker.evaluate({"extra": ""})
+        requirement.marker = None
+        Requirement(str(requirement))  # what is kept must read back (it is joined, keyed and written again)
+    except InvalidRequirement as exc:
+        raise _Invalid(f"not a requirement: {_first_line(exc)}") from None
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise _Invalid(f"cannot be evaluated: {_first_line(exc)}") from None
+    return requirement, applies
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:120]
 
 
 def _strip_comment(line: str) -> str:

@@ -2,8 +2,8 @@
 
 Two checks, both cheap and both easy to get around on purpose:
 
-- a denylist of obvious catastrophes (``sudo``, ``rm -rf /``, piping a download into a shell,
-  fork bombs, reading ``~/.ssh`` or ``~/.aws``);
+- a denylist of obvious catastrophes (``sudo``, ``rm -rf /``, feeding a download to a shell by a
+  pipe, process or command substitution or here-string, fork bombs, reading ``~/.ssh`` or ``~/.aws``);
 - an optional program allowlist. The command is split as a shell would split it (quotes
   respected, ``;``/``|``/``&`` separated); a broken or empty command is refused, and only the
   **first word** (after leading ``NAME=value`` assignments) is compared with the list.
@@ -29,6 +29,10 @@ from kernel_ext.shellplan.words import MAX_COMMAND_CHARS, SplitError, split_word
 __all__ = ["DENY_PATTERNS", "MAX_COMMAND_CHARS", "check_command", "first_program", "split_command"]
 
 _HOME = r"(?:~|\$HOME|\$\{HOME\}|/root|/home/[^/\s]+)"
+_DOWNLOAD = r"(?:[^\s;&|()]*/)?\b(?:curl|wget|fetch)\b"
+_SHELL = r"(?:[^\s;&|()]*/)?(?:ba|z|da|k|fi|mk|a)?sh"
+# wrappers that run the next word: sudo, env VAR=1, timeout 5, nice -n 5 ... (each with its options)
+_WRAPPED = r"(?:(?:sudo|doas|env|exec|command|nohup|nice|timeout|stdbuf|setsid|busybox)\s+(?:(?:-\S*|\d\S*|\w+=\S*)\s+)*)*"
 # (reason, pattern searched on RE2: ``scan``); the fork bomb needs a backreference, so it is ``fork_bomb``
 FORK_BOMB = "a fork bomb"
 DENY_PATTERNS: tuple[tuple[str, Scan | None], ...] = (
@@ -40,7 +44,9 @@ DENY_PATTERNS: tuple[tuple[str, Scan | None], ...] = (
             r"(?:--no-preserve-root\s+)?[\"']?(?:/|/\*|~|~/|~/\*|\$HOME/?|\$\{HOME\}/?|/\.)[\"']?(?:\s|$|;|&|\|)"
         ),
     ),
-    ("a download piped into a shell", Scan(r"\b(?:curl|wget|fetch)\b[^|;&]*\|\s*(?:sudo\s+)?(?:ba|z|da|k|fi)?sh\b")),
+    ("a download piped into a shell", Scan(_DOWNLOAD + r"[^;&\n]*\|&?\s*" + _WRAPPED + _SHELL + r"(?:\s|$|[;&|)])")),
+    ("a download fed to a shell (process or command substitution, here-string)",
+     Scan(r"(?:^|[\s;&|(`])" + _WRAPPED + r"(?:" + _SHELL + r"|source|\.|eval)\s[^;&|\n]*?(?:<\(|\$\(|`)\s*" + _DOWNLOAD)),
     (FORK_BOMB, None),
     ("reading SSH or cloud credentials", Scan(_HOME + r"/\.(?:ssh|aws|gnupg|azure|kube|docker/config\.json)(?:/|\b)")),
     ("formatting or overwriting a disk", Scan(r"\bmkfs(?:\.\w+)?\b|\bdd\b[^;&|]*\bof=/dev/(?:sd|hd|vd|nvme|xvd|mmcblk)")),

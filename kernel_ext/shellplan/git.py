@@ -2,12 +2,15 @@
 
 Git's own history makes many changes reversible (the reflog keeps old commits), but anything
 that drops uncommitted work or rewrites shared history is destructive: ``reset --hard``,
-``clean -f``, ``checkout -- <path>``, ``restore``, ``stash drop``, ``rebase``, forced or deleting
-pushes. A ``checkout`` of something that looks like a path is treated as discarding changes.
+``clean -f`` (unless a checkpoint of this run covers it: ``deletion``), ``checkout -- <path>``,
+``restore``, ``stash drop``, ``rebase``, forced or deleting pushes. A ``checkout`` of something
+that looks like a path is treated as discarding changes.
 """
 
 from __future__ import annotations
 
+from kernel_ext.shellplan.deletion import deletion
+from kernel_ext.shellplan.reach import UNPLACED, Reach
 from kernel_ext.shellplan.verdict import (
     Verdict,
     bad,
@@ -34,13 +37,20 @@ _MUTATE_REVERSIBLE = frozenset(["add", "commit", "mv", "init", "merge", "cherry-
 _NETWORK = frozenset(["fetch", "pull", "clone", "ls-remote"])
 
 
-def classify_git(args: list[str]) -> Verdict:
+def classify_git(args: list[str], reach: Reach = UNPLACED) -> Verdict:
+    """``git ARGS``; ``reach``: where it runs (``git -C DIR`` moves it) and the run's checkpoints."""
     i = 0
     while i < len(args) and args[i].startswith("-"):
+        if args[i] == "-C" and i + 1 < len(args):
+            reach = reach.moved(args[i + 1])
+        elif args[i] in ("--git-dir", "--work-tree") or args[i].startswith(("--git-dir=", "--work-tree=")):
+            reach = reach.moved(None)  # the tree it cleans is elsewhere: not known
         i += 2 if args[i] in _GLOBAL_VALUED else 1
     if i >= len(args):
         return ro()
     sub, rest = args[i], args[i + 1 :]
+    if sub == "clean":
+        return _clean(rest, reach)
     rule = _SPECIAL.get(sub)
     if rule is not None:
         return rule(rest)
@@ -119,10 +129,11 @@ def _reset(rest: list[str]) -> Verdict:
     return mut("git", ("reset",), reversible=True)
 
 
-def _clean(rest: list[str]) -> Verdict:
+def _clean(rest: list[str], reach: Reach) -> Verdict:
     if has(rest, "-n", "--dry-run"):
         return ro()
-    return bad("git", ("clean",), "git clean deletes untracked files")
+    where = positional(rest, ("-e", "--exclude")) or ["."]
+    return deletion(where, reach, f"git clean deletes untracked files under {', '.join(where)}", root=True)
 
 
 def _checkout(rest: list[str]) -> Verdict:
@@ -205,7 +216,7 @@ def _commit(rest: list[str]) -> Verdict:
 
 _SPECIAL = {
     "push": _push, "branch": _branch, "tag": _tag, "remote": _remote, "config": _config, "stash": _stash,
-    "reset": _reset, "clean": _clean, "checkout": _checkout, "switch": _switch, "restore": _restore, "rm": _rm,
+    "reset": _reset, "checkout": _checkout, "switch": _switch, "restore": _restore, "rm": _rm,
     "rebase": _rebase, "reflog": _reflog, "gc": _gc, "update-ref": _update_ref, "worktree": _worktree,
     "submodule": _submodule, "archive": _archive, "commit": _commit,
 }

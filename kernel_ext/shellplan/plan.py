@@ -18,12 +18,14 @@ import re
 from dataclasses import replace
 
 from kernel_ext.shellplan.code import interpreter_verdict, is_interpreter, raw_scan
+from kernel_ext.shellplan.deletion import deletion
 from kernel_ext.shellplan.git import classify_git
 from kernel_ext.shellplan.lexer import Parsed, Redirect, Segment, Word, parse
 from kernel_ext.shellplan.reach import SEVERE_WRITE, UNPLACED, Reach, write_landing
 from kernel_ext.shellplan.rules import classify_program
 from kernel_ext.shellplan.scan import Scan, fork_bomb
 from kernel_ext.shellplan.segments import LEADING_KEYWORDS, assignment, cd_target, find_roots, redefines, start_paths
+from kernel_ext.shellplan.undo import NO_CONTEXT, PlanContext
 from kernel_ext.shellplan.verdict import (
     COMPLEX,
     DESTRUCTIVE,
@@ -42,52 +44,25 @@ from kernel_ext.shellplan.verdict import (
     worst,
 )
 from kernel_ext.shellplan.words import MAX_COMMAND_CHARS
+from kernel_ext.shellplan.wrappers import CHDIR, WRAPPERS
 
 MAX_DEPTH = 8
 HEADER_KEYWORDS = frozenset({"for", "case", "select", "function", "coproc"})
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish"})
-# wrapper -> (options taking a value, operands before the wrapped command)
-WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
-    "sudo": (frozenset(["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "--user", "--group", "--host", "--prompt",
-                        "--chdir"]), 0),
-    "doas": (frozenset({"-u", "-C"}), 0),
-    "env": (frozenset({"-u", "--unset", "-C", "--chdir"}), 0),
-    "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
-    "nice": (frozenset({"-n", "--adjustment"}), 0),
-    "ionice": (frozenset({"-c", "-n", "--class", "--classdata"}), 0),
-    "nohup": (frozenset(), 0),
-    "stdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0),
-    "setsid": (frozenset(), 0),
-    "time": (frozenset({"-f", "--format", "-o", "--output"}), 0),
-    "command": (frozenset(), 0),
-    "exec": (frozenset({"-a"}), 0),
-    "builtin": (frozenset(), 0),
-    "chrt": (frozenset(), 1),
-    "taskset": (frozenset(), 1),
-    "flock": (frozenset({"-w", "--timeout", "-E", "--conflict-exit-code"}), 1),
-    "unbuffer": (frozenset(), 0),
-    "caffeinate": (frozenset(), 0),
-    "strace": (frozenset(["-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-O", "-S", "-X"]), 0),
-    "ltrace": (frozenset(["-o", "-e", "-p", "-s", "-u", "-n", "-l"]), 0),
-    "valgrind": (frozenset(), 0),
-    "xvfb-run": (frozenset({"-n", "-s", "-f", "-e", "-p", "--server-args"}), 0),
-    "busybox": (frozenset(), 0),
-    "chroot": (frozenset({"--userspec", "--groups"}), 1),
-}
 _XARGS_VALUED = frozenset(["-a", "--arg-file", "-d", "--delimiter", "-E", "-e", "-I", "-L", "-n", "--max-args", "-P",
                            "--max-procs", "-s", "--max-chars", "--process-slot-var"])
 _SSH_VALUED = frozenset(["-p", "-i", "-l", "-o", "-F", "-J", "-L", "-R", "-D", "-b", "-c", "-e", "-E", "-m", "-O", "-Q", "-S",
                          "-W", "-w", "-B"])
 _NEUTRAL_TARGETS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
-_CHDIR = {"env": ("-C", "--chdir"), "sudo": ("-D", "--chdir")}
 _POSITIONAL = re.compile(r"\$(?:\{[@*1-9]\}|[@*1-9])")  # "$1", $@, ${1}: the names find or xargs hands a shell
 _DEVICE = Scan(r">\s*/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk)|\bof=/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk)")
 
 
-def classify(command: str) -> Plan:
-    """The plan of ``command`` (never raises on odd input: what cannot be parsed is ``complex``)."""
+def classify(command: str, context: PlanContext = NO_CONTEXT) -> Plan:
+    """The plan of ``command`` (never raises on odd input: what cannot be parsed is ``complex``);
+    ``context``: the run's checkpoints and starting folder, so a covered deletion is reversible."""
     parsed = parse(command)
-    verdict, segments = _command(parsed, command, 0)
+    verdict, segments = _command(parsed, command, 0, Reach(context=context))
     return Plan(command, verdict.category, verdict.reversible, verdict.effects, verdict.notes, tuple(segments))
 
 
@@ -143,13 +118,15 @@ def _classify_text(text: str, depth: int, reach: Reach = UNPLACED) -> Verdict:
 
 def _segment(seg: Segment, depth: int, reach: Reach = UNPLACED) -> Verdict:
     parts: list[Verdict] = []
-    inherited = Reach(cwd=reach.cwd)  # a subshell or substitution starts in the same folder, with its own input
+    inherited = reach.fresh()  # a subshell or substitution starts in the same folder, with its own input
     for inner in seg.groups:
         empty = Verdict(COMPLEX, False, notes=("defines a function",))
         parts.append(_classify_text(inner, depth + 1, inherited) if inner.strip() else empty)
-    for word in seg.words:
-        for sub in word.subs:
-            parts.append(_classify_text(sub, depth + 1, inherited).at_least(COMPLEX, "command substitution runs at run time"))
+    targets = [r.target for r in seg.redirects if r.target is not None]
+    subs = [_classify_text(sub, depth + 1, inherited) for word in (*seg.words, *targets) for sub in word.subs]
+    parts.extend(v.at_least(COMPLEX, "command substitution runs at run time") for v in subs)
+    if any(v.category == NETWORK for v in subs) and _runs_code(seg.words):
+        parts.append(bad("run", (), "runs code downloaded from the network (fed through a substitution)"))
     words = list(seg.words)
     while words and not words[0].quoted and words[0].text in LEADING_KEYWORDS:
         words.pop(0)
@@ -159,8 +136,10 @@ def _segment(seg: Segment, depth: int, reach: Reach = UNPLACED) -> Verdict:
     if words and not words[0].quoted and words[0].text in HEADER_KEYWORDS:
         parts.append(Verdict(COMPLEX, False, notes=(f"'{words[0].text}' control flow",)))
         return worst(parts)
+    command = [w.text for w in seg.words if not assignment(w)]  # keywords count: ``fi > out`` redirects a block
+    bare = not seg.groups and (not command or command in ([":"], ["true"]))
     for redirect in seg.redirects:
-        parts.append(_redirect(redirect, reach))
+        parts.append(_redirect(redirect, reach, bare))
     while words and assignment(words[0]):
         words.pop(0)
     if words:
@@ -168,9 +147,10 @@ def _segment(seg: Segment, depth: int, reach: Reach = UNPLACED) -> Verdict:
     return worst(parts) if parts else ro()
 
 
-def _redirect(redirect: Redirect, reach: Reach = UNPLACED) -> Verdict:
-    """Where output lands: a named file of the workspace or /tmp is an ordinary write (mutating);
-    a device or kernel file, or truncating a file in a home or the system, destroys (destructive)."""
+def _redirect(redirect: Redirect, reach: Reach = UNPLACED, bare: bool = False) -> Verdict:
+    """Where output lands. Into a device, kernel file, home, system path or out of the workspace,
+    appended or not: destructive. Onto a workspace or scratch file: decided at run time (complex),
+    but a redirect with no command (``> main.py``, ``: > main.py``) empties the file: a deletion."""
     target = redirect.target.text if redirect.target is not None else ""
     if redirect.op in ("<", "<<", "<<-", "<<<") or (redirect.op in (">&", "<&") and (target.isdigit() or target == "-")):
         return ro()
@@ -181,12 +161,29 @@ def _redirect(redirect: Redirect, reach: Reach = UNPLACED) -> Verdict:
     append = redirect.op in (">>", "&>>")
     op = "append" if append else "overwrite"
     where = write_landing(target, reach.cwd) if redirect.target is not None else "unknown"  # $HOME/x is a home
-    if where == "kernel" or (where in SEVERE_WRITE and not append):
-        return bad(op, (target,), f"output redirection {SEVERE_WRITE[where]} ({target})")
+    if where in SEVERE_WRITE:
+        how = f"appends to {target}, outside the workspace" if append else f"{SEVERE_WRITE[where]} ({target})"
+        return bad(op, (target,), f"output redirection {how}")
+    if bare and not append and where == "workspace" and redirect.op != "<>":
+        return deletion([target], reach, f"a redirect with no command empties {target}", op="truncate")
     note = f"output redirection {'appends to' if append else 'overwrites'} {target or 'a file'}"
-    if where in ("workspace", "scratch"):
-        return mut(op, (target,), note=note)
     return Verdict(COMPLEX, False, ((op, (target,)),), (note,))
+
+
+_CODE_RUNNERS = frozenset(["eval", "source", "."])
+
+
+def _runs_code(words: list[Word]) -> bool:
+    """Whether a segment runs code it is handed: a shell, an interpreter, eval or source anywhere in
+    it (a wrapper may come first), or a program name that is itself a substitution."""
+    program = next((w for w in words if not (not w.quoted and w.text in LEADING_KEYWORDS) and not assignment(w)), None)
+    if program is not None and program.subs:
+        return True
+    for word in words:
+        name = os.path.basename(word.text)
+        if not word.quoted and not word.dynamic and (name in SHELLS or name in _CODE_RUNNERS or is_interpreter(name)):
+            return True
+    return False
 
 
 def _words(words: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED) -> Verdict:
@@ -237,7 +234,7 @@ def _words(words: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED)
     if name == "watch":
         rest = _after_options(texts, frozenset({"-n", "--interval", "-q", "--equexit", "-s", "--shell"}))
         return _classify_text(" ".join(rest), depth + 1, reach) if rest else ro()
-    verdict = classify_git(texts) if name == "git" else classify_program(name, texts, reach)
+    verdict = classify_git(texts, reach) if name == "git" else classify_program(name, texts, reach)
     if name in ("awk", "gawk", "mawk", "nawk") and verdict is not None and verdict.category != READ_ONLY:
         raw = raw_scan(" ".join(texts), loose=True)  # system("...") runs a shell command
         verdict = worst([verdict, raw]) if raw else verdict
@@ -252,7 +249,7 @@ def _wrapper(name: str, args: list[Word], depth: int, seg: Segment, reach: Reach
     texts = [w.text for w in args]
     if name == "command" and any(t in ("-v", "-V") for t in texts):
         return ro()
-    folder = value_of(texts, _CHDIR.get(name, ()))
+    folder = value_of(texts, CHDIR.get(name, ()))
     reach = reach.moved(folder) if folder is not None else reach  # env -C DIR, sudo -D DIR: the command runs there
     if name == "env":
         split = value_of(texts, ("-S", "--split-string"))
@@ -284,18 +281,25 @@ def _wrapper(name: str, args: list[Word], depth: int, seg: Segment, reach: Reach
 def _shell(args: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED) -> Verdict:
     i = 0
     code: Word | None = None
+    reads_stdin = False  # -s: commands come from stdin, the operands are only arguments
     while i < len(args):
         text = args[i].text
         if text in ("-o", "-O", "+o", "+O"):
             i += 2
             continue
+        if text in ("--", "-"):
+            i += 1
+            break
         if text.startswith("-") and not text.startswith("--") and "c" in text[1:] and i + 1 < len(args):
             code = args[i + 1]
             break
-        if text.startswith(("-", "+")) and text not in ("-", "--"):
-            i += 1
-            continue
-        return unknown(f"runs the shell script {text!r}")
+        if text.startswith("-") and not text.startswith("--") and "s" in text[1:]:
+            reads_stdin = True
+        if not text.startswith(("-", "+")):
+            break
+        i += 1
+    if code is None and not reads_stdin and i < len(args):
+        return unknown(f"runs the shell script {args[i].text!r}")
     if code is not None:
         names = " ".join(reach.sweep)
         text = code.text
@@ -348,12 +352,12 @@ _FIND_FILTERS = frozenset(["-name", "-iname", "-path", "-ipath", "-regex", "-ire
 
 
 def _find_delete(roots: list[str], texts: list[str], reach: Reach) -> Verdict:
-    """``find . -name '*.pyc' -delete``: matches picked by a filter inside the workspace are an
-    ordinary cleanup (mutating); no filter, or a root out of the workspace, deletes wholesale."""
-    inside = all(write_landing(r, reach.cwd) in ("workspace", "root") for r in roots or ["."])
-    if inside and not reach.sweep and _FIND_FILTERS.intersection(texts):
-        return mut("delete", tuple(roots) or (".",), note="find -delete removes the matches inside the workspace")
-    return bad("delete", tuple(roots) or (".",), "find -delete removes every match")
+    """``find ROOTS ... -delete``: a bulk deletion under ROOTS (``deletion``): reversible only when a
+    checkpoint of this run covers every root. With no filter every match goes: destructive."""
+    where = roots or ["."]
+    if reach.sweep or not _FIND_FILTERS.intersection(texts):
+        return bad("delete", tuple(where), "find -delete removes every match")
+    return deletion(where, reach, f"find -delete removes the matches under {', '.join(where)}", root=True)
 
 
 def _xargs(args: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED) -> Verdict:
@@ -364,7 +368,7 @@ def _xargs(args: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED) 
     payload = args[i:]
     if not payload:
         return ro()
-    inner = reach.swept(reach.feed, appends=True) if reach.feed else Reach(cwd=reach.cwd)  # names from a find in the pipe
+    inner = reach.swept(reach.feed, appends=True) if reach.feed else reach.fresh()  # names from a find in the pipe
     return _words(payload, depth + 1, seg, inner).at_least(READ_ONLY, "xargs runs the command on input it reads at run time")
 
 

@@ -23,7 +23,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from kernel_ext.shellplan.verdict import Verdict, bad, mut, positional
+from kernel_ext.shellplan.undo import NO_CONTEXT, PlanContext
+from kernel_ext.shellplan.verdict import Verdict, bad, positional
 
 # ~, ~/, ~user, $HOME, ${HOME}, /root, /home/<user>, /Users/<user>: a home folder, spelled any usual way.
 _HOME = re.compile(r"(~[A-Za-z0-9._-]*|\$HOME|\$\{HOME\}|/root|/home(/[^/]+)?|/Users(/[^/]+)?)")
@@ -57,6 +58,7 @@ class Reach:
     sweep: tuple[str, ...] = ()  # folders whose every file the command is applied to
     feed: tuple[str, ...] = ()  # folders whose file names arrive on stdin (from ``find`` through a pipe)
     appends: bool = False  # the swept names follow the arguments (xargs) rather than stand for ``{}`` (find)
+    context: PlanContext = NO_CONTEXT  # the run's checkpoints and starting folder (``undo``)
 
     def moved(self, word: str | None) -> Reach:
         """After ``cd WORD`` (None: ``cd -`` or a computed folder: the folder is no longer known)."""
@@ -71,10 +73,14 @@ class Reach:
         """Applied file by file to everything under ``roots`` (``-execdir``: run inside them)."""
         resolved = _kept(roots, self.cwd)
         cwd = resolved[0] if cwd_in_root and len(resolved) == 1 else self.cwd
-        return Reach(cwd=cwd, sweep=resolved, appends=appends)
+        return Reach(cwd=cwd, sweep=resolved, appends=appends, context=self.context)
 
     def fed(self, roots: Sequence[str]) -> Reach:
         return replace(self, feed=_kept(roots, self.cwd))
+
+    def fresh(self) -> Reach:
+        """The same folder and run, nothing swept or fed (a subshell, a substitution, xargs without a find)."""
+        return Reach(cwd=self.cwd, context=self.context)
 
 
 UNPLACED = Reach()
@@ -117,7 +123,7 @@ def resolve(word: str, cwd: str | None) -> str:
 
 def worse_by_reach(name: str, args: Sequence[str], reach: Reach = UNPLACED) -> Verdict | None:
     """A destructive verdict when where the command lands makes it one; None: judge it as usual."""
-    words = _applied(args, reach)
+    words = applied(args, reach)
     if name in TRANSFER_PROGRAMS:
         sinks = sink_operands(name, words, reach.cwd)
         if sinks:
@@ -171,26 +177,6 @@ def _tar_dirs(args: Sequence[str]) -> list[str]:
     return out + [a[2:] for a in args if a.startswith("-C") and len(a) > 2]
 
 
-def inside_delete(name: str, args: Sequence[str], reach: Reach = UNPLACED) -> Verdict | None:
-    """``rm`` of names in the workspace (``rm -rf node_modules``): mutating, since a checkpoint can
-    bring them back. The workspace itself (``.``), ``.git``, a path out of it, a path through a
-    folder or with a trailing ``/`` (a link could lead out), a glob or a variable stay destructive
-    (None: judge as usual)."""
-    if name != "rm" or reach.sweep or "--" in args:
-        return None
-    files = positional(args)
-    if not files or any(ch in f for f in files for ch in "*?[{") or not all(_one_name(f, reach.cwd) for f in files):
-        return None
-    return mut("delete", files, note=f"rm deletes {', '.join(files)} inside the workspace (a checkpoint can restore it)")
-
-
-def _one_name(word: str, cwd: str | None) -> bool:
-    """A single name of the workspace, resolved without following a link: ``build`` but not
-    ``build/`` or ``sub/x`` (a link there, made earlier, could lead anywhere: ``ln -s / root; rm -rf root/``)."""
-    path = resolve(word, cwd)
-    return "/" not in path and write_landing(word, cwd) == "workspace"
-
-
 def _permission_files(name: str, args: Sequence[str]) -> list[str]:
     """The files of a permission change: its operands after the mode or owner (none with ``--reference``)."""
     words = positional(args, _PERMISSION_VALUED)
@@ -201,7 +187,7 @@ def _permission_files(name: str, args: Sequence[str]) -> list[str]:
     return words[1:]
 
 
-def _applied(args: Sequence[str], reach: Reach) -> list[str]:
+def applied(args: Sequence[str], reach: Reach) -> list[str]:
     """The arguments with ``{}`` standing for the swept folders (xargs appends them when there is none)."""
     if not reach.sweep:
         return list(args)

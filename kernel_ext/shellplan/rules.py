@@ -9,7 +9,8 @@ wrappers, interpreters, ``find -exec``) lives in ``plan``, ``git`` in ``git``.
 
 from __future__ import annotations
 
-from kernel_ext.shellplan.reach import UNPLACED, Reach, inside_delete, landing, worse_by_reach
+from kernel_ext.shellplan.deletion import delete_program, into_system
+from kernel_ext.shellplan.reach import UNPLACED, Reach, landing, worse_by_reach
 from kernel_ext.shellplan.verdict import (
     Verdict,
     bad,
@@ -68,10 +69,16 @@ RUNS_PROJECT_CODE = frozenset(
 
 
 def classify_program(name: str, args: list[str], reach: Reach = UNPLACED) -> Verdict | None:
-    """Verdict for a known program, or None when the name is not in any table (``reach``: where it lands)."""
-    worse = worse_by_reach(name, args, reach) or inside_delete(name, args, reach)
+    """Verdict for a known program, or None when the name is not in any table (``reach``: where it
+    lands). A write into a system path is destructive whatever the program (``deletion.into_system``)."""
+    worse = worse_by_reach(name, args, reach) or delete_program(name, args, reach)
     if worse is not None:
         return worse
+    found = _by_table(name, args)
+    return into_system(name, found, reach) if found is not None else None
+
+
+def _by_table(name: str, args: list[str]) -> Verdict | None:
     rule = _RULES.get(name)
     if rule is not None:
         return rule(args)

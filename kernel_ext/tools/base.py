@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from kernel_ext.errors import ErrorCode, ToolFailure
 
 if TYPE_CHECKING:
+    from kernel_ext.shellplan.undo import PlanContext
     from kernel_ext.tools.services import ShellAccess
     from kernel_ext.workspace import Workspace
 
@@ -135,6 +136,15 @@ def plan_caveat(service: object) -> str:
     has no session): ``ShellService.plan_caveat``, e.g. an earlier command changed PATH."""
     caveat = getattr(service, "plan_caveat", None)
     return str(caveat()) if callable(caveat) else ""
+
+
+def plan_context(service: object, working_dir: str | None = None) -> PlanContext:
+    """The run's checkpoints and the command's starting folder, for ``classify`` (``NO_CONTEXT`` when
+    the service keeps none): a deletion a checkpoint of this run covers is rated reversible."""
+    from kernel_ext.shellplan.undo import NO_CONTEXT
+
+    context = getattr(service, "plan_context", None)
+    return context(working_dir) if callable(context) else NO_CONTEXT
 
 
 def shell_service(ctx: ToolContext) -> ShellAccess:

@@ -24,6 +24,7 @@ from kernel_ext.tools.base import (
     ToolOutcome,
     ToolSpec,
     plan_caveat,
+    plan_context,
     shell_service,
 )
 from kernel_ext.tools.dependency_pins import apply_pins
@@ -75,7 +76,7 @@ def _proposal(ctx: ToolContext, command: str, working_dir: str | None, timeout: 
     from kernel_ext.shellplan.plan import classify
 
     header = f"run in the {tier} sandbox ({where}, timeout {timeout}):\n$ {command}"
-    plan = classify(command).caveated(plan_caveat(service))  # the session's PATH may make a name run another program
+    plan = classify(command, plan_context(service, working_dir)).caveated(plan_caveat(service))  # as the session runs it
     return Preparation(proposal=f"{header}\n{plan.text()}", data={"risk": plan.category})
 
 

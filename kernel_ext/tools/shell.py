@@ -29,6 +29,7 @@ from kernel_ext.tools.base import (
     ToolOutcome,
     ToolSpec,
     plan_caveat,
+    plan_context,
     shell_service,
 )
 
@@ -150,7 +151,8 @@ def sh_plan(args: ShPlanArgs, ctx: ToolContext) -> ToolOutcome:
 
     if not args.command.strip():
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "the command is empty")
-    plan = classify(args.command).caveated(plan_caveat(shell_service(ctx)))  # as the run's live shell would run it
+    service = shell_service(ctx)
+    plan = classify(args.command, plan_context(service)).caveated(plan_caveat(service))  # as the run's live shell would
     return ToolOutcome(f"$ {args.command}\n{plan.text()}", {"command": args.command, **plan.as_dict()})
 
 

@@ -224,10 +224,10 @@ def validate_source(source: Source, host: AppHost, *, hints: dict[str, Any] | No
         job = {"kind": "probe", "modules": smoke_modules(source.files, source.backend.entry), "hints": hints}
         reply = host.run(staged, job, timeout=PROBE_TIMEOUT_S)
     except ToolFailure as exc:
-        if exc.code == ErrorCode.REQUIREMENTS_UNMET:  # one finding naming the packages, never an import traceback
+        if exc.code in (ErrorCode.REQUIREMENTS_UNMET, ErrorCode.REQUIREMENTS_INVALID):  # one finding, never a traceback
             findings.append(Finding("blocker", "requirements", f"the app was not started: {exc.message}",
                                     f"{folder}/requirements.txt" if folder != "." else "requirements.txt", None,
-                                    "requirements_unmet"))
+                                    exc.code))
         else:
             findings.append(Finding("blocker", "probe",
                                     f"runtime unverified: {exc.message}; start-up and create were not checked",

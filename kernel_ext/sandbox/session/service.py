@@ -34,6 +34,7 @@ from kernel_ext.sandbox.session.registry import SessionRegistry
 from kernel_ext.sandbox.shtools.records import RecordStore, default_state_dir
 from kernel_ext.sandbox.tiers import UNAVAILABLE_MESSAGE, TierChoice, choose_tier
 from kernel_ext.shellplan.denylist import check_command
+from kernel_ext.shellplan.undo import Checkpoint, PlanContext
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,7 @@ class ShellService:
         self._on_close: list[Callable[[], object]] = []
         self._network: runnet.RunNetwork | None = None
         self._network_lock = threading.Lock()
+        self._checkpoints: tuple[Checkpoint, ...] = ()  # taken in this run, oldest first (``note_checkpoint``)
         self.registry.watch(run_id, self.workspace, self._folder_removed)
 
     # -- the tier -----------------------------------------------------------------------------
@@ -165,6 +167,24 @@ class ShellService:
             lambda: ShellSession(choice, self.workspace, self.home, network=self.settings.network_mode, hidden=self.hidden,
                                  shared=self.network()),
         )
+
+    def note_checkpoint(self, label: str, folder: str) -> None:
+        """A checkpoint this run took of ``folder`` (relative to the workspace): a later deletion it
+        covers is rated reversible, and the card names it (a label taken again replaces its entry)."""
+        with self._network_lock:
+            kept = tuple(c for c in self._checkpoints if c.label != label)
+            self._checkpoints = (*kept, Checkpoint(label, folder or "."))
+
+    def plan_context(self, working_dir: str | os.PathLike[str] | None = None) -> PlanContext:
+        """What a command is planned with: this run's checkpoints and the folder it starts in
+        (``working_dir``, else the session's current folder), relative to the workspace."""
+        if working_dir is None:
+            session = self.registry.get(self.run_id)
+            where = session.cwd if session is not None and not session.closed else self.workspace
+        else:
+            where = Path(working_dir) if os.path.isabs(working_dir) else self.workspace / working_dir
+        rel = os.path.relpath(os.path.normpath(where), self.workspace)
+        return PlanContext(self._checkpoints, rel if rel != ".." and not rel.startswith("../") else None)
 
     def plan_caveat(self) -> str:
         """Why a command's static rating cannot be trusted in this run's live shell ("" when it can):

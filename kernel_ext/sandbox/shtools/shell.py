@@ -177,7 +177,8 @@ class Shell:
             for path in (*_paths(request.expect.file_exists), *_paths(request.expect.file_absent)):
                 resolve_inside(self.workspace, placement.conf.working_dir(), path, "expected path")
         timeout = self.service.timeout_for(request.timeout_s()) if not request.background else 0.0
-        return Prepared(request, choice, classify(request.command), placement, timeout)
+        plan = classify(request.command, self.service.plan_context(placement.conf.working_dir()))
+        return Prepared(request, choice, plan, placement, timeout)
 
     def run(self, command: str, **options: Any) -> dict[str, Any]:
         """Run ``command``; returns the quiet result (a failing command is a result, not an error)."""
@@ -296,6 +297,7 @@ class Shell:
     def checkpoint(self, label: str, dir: str | None = None) -> dict[str, Any]:
         """Checkpoint ``dir``; the store reaches it through the fence (no-follow, from the workspace)."""
         meta = self.checkpoint_store.create(label, dir)
+        self.service.note_checkpoint(meta["label"], "/".join(meta["origin_parts"]))  # sh_plan counts it as this run's
         return {"label": meta["label"], "dir": self._rel(Path(meta["origin"])), "files": meta["files"], "bytes": meta["bytes"],
                 "method": meta["method"]}
 
@@ -319,7 +321,8 @@ class Shell:
     def plan(self, command: str) -> dict[str, Any]:
         if not isinstance(command, str) or not command.strip():
             raise ToolFailure(ErrorCode.INVALID_ARGUMENT, "the command is empty")
-        return {"command": command, **classify(command).caveated(self.service.plan_caveat()).as_dict()}
+        plan = classify(command, self.service.plan_context()).caveated(self.service.plan_caveat())
+        return {"command": command, **plan.as_dict()}
 
     def detail(self, record_id: str, selector: str = "stdout", match: str | None = None, start_line: int = 1,
                max_lines: int = 400) -> dict[str, Any]:
