@@ -1,0 +1,177 @@
+"""The classroom's key stays out of students' reach on the documented local hub: each student is an
+OS user of their own (docs/jupyterhub_config.py, ``BESSER_HUB_SPAWNER=system``, JupyterHub's
+LocalProcessSpawner), the hub, its proxy and the gateway run as the hub's account (root).
+
+Real: two OS users made for the test (useradd; removed at the end however it ends), the hub as
+root, configurable-http-proxy, both single-user servers and their kernels, a generate run each
+through the gateway to the loopback upstream (tests/provider_server.py, answering only the
+operator's key). The gateway in the service slot is tests/gateway_standin.py, the LABELLED
+stand-in of LiteLLM's proxy API, because LiteLLM's key store cannot run here (docs/jupyterhub.md,
+section 8); it is started, holds the keys and runs as the hub's account exactly as LiteLLM would.
+
+From EACH student's kernel: every readable ``/proc/*/environ`` and ``/proc/*/cmdline``, the other
+student's home (their server's root, their Jupyter runtime folder), the hub's state and log
+folder, ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are searched for key-shaped text; neither the
+operator's keys, nor the gateway's master key, nor the other student's gateway key is found,
+while the student's own key is (in their own server's environment: the search reads what it
+can). The hub's, the proxy's, the gateway's and the other server's environments are seen and
+closed (no hidepid in play). Everything the hub writes is 0600 / 0700 and the hub's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import stat
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import pytest_asyncio
+from hub_fixtures import (
+    KernelSocket,
+    answered,
+    free_port,
+    output_text,
+    pid_with,
+    process_environ,
+    proxy_missing,
+    run_once,
+    start_classroom,
+    start_hub,
+    upstream_holding,
+)
+from hub_users import cannot_run_python, os_users, os_users_missing, probe_code, students_view
+
+STANDIN = Path(__file__).with_name("gateway_standin.py")
+REAL_KEY = "sk-operator-" + secrets.token_hex(20)
+OTHER_KEY = "sk-ant-operator-" + secrets.token_hex(20)
+USAGE = {"prompt_tokens": 400, "completion_tokens": 50, "total_tokens": 450}
+
+
+@pytest.fixture(scope="module")
+def view() -> list[str]:
+    reason = os_users_missing() or proxy_missing()
+    if reason:
+        pytest.skip(reason)
+    return students_view()
+
+
+@pytest.fixture(scope="module")
+def students(view):
+    with os_users(2) as names:
+        reason = cannot_run_python(names[0], view)
+        if reason:
+            pytest.skip(reason)
+        yield names
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    with upstream_holding(REAL_KEY) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory, view, students, upstream):
+    port = free_port()
+    hub = start_hub(tmp_path_factory.mktemp("hub"), wrap=view, operator_env={
+        "BESSER_HUB_SPAWNER": "system",
+        "BESSER_HUB_USERS": ",".join(students),
+        "OPENAI_API_KEY": REAL_KEY,
+        "ANTHROPIC_API_KEY": OTHER_KEY,
+        "OPENAI_BASE_URL": upstream.url + "/v1",
+        "BESSER_LLM_MODEL": "gpt-4o-mini",
+        "BESSER_HUB_GATEWAY": "litellm",
+        "BESSER_HUB_GATEWAY_PORT": str(port),
+        "BESSER_HUB_GATEWAY_CMD": json.dumps([sys.executable, str(STANDIN)]),
+    })
+    hub.gateway = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{hub.gateway}/health/liveliness", timeout=2).status_code == 200:  # type: ignore[attr-defined]
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, f"the gateway did not start:\n{hub.log_tail()}"
+            time.sleep(0.1)
+        hub.pids.add(pid_with(str(STANDIN)))
+        yield hub
+    finally:
+        hub.stop()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def classroom(hub, students):
+    return await start_classroom(hub, tuple(students))
+
+
+async def search_from_kernel(hub, user: str, token: str, roots: list[str]) -> dict:
+    async with KernelSocket(hub, user, token) as kernel:
+        reply, outputs = await kernel.execute(probe_code(roots), timeout=300)
+    assert reply["status"] == "ok", output_text(outputs)
+    return json.loads("".join(o.get("text", "") for o in outputs if o["type"] == "stream"))
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio(loop_scope="module")
+async def test_from_each_students_kernel_no_key_but_their_own_is_reachable(hub, students, classroom, upstream):
+    homes = {name: Path(os.path.expanduser(f"~{name}")) for name in students}
+    servers = classroom["pids"]
+    keys = {name: process_environ(servers[name])["OPENAI_API_KEY"] for name in students}
+    master = (hub.state_dir / "gateway_master_key").read_text().strip()
+    proxy = int((hub.state_dir / "proxy.pid").read_text())
+    hub_side = {hub.process.pid: "the hub", proxy: "its proxy", pid_with(str(STANDIN)): "the gateway"}
+    assert process_environ(pid_with(str(STANDIN)))["OPENAI_API_KEY"] == REAL_KEY  # the gateway holds it
+    assert keys[students[0]] != keys[students[1]] and REAL_KEY not in keys.values()
+
+    for me, other in (students, students[::-1]):
+        roots = [str(homes[other]), str(homes[other] / ".local" / "share" / "jupyter" / "runtime"),
+                 str(hub.state_dir), str(hub.log_path.parent), "/tmp", "/var/tmp", "/dev/shm"]
+        seen = await search_from_kernel(hub, me, classroom["tokens"][me], roots)
+        uid = os.stat(homes[me]).st_uid
+        assert seen["uid"] == uid != 0
+        forbidden = {REAL_KEY: "the operator's key", OTHER_KEY: "the operator's other key",
+                     master: "the gateway's master key", keys[other]: f"{other}'s gateway key"}
+        leaks = [(where, name) for where, text in seen["found"] for key, name in forbidden.items() if key in text]
+        assert leaks == [], f"{me}'s kernel found {leaks}"
+        # the search reads what it can: the student's own key, in their own server's environment
+        assert [f"/proc/{servers[me]}/environ", keys[me]] in seen["found"]
+        # every environment the student can read is their own; the hub's side and the other
+        # student's server are listed (no hidepid) and closed
+        assert {e["uid"] for e in seen["environs"].values() if e["readable"]} == {uid}
+        for pid, what in {**hub_side, servers[other]: f"{other}'s server"}.items():
+            assert seen["environs"][str(pid)]["readable"] is False, what
+        assert str(homes[other]) in seen["denied"] and str(hub.state_dir) in seen["denied"]
+        assert seen["files"] > 0  # it did read files (in /tmp and the like)
+
+    # each student's own run still goes through the gateway, with their own key
+    upstream.plan(*(answered(USAGE) for _ in students))
+    for name in students:
+        _, events = await run_once(hub, name, classroom["tokens"][name])
+        assert events[-1]["status"] in ("completed", "blocked"), events[-1]
+    assert len(upstream.requests) == 2
+    assert {r.headers["authorization"] for r in upstream.requests} == {f"Bearer {REAL_KEY}"}
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio(loop_scope="module")
+async def test_what_the_hub_writes_is_its_own_and_each_home_its_students(hub, students, classroom):
+    written = [hub.state_dir, *hub.state_dir.rglob("*")]
+    names = {p.name for p in written}
+    assert {"jupyterhub.sqlite", "jupyterhub_cookie_secret", "gateway_master_key", "litellm_config.yaml"} <= names
+    loose = [(str(p), oct(p.lstat().st_mode)) for p in written
+             if p.lstat().st_uid != os.getuid() or p.lstat().st_mode & 0o077]
+    assert loose == []
+    assert "users" not in names  # system users: their homes are their own, not the hub's
+    for name in students:
+        home = Path(os.path.expanduser(f"~{name}"))
+        account = home.stat()
+        assert stat.S_IMODE(account.st_mode) == 0o700  # useradd made it 0755; the hub's hook did, as the student
+        notebooks = sorted((home / "notebooks").glob("*.ipynb"))
+        assert notebooks and {p.stat().st_uid for p in notebooks} == {account.st_uid}  # copied as the student
