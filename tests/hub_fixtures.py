@@ -179,6 +179,23 @@ def start_hub(workdir: Path, operator_env: dict[str, str], timeout: float = 60, 
         time.sleep(0.2)
 
 
+def wait_for_gateway(hub: Hub, url: str, marker: str, timeout: float) -> int:
+    """Wait until the hub's gateway service at ``url`` answers (LiteLLM takes 20-40 s to load on two
+    busy cores); its pid (the process whose command line holds ``marker``), kept for teardown."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}/health/liveliness", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline and hub.process.poll() is None, f"the gateway did not start:\n{hub.log_tail()}"
+        time.sleep(0.2)
+    pid = pid_with(marker)
+    hub.pids.add(pid)  # the hub stops its services; by pid if it does not
+    return pid
+
+
 class KernelSocket:
     """One kernel of a user's server, reached through the hub proxy (legacy JSON websocket protocol).
 

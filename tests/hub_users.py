@@ -122,25 +122,31 @@ os.execvp(command[0], command)
 """
 
 
-def students_view() -> list[str]:
+def students_view(also: tuple[Path, ...] = ()) -> list[str]:
     """A command prefix under which students can run this environment's Python (empty when they
     already can). On a machine whose interpreter or checkout sits in a private folder (pyenv under
     /root, 0700), the hub runs in a mount namespace of its own where that folder is an empty
     tmpfs holding only what the servers run from: the hub's state lives elsewhere, so nothing of
-    the hub's is exposed by it, and no other process on the machine sees the change."""
-    ways = hidden_ways(needed_by_students())
+    the hub's is exposed by it, and no other process on the machine sees the change. ``also``:
+    what the hub's own services run from (LiteLLM's venv), kept reachable for them."""
+    ways = hidden_ways([*needed_by_students(), *(p.resolve() for p in also if p.exists())])
     if not ways:
         return []
     return ["unshare", "--mount", "--propagation", "private", "--", sys.executable, "-I", "-c", EXPOSE, json.dumps(ways)]
 
 
+def run_as(name: str, view: list[str], code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by this environment's Python as the OS user ``name`` (no groups), under ``view``."""
+    account = pwd.getpwnam(name)
+    return subprocess.run([*view, "setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups",
+                           sys.executable, "-c", code], cwd="/", capture_output=True, text=True,
+                          env={"PATH": os.defpath}, timeout=300)
+
+
 def cannot_run_python(name: str, view: list[str]) -> str | None:
     """Why ``name`` cannot run this environment's Python and import the server under ``view``
     (None when it can)."""
-    account = pwd.getpwnam(name)
-    done = subprocess.run([*view, "setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups",
-                           sys.executable, "-c", "import jupyterhub, kernel_ext"],
-                          cwd="/", capture_output=True, text=True, env={"PATH": os.defpath})
+    done = run_as(name, view, "import jupyterhub, kernel_ext")
     if done.returncode:
         return f"another OS user cannot run {sys.executable} with the project: {done.stderr.strip()[-300:]}"
     return None

@@ -36,6 +36,7 @@ from hub_fixtures import (
     start_classroom,
     start_hub,
     upstream_holding,
+    wait_for_gateway,
 )
 
 STANDIN = Path(__file__).with_name("gateway_standin.py")
@@ -70,14 +71,7 @@ def hub(tmp_path_factory, upstream):
     hub = start_hub(tmp_path_factory.mktemp("hub"), operator_env)
     hub.gateway = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
     try:
-        for _ in range(100):
-            try:
-                if httpx.get(f"{hub.gateway}/health/liveliness", timeout=2).status_code == 200:  # type: ignore[attr-defined]
-                    break
-            except httpx.HTTPError:
-                pass
-            asyncio.run(asyncio.sleep(0.1))
-        hub.pids.add(pid_with(str(STANDIN)))  # the hub stops its services; by pid if it does not
+        wait_for_gateway(hub, hub.gateway, str(STANDIN), timeout=60)  # type: ignore[attr-defined]
         yield hub
     finally:
         hub.stop()

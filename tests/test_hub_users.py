@@ -22,19 +22,21 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import secrets
 import stat
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 import pytest_asyncio
 from hub_fixtures import (
+    LITELLM,
+    LITELLM_VENV,
     KernelSocket,
     answered,
     free_port,
+    litellm_missing,
     output_text,
     pid_with,
     process_environ,
@@ -43,8 +45,9 @@ from hub_fixtures import (
     start_classroom,
     start_hub,
     upstream_holding,
+    wait_for_gateway,
 )
-from hub_users import cannot_run_python, os_users, os_users_missing, probe_code, students_view
+from hub_users import cannot_run_python, os_users, os_users_missing, probe_code, run_as, students_view
 
 STANDIN = Path(__file__).with_name("gateway_standin.py")
 REAL_KEY = "sk-operator-" + secrets.token_hex(20)
@@ -57,7 +60,7 @@ def view() -> list[str]:
     reason = os_users_missing() or proxy_missing()
     if reason:
         pytest.skip(reason)
-    return students_view()
+    return students_view(also=(LITELLM_VENV,))  # LiteLLM's venv: the hub's gateway runs from it
 
 
 @pytest.fixture(scope="module")
@@ -91,16 +94,7 @@ def hub(tmp_path_factory, view, students, upstream):
     })
     hub.gateway = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{hub.gateway}/health/liveliness", timeout=2).status_code == 200:  # type: ignore[attr-defined]
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, f"the gateway did not start:\n{hub.log_tail()}"
-            time.sleep(0.1)
-        hub.pids.add(pid_with(str(STANDIN)))
+        wait_for_gateway(hub, hub.gateway, str(STANDIN), timeout=60)  # type: ignore[attr-defined]
         yield hub
     finally:
         hub.stop()
@@ -175,3 +169,52 @@ async def test_what_the_hub_writes_is_its_own_and_each_home_its_students(hub, st
         assert stat.S_IMODE(account.st_mode) == 0o700  # useradd made it 0755; the hub's hook did, as the student
         notebooks = sorted((home / "notebooks").glob("*.ipynb"))
         assert notebooks and {p.stat().st_uid for p in notebooks} == {account.st_uid}  # copied as the student
+
+
+@pytest.fixture(scope="module")
+def litellm_hub(tmp_path_factory, view, students, upstream):
+    reason = litellm_missing()
+    if reason:
+        pytest.skip(reason)
+    port = free_port()
+    hub = start_hub(tmp_path_factory.mktemp("litellm-hub"), wrap=view, operator_env={
+        "BESSER_HUB_SPAWNER": "system",
+        "BESSER_HUB_USERS": ",".join(students),
+        "OPENAI_API_KEY": REAL_KEY,
+        "OPENAI_BASE_URL": upstream.url + "/v1",
+        "BESSER_LLM_MODEL": "gpt-4o-mini",
+        "BESSER_HUB_GATEWAY": "litellm",
+        "BESSER_HUB_GATEWAY_PORT": str(port),
+        "BESSER_HUB_LITELLM": str(LITELLM),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    })
+    try:
+        hub.gateway_pid = wait_for_gateway(  # type: ignore[attr-defined]
+            hub, f"http://127.0.0.1:{port}", str(hub.state_dir / "litellm_config.yaml"), timeout=240)
+        yield hub
+    finally:
+        hub.stop()
+
+
+@pytest.mark.slow
+def test_the_real_litellm_gateway_runs_closed_to_students(litellm_hub, view, students):
+    """LiteLLM itself as the hub's gateway, on the same system-user hub. Its key store cannot run
+    here, so no student server starts (tests/test_hub_litellm.py): the same search runs as a
+    student's own process instead of in their kernel."""
+    hub = litellm_hub
+    assert process_environ(hub.gateway_pid)["OPENAI_API_KEY"] == REAL_KEY  # LiteLLM holds the key
+    master = (hub.state_dir / "gateway_master_key").read_text().strip()
+    roots = [str(hub.state_dir), str(hub.log_path.parent), "/tmp", "/var/tmp", "/dev/shm"]
+    done = run_as(students[1], view, probe_code(roots))
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout)
+    assert seen["uid"] == pwd.getpwnam(students[1]).pw_uid
+    assert [where for where, text in seen["found"] if REAL_KEY in text or master in text] == []
+    assert {e["uid"] for e in seen["environs"].values() if e["readable"]} == {seen["uid"]}
+    proxy = int((hub.state_dir / "proxy.pid").read_text())
+    for pid in (hub.gateway_pid, hub.process.pid, proxy):
+        assert seen["environs"][str(pid)]["readable"] is False
+    assert str(hub.state_dir) in seen["denied"] and seen["files"] > 0
+    written = [hub.state_dir, *hub.state_dir.rglob("*")]
+    assert {"jupyterhub.sqlite", "litellm_config.yaml", "gateway_master_key"} <= {p.name for p in written}
+    assert [str(p) for p in written if p.lstat().st_uid != os.getuid() or p.lstat().st_mode & 0o077] == []
