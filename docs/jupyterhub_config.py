@@ -157,18 +157,22 @@ c.Spawner.environment = {
 }
 
 
-# run as the student: their home private, the teaching notebooks copied in (an existing copy,
-# or a link in its place, is never overwritten); arguments: the source folder, the home
+# run as the student: their home private (or the spawn stops), the teaching notebooks copied in
+# where the student may write (an existing copy, or a link in its place, is never overwritten);
+# arguments: the source folder, the home
 COPY_NOTEBOOKS = """
 import os, shutil, sys
 source, home = sys.argv[1], sys.argv[2]
 os.makedirs(home, mode=0o700, exist_ok=True)
 os.chmod(home, 0o700)
 target = os.path.join(home, "notebooks")
-os.makedirs(target, exist_ok=True)
-for name in sorted(os.listdir(source)):
-    if name.endswith(".ipynb") and not os.path.lexists(os.path.join(target, name)):
-        shutil.copyfile(os.path.join(source, name), os.path.join(target, name))
+try:
+    os.makedirs(target, exist_ok=True)
+    for name in sorted(os.listdir(source)):
+        if name.endswith(".ipynb") and not os.path.lexists(os.path.join(target, name)):
+            shutil.copyfile(os.path.join(source, name), os.path.join(target, name))
+except OSError as error:
+    print(f"the notebooks were not copied: {error}", file=sys.stderr)
 """
 
 
@@ -187,8 +191,10 @@ async def copy_notebooks(spawner) -> None:
     )
     _, said = await asyncio.wait_for(process.communicate(), 60)
     if process.returncode:
-        raise RuntimeError(f"the home of {spawner.user.name} could not be prepared: "
+        raise RuntimeError(f"the home of {spawner.user.name} could not be made private: "
                            f"{said.decode(errors='replace')[-300:]}")
+    if said:
+        spawner.log.warning("%s: %s", spawner.user.name, said.decode(errors="replace")[-300:])
 
 
 services: list[dict] = []

@@ -102,7 +102,14 @@ def hub(tmp_path_factory, view, students, upstream):
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def classroom(hub, students):
-    return await start_classroom(hub, tuple(students))
+    """Both servers started; the second student first planted a link where the hub copies the
+    notebooks, to a folder of root's they may enter but not write (the hub copies as the student)."""
+    home = Path(os.path.expanduser(f"~{students[1]}"))
+    decoy = home.parent / "roots-folder"
+    decoy.mkdir(mode=0o755)
+    (home / "notebooks").symlink_to(decoy)
+    classroom = await start_classroom(hub, tuple(students))
+    return {**classroom, "decoy": decoy}
 
 
 async def search_from_kernel(hub, user: str, token: str, roots: list[str]) -> dict:
@@ -164,11 +171,12 @@ async def test_what_the_hub_writes_is_its_own_and_each_home_its_students(hub, st
     assert loose == []
     assert "users" not in names  # system users: their homes are their own, not the hub's
     for name in students:
-        home = Path(os.path.expanduser(f"~{name}"))
-        account = home.stat()
+        account = Path(os.path.expanduser(f"~{name}")).stat()
         assert stat.S_IMODE(account.st_mode) == 0o700  # useradd made it 0755; the hub's hook did, as the student
-        notebooks = sorted((home / "notebooks").glob("*.ipynb"))
-        assert notebooks and {p.stat().st_uid for p in notebooks} == {account.st_uid}  # copied as the student
+    notebooks = sorted(Path(os.path.expanduser(f"~{students[0]}"), "notebooks").glob("*.ipynb"))
+    assert notebooks and {p.stat().st_uid for p in notebooks} == {pwd.getpwnam(students[0]).pw_uid}  # as the student
+    # through the second student's planted link the copy, as that student, wrote nothing into root's folder
+    assert list(classroom["decoy"].iterdir()) == [] and "the notebooks were not copied" in hub.log_path.read_text()
 
 
 @pytest.fixture(scope="module")
