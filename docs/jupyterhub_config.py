@@ -1,19 +1,25 @@
 """A local JupyterHub with two users, alice and bob, whose servers load the besser-agent extension.
 
-For trying the classroom set-up on one machine, and for ``tests/test_hub.py``; not for
-production (see docs/jupyterhub.md for Zero-to-JupyterHub). Start it from the repository root:
+For trying the classroom set-up on one machine, and for the hub tests; not for production (see
+docs/jupyterhub.md for Zero-to-JupyterHub). Start it from the repository root:
 
     npm install -g configurable-http-proxy      # once: the hub's proxy comes from npm
-    .venv/bin/jupyterhub -f docs/jupyterhub_config.py
+    useradd -m alice && useradd -m bob          # once: each student is an OS user of their own
+    sudo .venv/bin/jupyterhub -f docs/jupyterhub_config.py
 
 then open http://127.0.0.1:8000 and log in as alice or bob (password: classroom).
 
 - Authenticator: JupyterHub's DummyAuthenticator (one shared password; testing only).
-- Spawner: SimpleLocalProcessSpawner. Every user's server runs as the hub's own OS user, in
-  its own folder (``<state>/users/<name>``), so each has its own ``besser_runs/``. It gives no
-  OS isolation between users: the extension's per-user separation rests on the hub's tokens
-  and those separate folders. On a shared machine use system users (LocalProcessSpawner) or
-  one pod per user (KubeSpawner).
+- Spawner (``BESSER_HUB_SPAWNER``):
+  ``system`` (the default): LocalProcessSpawner. Each student's server runs as that student's OS
+  user, in their home (made private, 0700); the hub, its proxy and the gateway run as the hub's
+  account (root), so a student's kernel can read neither their environments nor their files nor
+  another student's. Needs a root hub and an OS user per allowed name (not root).
+  ``shared``: SimpleLocalProcessSpawner, every server the hub's own OS user, in
+  ``<state>/users/<name>``. Any user's kernel can then read the hub's keys, the gateway's and the
+  other users' (``/proc/<pid>/environ``) and files: for one person trying it alone, never a class.
+- Everything the hub writes is its account's alone: the state folder is 0700, its files 0600
+  (the hub runs with umask 077, and so do the processes it starts).
 - Operator settings: the provider keys and ``BESSER_LLM_*`` / ``BESSER_SANDBOX`` /
   ``BESSER_SANDBOX_*`` variables present when the hub starts are handed to every single-user
   server (and only those).
@@ -22,9 +28,12 @@ then open http://127.0.0.1:8000 and log in as alice or bob (password: classroom)
   gateway (LiteLLM's proxy) that the hub runs as a managed service, and never to a student's
   server. Each server gets, through its environment, a key of its own issued by the gateway for
   that student (the student's budget is kept by the gateway) and the gateway's URL as
-  ``OPENAI_BASE_URL``. No key can be issued: the server does not start (fail closed).
+  ``OPENAI_BASE_URL``. No key can be issued: the server does not start (fail closed). With
+  ``shared`` servers this holds against the notebook, not against the user: any kernel reads
+  the gateway's environment.
 
-Knobs, all optional: ``BESSER_HUB_DIR`` (state and users' folders, default ``.hub``),
+Knobs, all optional: ``BESSER_HUB_SPAWNER`` (``system``; ``shared``), ``BESSER_HUB_DIR`` (state,
+and the users' folders when shared, default ``.hub``),
 ``BESSER_HUB_PORT`` (8000), ``BESSER_HUB_API_PORT`` (8001), ``BESSER_HUB_INTERNAL_PORT``
 (8081), ``BESSER_HUB_PASSWORD`` (classroom), ``BESSER_HUB_USERS`` (who may log in, comma-separated;
 default ``alice,bob``; bench/bench_hub_capacity.py makes a class of its own),
@@ -40,10 +49,14 @@ server as before), ``BESSER_HUB_GATEWAY_PORT`` (4000, loopback), ``BESSER_HUB_ST
 environment).
 """
 
+import asyncio
 import json
 import os
+import pwd
 import secrets
 import shutil
+import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -52,7 +65,49 @@ c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
 REPO = Path(__file__).resolve().parent.parent
 STATE = Path(os.environ.get("BESSER_HUB_DIR", ".hub")).resolve()
 USERS = STATE / "users"
-USERS.mkdir(parents=True, exist_ok=True)
+SPAWNER = os.environ.get("BESSER_HUB_SPAWNER", "system").strip().lower()
+ALLOWED = {name.strip() for name in os.environ.get("BESSER_HUB_USERS", "alice,bob").split(",") if name.strip()}
+if SPAWNER not in ("system", "shared"):
+    raise SystemExit(f"BESSER_HUB_SPAWNER={SPAWNER!r}: 'system' (one OS user per student) or 'shared' (one person trying it)")
+
+# -- who runs as whom: a student's kernel must not read the hub's, the gateway's or another's keys --
+if SPAWNER == "system":
+    if os.getuid() != 0:
+        raise SystemExit("BESSER_HUB_SPAWNER=system (the default) starts each student's server as their own OS "
+                         "user, which needs the hub run as root; for one person trying it alone, "
+                         "BESSER_HUB_SPAWNER=shared (docs/jupyterhub.md, section 7)")
+    accounts = {}
+    for name in sorted(ALLOWED):
+        try:
+            accounts[name] = pwd.getpwnam(name)
+        except KeyError:
+            raise SystemExit(f"no OS user {name!r} for BESSER_HUB_USERS: create it (useradd -m {name}) "
+                             "or leave it out") from None
+        if accounts[name].pw_uid in (0, os.getuid()):
+            raise SystemExit(f"the student {name!r} is the hub's own account: it would read the hub's keys")
+else:
+    print(f"BESSER_HUB_SPAWNER=shared: every server runs as {pwd.getpwuid(os.getuid()).pw_name}, the hub's "
+          "own OS user; each user's kernel can read the hub's, the gateway's and the other users' keys and "
+          "files. For one person trying it alone, never a class.", file=sys.stderr)
+
+# -- everything the hub writes is its account's alone (the database, the cookie secret, the
+# gateway's configuration and master key): umask 077 here and in every process it starts
+os.umask(0o077)
+STATE.mkdir(mode=0o700, parents=True, exist_ok=True)
+for entry in (STATE, *STATE.iterdir()):
+    info = os.lstat(entry)
+    if stat.S_ISLNK(info.st_mode) or info.st_uid != os.getuid():
+        raise SystemExit(f"{entry} is a link or not the hub's own: the hub keeps its state only in its own files")
+    os.chmod(entry, 0o700 if stat.S_ISDIR(info.st_mode) else 0o600)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write one of the hub's files: the hub's account alone reads it (0600), never through a link."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        os.fchmod(fd, 0o600)
+        handle.write(text)
+
 
 # Variables the operator may set for the single-user servers (keys stay out of notebooks and
 # tool environments: the extension redacts them and the sandbox scrubs them).
@@ -80,15 +135,18 @@ c.JupyterHub.cleanup_servers = True
 # -- who may log in --------------------------------------------------------------------------
 c.JupyterHub.authenticator_class = "dummy"
 c.DummyAuthenticator.password = os.environ.get("BESSER_HUB_PASSWORD", "classroom")
-c.Authenticator.allowed_users = {name.strip() for name in os.environ.get("BESSER_HUB_USERS", "alice,bob").split(",")
-                                 if name.strip()}
+c.Authenticator.allowed_users = ALLOWED
 
 # -- how a user's server starts -----------------------------------------------------------------
-c.JupyterHub.spawner_class = "simple"
-c.SimpleLocalProcessSpawner.home_dir_template = str(USERS / "{username}")
-c.Spawner.notebook_dir = str(USERS / "{username}")
+if SPAWNER == "system":
+    c.JupyterHub.spawner_class = "localprocess"  # as the student's OS user, in their home
+else:
+    USERS.mkdir(mode=0o700, exist_ok=True)
+    c.JupyterHub.spawner_class = "simple"
+    c.SimpleLocalProcessSpawner.home_dir_template = str(USERS / "{username}")
+    c.Spawner.notebook_dir = str(USERS / "{username}")
+    c.Spawner.args = ["--allow-root"] if os.getuid() == 0 else []  # a root hub starts root servers
 c.Spawner.cmd = [str(Path(sys.executable).with_name("jupyterhub-singleuser"))]
-c.Spawner.args = ["--allow-root"] if os.getuid() == 0 else []  # a root hub starts root servers
 c.Spawner.default_url = "/lab"
 c.Spawner.start_timeout = 120
 c.Spawner.http_timeout = 120
@@ -99,13 +157,44 @@ c.Spawner.environment = {
 }
 
 
-def copy_notebooks(spawner):
-    """Give each new user the teaching notebooks (an existing copy is never overwritten)."""
-    target = Path(spawner.home_dir) / "notebooks"
-    target.mkdir(parents=True, exist_ok=True)
-    for notebook in sorted((REPO / "notebooks").glob("*.ipynb")):
-        if not (target / notebook.name).exists():
-            shutil.copyfile(notebook, target / notebook.name)
+# run as the student: their home private (or the spawn stops), the teaching notebooks copied in
+# where the student may write (an existing copy, or a link in its place, is never overwritten);
+# arguments: the source folder, the home
+COPY_NOTEBOOKS = """
+import os, shutil, sys
+source, home = sys.argv[1], sys.argv[2]
+os.makedirs(home, mode=0o700, exist_ok=True)
+os.chmod(home, 0o700)
+target = os.path.join(home, "notebooks")
+try:
+    os.makedirs(target, exist_ok=True)
+    for name in sorted(os.listdir(source)):
+        if name.endswith(".ipynb") and not os.path.lexists(os.path.join(target, name)):
+            shutil.copyfile(os.path.join(source, name), os.path.join(target, name))
+except OSError as error:
+    print(f"the notebooks were not copied: {error}", file=sys.stderr)
+"""
+
+
+async def copy_notebooks(spawner) -> None:
+    """Give each new user a private home with the teaching notebooks. With system users the copy
+    runs as the student, so the hub (root) never writes where a student's link could point."""
+    if SPAWNER == "system":
+        account = pwd.getpwnam(spawner.user.name)
+        home, as_student = account.pw_dir, {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+    else:
+        home, as_student = spawner.home_dir, {}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-I", "-c", COPY_NOTEBOOKS, str(REPO / "notebooks"), home, cwd="/",
+        env={"PATH": os.defpath}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        **as_student,
+    )
+    _, said = await asyncio.wait_for(process.communicate(), 60)
+    if process.returncode:
+        raise RuntimeError(f"the home of {spawner.user.name} could not be made private: "
+                           f"{said.decode(errors='replace')[-300:]}")
+    if said:
+        spawner.log.warning("%s: %s", spawner.user.name, said.decode(errors="replace")[-300:])
 
 
 services: list[dict] = []
@@ -117,13 +206,12 @@ if GATEWAY:
     BUDGET_USD = float(os.environ.get("BESSER_HUB_STUDENT_BUDGET_USD", "1.00"))
     MASTER_KEY_FILE = STATE / "gateway_master_key"
     if not os.environ.get("LITELLM_MASTER_KEY") and not MASTER_KEY_FILE.exists():
-        MASTER_KEY_FILE.touch(mode=0o600)
-        MASTER_KEY_FILE.write_text("sk-" + secrets.token_urlsafe(32))
+        write_private(MASTER_KEY_FILE, "sk-" + secrets.token_urlsafe(32))
     MASTER_KEY = os.environ.get("LITELLM_MASTER_KEY") or MASTER_KEY_FILE.read_text().strip()
     # LiteLLM's proxy configuration (JSON is YAML): one model, the operator's key and upstream by
     # reference to the service's environment, keys and spend in its Postgres store
     upstream = {"api_base": os.environ["OPENAI_BASE_URL"]} if os.environ.get("OPENAI_BASE_URL") else {}
-    (STATE / "litellm_config.yaml").write_text(json.dumps({
+    write_private(STATE / "litellm_config.yaml", json.dumps({
         "model_list": [{"model_name": MODEL,
                         "litellm_params": {"model": f"openai/{MODEL}", "api_key": "os.environ/OPENAI_API_KEY", **upstream}}],
         "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY", "database_url": "os.environ/DATABASE_URL"},
@@ -133,7 +221,8 @@ if GATEWAY:
         os.environ.get("BESSER_HUB_LITELLM") or shutil.which("litellm") or "litellm",
         "--config", str(STATE / "litellm_config.yaml"), "--host", "127.0.0.1", "--port", port,
     ]
-    # the only process that holds the operator's key; not proxied by the hub (no "url")
+    # the only process that holds the operator's key; not proxied by the hub (no "url"); it runs
+    # as the hub's account, whose processes and files a student (system users) cannot read
     services.append({
         "name": "llm-gateway",
         "command": command,
@@ -152,8 +241,6 @@ async def issue_gateway_key(spawner) -> None:
     """Give the student's server a gateway key of its own (the previous one is revoked) and the
     gateway's URL. The budget is the student's, kept by the gateway across keys and restarts.
     Any refusal stops the spawn: the server never starts with no key, or the operator's."""
-    import asyncio
-
     import httpx
 
     user, alias = spawner.user.name, f"besser-{spawner.user.name}"
@@ -206,7 +293,7 @@ async def revoke_gateway_key(spawner) -> None:
 
 
 async def prepare_server(spawner) -> None:
-    copy_notebooks(spawner)
+    await copy_notebooks(spawner)
     if GATEWAY:
         await issue_gateway_key(spawner)
 

@@ -139,10 +139,14 @@ class Hub:
                 os.kill(pid, signal.SIGKILL)
 
 
-def start_hub(workdir: Path, operator_env: dict[str, str], timeout: float = 60) -> Hub:
+def start_hub(workdir: Path, operator_env: dict[str, str], timeout: float = 60, wrap: list[str] | None = None) -> Hub:
+    """The hub of docs/jupyterhub_config.py, answering; ``wrap``: a command prefix it runs under."""
     state = workdir / "hub"
     port, api_port, hub_port = free_port(), free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(INHERITED_NOT)}
+    # every server as this user unless a test asks for system users (tests/test_hub_users.py):
+    # these tests prove the extension's own separation, which holds on one OS user
+    env["BESSER_HUB_SPAWNER"] = "shared"
     env.update(operator_env)
     admin_token = uuid.uuid4().hex
     env.update(
@@ -158,7 +162,7 @@ def start_hub(workdir: Path, operator_env: dict[str, str], timeout: float = 60) 
     log_path = workdir / "jupyterhub.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [str(JUPYTERHUB), "-f", str(CONFIG)], cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
+            [*(wrap or []), str(JUPYTERHUB), "-f", str(CONFIG)], cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     hub = Hub(f"http://127.0.0.1:{port}", admin_token, state, process, log_path)
@@ -173,6 +177,23 @@ def start_hub(workdir: Path, operator_env: dict[str, str], timeout: float = 60) 
             hub.stop()
             raise AssertionError(f"the hub did not answer:\n{hub.log_tail()}")
         time.sleep(0.2)
+
+
+def wait_for_gateway(hub: Hub, url: str, marker: str, timeout: float) -> int:
+    """Wait until the hub's gateway service at ``url`` answers (LiteLLM takes 20-40 s to load on two
+    busy cores); its pid (the process whose command line holds ``marker``), kept for teardown."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}/health/liveliness", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline and hub.process.poll() is None, f"the gateway did not start:\n{hub.log_tail()}"
+        time.sleep(0.2)
+    pid = pid_with(marker)
+    hub.pids.add(pid)  # the hub stops its services; by pid if it does not
+    return pid
 
 
 class KernelSocket:
@@ -262,3 +283,29 @@ async def start_classroom(hub: Hub, users: tuple[str, ...] = ("alice", "bob")) -
     pids = await asyncio.gather(*(hub.start_server(user) for user in users))
     tokens = await asyncio.gather(*(hub.token_for(user) for user in users))
     return {"pids": dict(zip(users, pids, strict=True)), "tokens": dict(zip(users, tokens, strict=True))}
+
+
+def answered(usage: dict[str, int]) -> Any:
+    """One upstream reply to a generate run: an empty task list (Phase 2 has nothing to do), with its usage."""
+    from provider_server import Plan, fragments, openai_stream
+
+    tasks = json.dumps({"tasks": []})
+    return Plan(chunks=openai_stream([], [("c1", "submit_tasks", fragments(tasks, 7))], usage=usage))
+
+
+async def run_once(hub: Hub, user: str, token: str) -> tuple[str, list[dict]]:
+    """One generate run through the hub's proxy with the server's own provider, to its end; its id and events."""
+    from kernel_ext.model.jsonform import model_to_dict
+    from kernel_ext.model.loading import load_model
+
+    body = {"kind": "generate", "request": "A FastAPI backend", "provider": "openai", "target": "fastapi_backend",
+            "approve": "all", "auto_fix": False, "model_json": model_to_dict(load_model("example:library"))}
+    base = f"/user/{user}/besser-agent"
+    async with hub.api(token) as client:
+        started = await client.post(f"{base}/runs", json=body)
+        assert started.status_code == 201, started.text
+        run_id = started.json()["run"]["id"]
+        stream = await client.get(f"{base}/runs/{run_id}/events", timeout=300)
+    events = [json.loads(line[6:]) for line in stream.text.splitlines() if line.startswith("data: ")]
+    assert events and events[-1]["type"] == "done", stream.text[-2000:]
+    return run_id, events

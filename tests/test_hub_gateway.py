@@ -26,11 +26,18 @@ from pathlib import Path
 import httpx
 import pytest
 import pytest_asyncio
-from hub_fixtures import free_port, pid_with, process_environ, proxy_missing, start_classroom, start_hub, upstream_holding
-from provider_server import Plan, fragments, openai_stream
-
-from kernel_ext.model.jsonform import model_to_dict
-from kernel_ext.model.loading import load_model
+from hub_fixtures import (
+    answered,
+    free_port,
+    pid_with,
+    process_environ,
+    proxy_missing,
+    run_once,
+    start_classroom,
+    start_hub,
+    upstream_holding,
+    wait_for_gateway,
+)
 
 STANDIN = Path(__file__).with_name("gateway_standin.py")
 REAL_KEY = "sk-operator-" + secrets.token_hex(20)
@@ -64,14 +71,7 @@ def hub(tmp_path_factory, upstream):
     hub = start_hub(tmp_path_factory.mktemp("hub"), operator_env)
     hub.gateway = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
     try:
-        for _ in range(100):
-            try:
-                if httpx.get(f"{hub.gateway}/health/liveliness", timeout=2).status_code == 200:  # type: ignore[attr-defined]
-                    break
-            except httpx.HTTPError:
-                pass
-            asyncio.run(asyncio.sleep(0.1))
-        hub.pids.add(pid_with(str(STANDIN)))  # the hub stops its services; by pid if it does not
+        wait_for_gateway(hub, hub.gateway, str(STANDIN), timeout=60)  # type: ignore[attr-defined]
         yield hub
     finally:
         hub.stop()
@@ -80,27 +80,6 @@ def hub(tmp_path_factory, upstream):
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def classroom(hub):
     return await start_classroom(hub)
-
-
-def answered() -> Plan:
-    """One upstream reply: an empty task list (Phase 2 has nothing to do), with its usage."""
-    tasks = json.dumps({"tasks": []})
-    return Plan(chunks=openai_stream([], [("c1", "submit_tasks", fragments(tasks, 7))], usage=USAGE))
-
-
-async def run_once(hub, user: str, token: str) -> tuple[str, list[dict]]:
-    """One generate run through the hub's proxy, to its end; its id and events."""
-    body = {"kind": "generate", "request": "A FastAPI backend", "provider": "openai", "target": "fastapi_backend",
-            "approve": "all", "auto_fix": False, "model_json": model_to_dict(load_model("example:library"))}
-    base = f"/user/{user}/besser-agent"
-    async with hub.api(token) as client:
-        started = await client.post(f"{base}/runs", json=body)
-        assert started.status_code == 201, started.text
-        run_id = started.json()["run"]["id"]
-        stream = await client.get(f"{base}/runs/{run_id}/events", timeout=300)
-    events = [json.loads(line[6:]) for line in stream.text.splitlines() if line.startswith("data: ")]
-    assert events and events[-1]["type"] == "done", stream.text[-2000:]
-    return run_id, events
 
 
 def refused_at_gateway(hub) -> int:
@@ -121,7 +100,7 @@ async def test_each_student_has_a_key_and_a_budget_and_the_operators_key_stays_w
     gateway_env = process_environ(pid_with(str(STANDIN)))
     assert (gateway_env["OPENAI_API_KEY"], gateway_env["ANTHROPIC_API_KEY"]) == (REAL_KEY, OTHER_KEY)  # the gateway holds them
 
-    upstream.plan(answered(), answered(), answered(), answered())  # more than the budget allows: never all used
+    upstream.plan(*(answered(USAGE) for _ in range(4)))  # more than the budget allows: never all used
     alice, bob = classroom["tokens"]["alice"], classroom["tokens"]["bob"]
     statuses = [(await run_once(hub, "alice", alice))[1][-1]["status"] for _ in range(2)]
     assert set(statuses) <= {"completed", "blocked"} and len(upstream.requests) == 2, statuses

@@ -16,11 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import time
 
-import httpx
 import pytest
-from hub_fixtures import LITELLM, free_port, litellm_missing, pid_with, process_environ, start_hub, upstream_holding
+from hub_fixtures import (
+    LITELLM,
+    free_port,
+    litellm_missing,
+    pid_with,
+    process_environ,
+    start_hub,
+    upstream_holding,
+    wait_for_gateway,
+)
 from provider_server import Plan, openai_stream
 
 from kernel_ext.providers import Conversation
@@ -53,16 +60,7 @@ def hub(tmp_path_factory, upstream):
     })
     hub.gateway = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
     try:
-        deadline = time.monotonic() + 240  # the proxy takes 20-40 s to load on two busy cores
-        while True:
-            try:
-                if httpx.get(f"{hub.gateway}/health/liveliness", timeout=2).status_code == 200:  # type: ignore[attr-defined]
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, f"LiteLLM did not start:\n{hub.log_tail()}"
-            time.sleep(0.5)
-        hub.pids.add(pid_with(str(hub.state_dir / "litellm_config.yaml")))
+        wait_for_gateway(hub, hub.gateway, str(hub.state_dir / "litellm_config.yaml"), timeout=240)  # type: ignore[attr-defined]
         yield hub
     finally:
         hub.stop()
