@@ -1,7 +1,7 @@
 """How the known-secret matcher reads a text: as what it spells, not as it is written.
 
 A key can be written so that no run of its characters appears: percent-encoded byte by byte,
-as ``\\uXXXX`` / ``\\xNN`` escapes (one or two backslashes), ``\\U`` and ``\\u{..}`` escapes,
+as ``\\uXXXX`` / ``\\xNN`` escapes (up to eight backslashes each), ``\\U`` and ``\\u{..}`` escapes,
 HTML entities (``&#116;``, ``&#x74;``, ``&sol;``), with an invisible character
 (``safetext.INVISIBLE``: zero-width, format, default-ignorable) or a non-ASCII space between its
 characters, or spaced out with ``SEPARATORS`` (hex split by colons or spaces is read as hex).
@@ -28,13 +28,13 @@ from kernel_ext.safetext import INVISIBLE
 SEPARATORS = b" \t\r\n\f+-_.,\"':" + bytes([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x20), 0x7F])
 _DROP = re.compile(f"[{INVISIBLE}\x80-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
 _CONTINUATION = bytes(range(0x80, 0xC0))  # a UTF-8 byte that does not start a character
-_ESCAPE = re.compile(
-    r"(?P<pct>(?:%[0-9A-Fa-f]{2})+)|(?P<x1>(?:\\x[0-9A-Fa-f]{2})+)|(?P<x2>(?:\\\\x[0-9A-Fa-f]{2})+)"
-    r"|(?P<u1>(?:\\u[0-9A-Fa-f]{4})+)|(?P<u2>(?:\\\\u[0-9A-Fa-f]{4})+)"
-    r"|\\U(?P<cp>[0-9A-Fa-f]{8})|\\u\{(?P<cpb>[0-9A-Fa-f]{1,6})\}"
+_ESCAPE = re.compile(  # a run of one kind of escape, with as many backslashes each (JSON of JSON doubles them)
+    r"(?P<pct>(?:%[0-9A-Fa-f]{2})+)"
+    r"|(?P<x>(?P<xs>\\{1,8})x[0-9A-Fa-f]{2}(?:(?P=xs)x[0-9A-Fa-f]{2})*)"
+    r"|(?P<u>(?P<us>\\{1,8})u[0-9A-Fa-f]{4}(?:(?P=us)u[0-9A-Fa-f]{4})*)"
+    r"|\\{1,8}U(?P<cp>[0-9A-Fa-f]{8})|\\{1,8}u\{(?P<cpb>[0-9A-Fa-f]{1,6})\}"
     r"|&\#(?P<dec>[0-9]{1,7});?|&\#[xX](?P<hex>[0-9A-Fa-f]{1,6});?|&(?P<name>[A-Za-z][A-Za-z0-9]{1,31};)"
 )
-_PREFIX = {"pct": "%", "x1": "\\x", "x2": "\\\\x", "u1": "\\u", "u2": "\\\\u"}
 Unit = tuple[int, int, int, str]  # (text characters each, decoded characters each, how many, decoded)
 
 
@@ -110,10 +110,11 @@ def _decode(text: str) -> tuple[str, _Escapes | None]:
 def _units(match: re.Match[str]) -> list[Unit]:
     kind = match.lastgroup or ""
     run = match.group()
-    if kind in _PREFIX:
-        width = len(_PREFIX[kind]) + (4 if kind.startswith("u") else 2)
-        raw = bytes.fromhex(run.replace(_PREFIX[kind], ""))
-        if kind.startswith("u"):
+    if kind in ("pct", "x", "u"):
+        prefix = "%" if kind == "pct" else match.group(f"{kind}s") + kind
+        width = len(prefix) + (4 if kind == "u" else 2)
+        raw = bytes.fromhex(run.replace(prefix, ""))
+        if kind == "u":
             decoded, size = raw.decode("utf-16-be", "surrogatepass"), lambda c: 2 if ord(c) > 0xFFFF else 1
         else:
             decoded, size = raw.decode("utf-8", "surrogateescape"), lambda c: len(c.encode("utf-8", "surrogateescape"))
