@@ -203,7 +203,8 @@ class SecretMatcher:
             if hits > MAX_CUTS:  # a text made of secret pieces: nothing of it is worth keeping
                 return f"{REDACTED} (a text of {len(text)} characters holding over {MAX_CUTS} pieces of a known secret)"
             match = self._pattern.search(dense, end)
-        pieces, last = [], 0
+        pieces: list[str] = []
+        last = 0
         for start, end in reading.spans(spans):
             if pieces and start < last:  # two pieces met inside one character or escape
                 last = max(end, last)
