@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from html.entities import html5 as _ENTITIES
 
 from kernel_ext.safetext import INVISIBLE
 
@@ -28,11 +29,13 @@ from kernel_ext.safetext import INVISIBLE
 SEPARATORS = b" \t\r\n\f+-_.,\"':" + bytes([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x20), 0x7F])
 _DROP = re.compile(f"[{INVISIBLE}\x80-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
 _CONTINUATION = bytes(range(0x80, 0xC0))  # a UTF-8 byte that does not start a character
-_ESCAPE = re.compile(  # a run of one kind of escape, with as many backslashes each (JSON of JSON doubles them)
-    r"(?P<pct>(?:%[0-9A-Fa-f]{2})+)"
-    r"|(?P<x>(?P<xs>\\{1,8})x[0-9A-Fa-f]{2}(?:(?P=xs)x[0-9A-Fa-f]{2})*)"
-    r"|(?P<u>(?P<us>\\{1,8})u[0-9A-Fa-f]{4}(?:(?P=us)u[0-9A-Fa-f]{4})*)"
-    r"|\\{1,8}U(?P<cp>[0-9A-Fa-f]{8})|\\{1,8}u\{(?P<cpb>[0-9A-Fa-f]{1,6})\}"
+# A run of one kind of escape, with as many backslashes each (JSON of JSON doubles them). Every
+# alternative starts with a bare literal, so ``re`` skips to the next ``%``, ``\`` or ``&`` in C.
+_ESCAPE = re.compile(
+    r"%(?P<pct>[0-9A-Fa-f]{2}(?:%[0-9A-Fa-f]{2})*)"
+    r"|\\(?P<xs>\\{0,7})(?P<x>x[0-9A-Fa-f]{2}(?:\\(?P=xs)x[0-9A-Fa-f]{2})*)"
+    r"|\\(?P<us>\\{0,7})(?P<u>u[0-9A-Fa-f]{4}(?:\\(?P=us)u[0-9A-Fa-f]{4})*)"
+    r"|\\\\{0,7}U(?P<cp>[0-9A-Fa-f]{8})|\\\\{0,7}u\{(?P<cpb>[0-9A-Fa-f]{1,6})\}"
     r"|&\#(?P<dec>[0-9]{1,7});?|&\#[xX](?P<hex>[0-9A-Fa-f]{1,6});?|&(?P<name>[A-Za-z][A-Za-z0-9]{1,31};)"
 )
 Unit = tuple[int, int, int, str]  # (text characters each, decoded characters each, how many, decoded)
@@ -54,12 +57,6 @@ class _Escapes:
     def __init__(self) -> None:
         self.rows: list[tuple[int, int, int, int, int]] = []  # (source start, decoded start, decoded end, source each, decoded each)
         self.ends: list[int] = []
-
-    def add(self, source: int, out: int, unit: Unit) -> tuple[int, int]:
-        each_in, each_out, count, _ = unit
-        self.rows.append((source, out, out + each_out * count, each_in, each_out))
-        self.ends.append(out + each_out * count)
-        return source + each_in * count, out + each_out * count
 
     def start(self, at: int) -> int:
         """Where in the text the decoded character ``at`` begins (a whole escape's start)."""
@@ -89,18 +86,22 @@ def _decode(text: str) -> tuple[str, _Escapes | None]:
         return text, None
     pieces: list[str] = []
     escapes = _Escapes()
+    rows, ends = escapes.rows, escapes.ends  # appended here directly: this loop runs once per escape
     last = out = 0
     for match in _ESCAPE.finditer(text):
         units = _units(match)
         if not units:
             continue
-        pieces.append(text[last : match.start()])
-        out += match.start() - last
-        source = match.start()
-        for unit in units:
-            pieces.append(unit[3])
-            source, out = escapes.add(source, out, unit)
-        last = match.end()
+        source, stop = match.span()
+        pieces.append(text[last:source])
+        out += source - last
+        for each_in, each_out, count, decoded in units:
+            pieces.append(decoded)
+            rows.append((source, out, out + each_out * count, each_in, each_out))
+            out += each_out * count
+            ends.append(out)
+            source += each_in * count
+        last = stop
     if not escapes.rows:
         return text, None
     pieces.append(text[last:])
@@ -111,20 +112,17 @@ def _units(match: re.Match[str]) -> list[Unit]:
     kind = match.lastgroup or ""
     run = match.group()
     if kind in ("pct", "x", "u"):
-        prefix = "%" if kind == "pct" else match.group(f"{kind}s") + kind
+        prefix = "%" if kind == "pct" else "\\" + match.group(kind + "s") + kind
         width = len(prefix) + (4 if kind == "u" else 2)
         raw = bytes.fromhex(run.replace(prefix, ""))
-        if kind == "u":
-            decoded, size = raw.decode("utf-16-be", "surrogatepass"), lambda c: 2 if ord(c) > 0xFFFF else 1
-        else:
-            decoded, size = raw.decode("utf-8", "surrogateescape"), lambda c: len(c.encode("utf-8", "surrogateescape"))
+        decoded = raw.decode("utf-16-be", "surrogatepass") if kind == "u" else raw.decode("utf-8", "surrogateescape")
         if len(decoded) * width == len(run):  # one character per escape: a single run (the common case)
             return [(width, 1, len(decoded), decoded)]
-        return [(width * size(c), 1, 1, c) for c in decoded]
+        if kind == "u":
+            return [(width * (2 if ord(c) > 0xFFFF else 1), 1, 1, c) for c in decoded]
+        return [(width * len(c.encode("utf-8", "surrogateescape")), 1, 1, c) for c in decoded]
     if kind == "name":
-        from html.entities import html5
-
-        value = html5.get(match.group("name"))
+        value = _ENTITIES.get(match.group("name"))
         return [(len(run), len(value), 1, value)] if value else []
     number = int(match.group(kind), 10 if kind == "dec" else 16)
     return [(len(run), 1, 1, chr(number))] if number <= 0x10FFFF else []
