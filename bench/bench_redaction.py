@@ -13,6 +13,22 @@ same shared 2-core machine, median ms before -> after (two runs after): no secre
 prefix-less echoes 131 -> 90/122, spaced echoes 90 -> 66/78; the new base64-echo text 95.
 Within noise of before, well inside the 2x allowed: the literal alternation grows ~15x but
 RE2's DFA cost per byte does not.
+
+Since issue 28 items 6 and 9 (``kernel_ext.unmask``: the text is read with percent-encoding,
+``\\u``/``\\x`` escapes and HTML entities decoded and invisible characters dropped), five texts
+more: code full of escapes but no secret, and 500 echoes of the key percent-encoded byte by
+byte, ``\\u``-escaped, as decimal entities and with U+200B every 6 characters (the old code
+cut none of these). Old code (main at 1e1f6f2) and new measured alternately, twice each, on
+the shared 2-core machine under heavy load from other sessions (the old "no secret" figure
+alone moved 160 -> 218 -> 486 ms between runs), median ms old -> new: no secret 218/486 ->
+405/482, prefix-less 442/706 -> 537/723, spaced-out 176/345 -> 337/544, base64 213/596 ->
+568/760, percent echoes 220/522 -> 171/531, \\u echoes 371/474 -> 343/384, entity echoes
+672/441 -> 555/564, U+200B echoes 490/378 -> 428/415: within that noise (a text with no
+``%``, ``\\`` or ``&`` is not lexed; one with a few is lexed by ``re`` skipping to them in C,
+~14 ms for 2 MB). One figure is worse, for a reason: "code full of escapes, no secret" (2 MB
+holding ~200,000 escapes) 651/519 -> 1804/2770, as each escape is decoded in Python (a few
+microseconds each, linear); the old code read none of them, which is how an escaped key got
+through. Event fields are kilobytes, so this is ~1 ms per 100 escapes in practice.
 """
 
 from __future__ import annotations
