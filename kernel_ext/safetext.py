@@ -25,6 +25,7 @@ from typing import Any
 
 __all__ = [
     "DEEP",
+    "INVISIBLE",
     "MAX_CALL_ID_CHARS",
     "MAX_TOOL_NAME_CHARS",
     "WALK_DEPTH",
@@ -56,17 +57,21 @@ def _replace(match: re.Match[str]) -> str:
     return "\ufffd" if "\ud800" <= char <= "\udfff" else f"\\x{ord(char):02x}"
 
 
-# What a terminal or a page must show, not obey: line and paragraph separators (U+2028/9,
-# U+0085) and every format character (Unicode category Cf: the bidi embeddings, overrides and
-# isolates U+202A-U+202E / U+2066-U+2069 that reorder a line, marks, zero-width spaces, tags),
-# except ZWNJ/ZWJ (U+200C/D), which only join letters and emoji. Kept to this table (tests
+# Characters that show as nothing: every format character (Unicode category Cf: the bidi
+# embeddings, overrides and isolates U+202A-U+202E / U+2066-U+2069 that reorder a line, zero-width
+# spaces and joiners, marks, tags) and the other default-ignorable code points (the combining
+# grapheme joiner U+034F, variation selectors, Hangul fillers, U+2065, U+FFF0-U+FFF8, the whole
+# tag plane). A page escapes them (``shown_text``) and the secret matcher reads past them
+# (``kernel_ext.unmask``), so no text shows a key with hidden seams. Kept to this table (tests
 # check it against ``unicodedata``) so import stays fast.
-_SPOOF = re.compile(
-    "[\x85\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b\u200e\u200f"
-    "\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
-    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
-    "\U000e0001\U000e0020-\U000e007f]"
+INVISIBLE = (
+    "\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f"
+    "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
 )
+# What a terminal or a page must show, not obey: line and paragraph separators (U+2028/9,
+# U+0085) and every invisible character above.
+_SPOOF = re.compile(f"[\x85\u2028\u2029{INVISIBLE}]")
 
 
 def shown_text(text: str) -> str:

@@ -7,14 +7,18 @@ downstream (widgets, notebooks, logs, ``events.jsonl``) ever holds the value.
 
 A known secret is cut whole and in part: any run of ``FRAGMENT_CHARS`` or more consecutive
 characters of it (an endpoint that echoes the key without its ``sk-`` prefix, a model that
-quotes half of it), also spelled with separators between the characters or pieces (whitespace,
-``+ - _ . , " '``). Its common encodings are cut the same way, from runs of
-``encoded_fragment`` characters: reversed, hex (lower and upper case), standard and URL-safe
-base64 at each of the three byte alignments (so a piece of a longer encoded text counts too)
-and percent-encoding. Secrets shorter than the fragment are cut whole, in every form.
-``SecretMatcher`` does it in one linear-time pass (RE2 over the grams of every form, then
-extension along the form), compiled once per set of secrets. The boundary refuses a call
-whose arguments hold any of it (``SECRET_IN_ARGUMENTS``), with the same matcher.
+quotes half of it), however it is written: the text is read as ``kernel_ext.unmask`` spells it
+(percent-encoding of any byte, ``\\uXXXX`` / ``\\xNN`` escapes and HTML entities decoded;
+invisible characters, non-ASCII spaces and separators such as whitespace, ``+ - _ . , " ' :``
+dropped), so a key percent-encoded byte by byte, written as entities or with a zero-width
+character every few characters is still one run. Its common encodings are cut the same way,
+from runs of ``encoded_fragment`` characters: reversed, hex (lower and upper case, also split by
+colons or spaces) and standard and URL-safe base64 at each of the three byte alignments (so a
+piece of a longer encoded text counts too). Secrets shorter than the fragment are cut whole,
+in every form. ``SecretMatcher`` does it in one linear-time pass (RE2 over the grams of every
+form, then extension along the form), compiled once per set of secrets, and a cut is mapped
+back onto the text as written, whole escapes and characters. The boundary refuses a call whose
+arguments hold any of it (``SECRET_IN_ARGUMENTS``), with the same matcher.
 
 Limits, honestly: this catches echoes and careless quotes, not a determined exfiltration. A
 model that knows a key can always spell it some way no list of encodings covers (every other
@@ -33,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kernel_ext.safetext import DEEP, WALK_DEPTH
+from kernel_ext.unmask import SEPARATORS, Reading, encode, spelled
 
 REDACTED = "[redacted]"
 
@@ -108,12 +113,6 @@ def is_secret_field(name: str, value: Any) -> bool:
 FRAGMENT_CHARS = 12  # a run this long of a known secret is cut; shorter secrets are cut whole
 SHORTEST_SECRET = 6  # below this a "secret" would blank common words: not matched at all
 MAX_CUTS = 1000  # past this many hits in one text, the whole text is withheld (bounded time)
-# Read past: whitespace and the few characters a key is split or spelled out with ("sk-a-b-c",
-# "piece+piece", '"ab", "cd"'). Both the text and the secret's forms are read without them.
-SEPARATORS = b" \t\r\n\f+-_.,\"'"
-_SEPARATOR_RUN = re.compile(rb"[ \t\r\n\f+\-_.,\"']*")
-
-
 def encoded_fragment(fragment: int) -> int:
     """The run of an encoded form (hex, base64, percent) that is cut: a third longer than a plain
     piece, as those alphabets carry fewer bits a character (12 -> 16, 8 -> 10)."""
@@ -123,31 +122,29 @@ def encoded_fragment(fragment: int) -> int:
 def forms(secret: str) -> list[tuple[bytes, bool]]:
     """``secret`` and its common encodings, each with whether it is an encoding (longer bound).
 
-    Reversed; hex lower and upper case; standard and URL-safe base64 at the three byte
-    alignments a secret inside a longer encoded text can have (padding kept, so a cut takes it
-    too); percent-encoding where it differs from the secret.
+    As written and reversed (both as ``unmask.spelled`` reads them); hex lower and upper case;
+    standard and URL-safe base64 at the three byte alignments a secret inside a longer encoded
+    text can have (padding kept, so a cut takes it too). Percent-encoding, escapes and entities
+    need no form of their own: the text is read decoded.
     """
     import base64
-    from urllib.parse import quote
 
-    raw = _bytes(secret)
-    found: list[tuple[bytes, bool]] = [(raw, False), (raw[::-1], False), (raw.hex().encode(), True), (raw.hex().upper().encode(), True)]
+    raw, plain = encode(secret), encode(spelled(secret))
+    found: list[tuple[bytes, bool]] = [(plain, False), (plain[::-1], False), (raw.hex().encode(), True), (raw.hex().upper().encode(), True)]
     for skip in range(3):
-        plain = base64.b64encode(raw[skip:])
-        found += [(plain, True), (plain.translate(bytes.maketrans(b"+/", b"-_")), True)]
-    quoted = quote(secret, safe="").encode()
-    if quoted != raw:
-        found.append((quoted, True))
+        encoded = base64.b64encode(raw[skip:])
+        found += [(encoded, True), (encoded.translate(bytes.maketrans(b"+/", b"-_")), True)]
     return found
 
 
 class SecretMatcher:
     """Finds known secrets, whole or as fragments of ``fragment`` characters or more, in text.
 
-    Linear in the text. The UTF-8 bytes are read with ``SEPARATORS`` dropped (so ``s k - a b c``
-    and ``sk+abc`` are seen as ``skabc``); one RE2 pass finds any gram of a secret or of one
-    of its encodings there (a literal alternation: a small automaton, built once per set of
-    secrets by ``matcher``), each hit is extended as far as the text keeps following that
+    Linear in the text. The text is read as ``unmask.Reading`` spells it (escapes decoded,
+    invisible characters and ``SEPARATORS`` dropped, so ``s k - a b c``, ``sk+abc`` and
+    ``&#115;&#107;%61bc`` are all seen as ``skabc``); one RE2 pass finds any gram of a secret or
+    of one of its encodings there (a literal alternation: a small automaton, built once per set
+    of secrets by ``matcher``), each hit is extended as far as the text keeps following that
     form, and the spans are mapped back onto the original text, separators inside included.
 
     A gram is as long as the fewest non-separator characters any ``fragment``-long window of the
@@ -160,7 +157,7 @@ class SecretMatcher:
         self._grams: dict[bytes, list[tuple[bytes, int]]] = {}  # gram -> (form, offset after the gram)
         alternatives: set[bytes] = set()
         for secret in {s for s in secrets if isinstance(s, str) and len(s) >= shortest}:
-            short = len(_bytes(secret)) < fragment
+            short = len(encode(secret)) < fragment
             for form, encoded in forms(secret):
                 window = encoded_fragment(fragment) if encoded else fragment
                 dense = form.translate(None, SEPARATORS)
@@ -181,14 +178,14 @@ class SecretMatcher:
 
     def found(self, text: str) -> bool:
         """True when ``text`` holds a known secret, a fragment of one, or of one of its encodings."""
-        return self._pattern is not None and self._pattern.search(_bytes(text).translate(None, SEPARATORS)) is not None
+        return self._pattern is not None and self._pattern.search(Reading(text).dense) is not None
 
     def cut(self, text: str) -> str:
         """``text`` with every secret and fragment replaced by ``REDACTED``."""
         if self._pattern is None or not text:
             return text
-        data = _bytes(text)
-        dense = data.translate(None, SEPARATORS)
+        reading = Reading(text)
+        dense = reading.dense
         match = self._pattern.search(dense)
         if match is None:  # the common case: one pass, nothing else
             return text
@@ -206,7 +203,16 @@ class SecretMatcher:
             if hits > MAX_CUTS:  # a text made of secret pieces: nothing of it is worth keeping
                 return f"{REDACTED} (a text of {len(text)} characters holding over {MAX_CUTS} pieces of a known secret)"
             match = self._pattern.search(dense, end)
-        return _replace(data, spans).decode("utf-8", "surrogatepass")
+        pieces: list[str] = []
+        last = 0
+        for start, end in reading.spans(spans):
+            if pieces and start < last:  # two pieces met inside one character or escape
+                last = max(end, last)
+                continue
+            pieces += [text[last:start], REDACTED]
+            last = end
+        pieces.append(text[last:])
+        return "".join(pieces)
 
 
 def _fewest_kept(form: bytes, window: int) -> int:
@@ -242,39 +248,6 @@ def _follow(dense: bytes, at: int, secret: bytes, offset: int) -> int:
     return at + low
 
 
-def _replace(data: bytes, spans: list[tuple[int, int]]) -> bytes:
-    """Cut ``spans`` (positions in ``data`` without separators) out of ``data`` itself."""
-    pieces, last, cursor = [], 0, (0, 0)
-    for start, end in spans:
-        cursor = _advance(data, cursor, start)
-        begin = _char_start(data, _past_separators(data, cursor[0]))
-        cursor = _advance(data, cursor, end)
-        pieces += [data[last:begin], REDACTED.encode()]
-        last = _char_end(data, cursor[0])
-    pieces.append(data[last:])
-    return b"".join(pieces)
-
-
-def _past_separators(data: bytes, position: int) -> int:
-    """The first position at or after ``position`` that is not a separator (the run may be empty)."""
-    run = _SEPARATOR_RUN.match(data, position)
-    return run.end() if run is not None else position
-
-
-def _advance(data: bytes, cursor: tuple[int, int], target: int) -> tuple[int, int]:
-    """From ``cursor`` = (position, non-separator bytes before it), go on until ``data[:position]``
-    holds ``target`` non-separator bytes; each step is a C-level scan of a chunk."""
-    position, left = cursor[0], target - cursor[1]
-    while left > 0:
-        position = _past_separators(data, position)
-        chunk = data[position : position + left]
-        if not chunk:
-            break
-        left -= len(chunk.translate(None, SEPARATORS))
-        position += len(chunk)
-    return position, target
-
-
 @functools.lru_cache(maxsize=64)
 def _matcher(secrets: tuple[str, ...], fragment: int, shortest: int) -> SecretMatcher:
     return SecretMatcher(secrets, fragment, shortest)
@@ -298,22 +271,6 @@ def _compile(pattern: bytes) -> Any:
     options.max_mem = 64 << 20
     options.log_errors = False
     return re2.compile(pattern, options)
-
-
-def _bytes(text: str) -> bytes:
-    return text.encode("utf-8", "surrogatepass")
-
-
-def _char_start(data: bytes, at: int) -> int:
-    while 0 < at < len(data) and data[at] & 0xC0 == 0x80:
-        at -= 1
-    return at
-
-
-def _char_end(data: bytes, at: int) -> int:
-    while at < len(data) and data[at] & 0xC0 == 0x80:
-        at += 1
-    return at
 
 
 def redact_text(text: str, known: Iterable[str] = ()) -> str:

@@ -3,7 +3,9 @@
 
 The echo app (``tests/apps/echo_app``) issues a deterministic token and session cookie, so the
 test knows the exact values it must never find; it echoes the Authorization header in its
-body, in a response header, in an error message and in its log.
+body, in a response header, in an error message and in its log, and the token it issued in
+every disguise of ``secret_disguises.FORMS`` (percent-encoded byte by byte, escapes, HTML
+entities, colon/space hex, invisible characters between its characters; issue 28, item 6).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 
 import pytest
 from api_fixtures import app_workspace, call, executor_for, host, requires_sandbox  # noqa: F401 - host is a fixture
+from secret_disguises import FORMS, assert_hidden, reveal
 
 from kernel_ext.boundary import ToolCall
 from kernel_ext.hosting.bus import EventLog
@@ -111,3 +114,28 @@ def test_a_credential_where_a_long_body_is_cut_is_redacted_before_the_cut(echo, 
     # Unredacted, the cut at 4000 characters would keep the token's first 32 characters.
     text = json.dumps(result.data) + result.observation
     assert TOKEN[:12] not in text and TOKEN[-12:] not in text
+
+
+def test_a_token_the_app_issued_is_hidden_in_every_disguise_and_every_sink(echo, host, tmp_path):
+    state = RunState(run_id="disguised")
+    executor = executor_for(echo, host, state=state)
+    events = EventLog("disguised", tmp_path / "events.jsonl")
+    forms, sinks, shown = list(FORMS), [], []
+    for batch in range(0, len(forms), 15):  # a scenario holds at most 20 requests
+        requests = [*SCENARIO[:2], *({"method": "GET", "path": f"/disguised?form={form}", "expected_status": 200,
+                                      "headers": {"Authorization": "Bearer {{1.access_token}}"}} for form in forms[batch : batch + 15])]
+        call_ = ToolCall(f"c{batch}", "test_api", {"scenario_id": f"disguised-{batch}", "requests": requests})
+        report_call(events, call_)
+        result = executor.execute_sync(call_)
+        report_result(events, result)
+        assert result.ok and result.data["passed"], result.observation
+        report = state.stores["api_test.scenarios"].scenarios[f"disguised-{batch}"].last_report
+        shown += [(form, reveal(row.response.body), reveal(row.response.headers.get("x-token-shown", ""))) # an invisible
+                  for form, row in zip(forms[batch:], report.requests[2:])]  # character after the token may stay
+        assert report.app_log_tail.count("debug: issued [redacted]") == len(report.requests) - 2
+        sinks += [("observation", result.observation), ("data", json.dumps(result.data)), ("report html", report.to_html()),
+                  ("report text", report.to_text()), ("report json", report.model_dump_json()), ("app log", report.app_log_tail)]
+    events.close_file()
+    assert len(shown) == len(forms) and [s for s in shown if s[1:] != ("[redacted]", "[redacted]")] == []  # each arrived, cut whole
+    for where, text in [*sinks, ("events.jsonl", (tmp_path / "events.jsonl").read_text())]:
+        assert_hidden(text, TOKEN, where)

@@ -3,7 +3,9 @@
 Providers stream; the loop used to show a reply's text only once it was complete. A
 ``TextStream`` collects the pieces of one reply and, at most every ``interval`` seconds, emits
 a ``text`` event with ``partial: true`` and the reply's ``stream`` id carrying the text *so far*,
-redacted whole and then less its last ``HOLD`` characters: a known secret split across pieces
+redacted whole and then less its last ``HOLD`` characters as the matcher reads them
+(``unmask.Reading.held_from``: a key still arriving as escapes, entities or with invisible
+characters between its own is held as long as a plain one): a known secret split across pieces
 is cut as one, and the start of one still arriving is never shown. Past ``limit`` characters it stops; the loop's final ``text``
 event (same ``stream`` id, not partial) replaces what was shown. Readers that do not know the
 fields see a few more text lines; the CLI and the view fold them.
@@ -16,11 +18,12 @@ import time
 from collections.abc import Callable
 
 from kernel_ext.hosting.bus import EventLog
-from kernel_ext.secrets import redact_text
+from kernel_ext.secrets import FRAGMENT_CHARS, encoded_fragment, redact_text
+from kernel_ext.unmask import Reading
 
 STREAM_INTERVAL_S = 0.5  # at most two partial events a second per reply
 STREAM_CHARS = 4_000  # a reply's text shown live up to here; the final event carries the rest
-HOLD = 16  # held back from a partial event: past the 12 characters of a secret the matcher needs to cut it
+HOLD = encoded_fragment(FRAGMENT_CHARS)  # held back from a partial event: past what the matcher needs to cut a secret
 
 
 class TextStream:
@@ -45,7 +48,7 @@ class TextStream:
         if now - self._last >= self.interval or self._size >= self.limit:
             self._last = now
             text = redact_text(self._text.getvalue(), self.events.known_secrets)
-            text = text[:-HOLD] if self._size < self.limit else text
+            text = text[: Reading(text).held_from(HOLD)] if self._size < self.limit else text
             if text.strip():
                 self.events.emit("text", text=text, partial=True, stream=self.id)
                 self.emitted += 1

@@ -2,8 +2,9 @@
 
 Upstream error bodies are untrusted text: some endpoints echo the key, whole or in part, so
 besides the shared rules of ``kernel_ext.secrets`` (known values, bearer credentials, key
-shapes) any fragment of a known key eight characters or longer (ten of its hex, base64 or
-percent forms; eight of it reversed) is cut here, by the same matcher with a shorter fragment.
+shapes) any fragment of a known key eight characters or longer (ten of its hex or base64 forms;
+eight of it reversed; percent-encoded, escaped, as entities or with invisible characters between
+its own, as ``kernel_ext.unmask`` reads it) is cut here, by the same matcher with a shorter fragment.
 """
 
 from __future__ import annotations

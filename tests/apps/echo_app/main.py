@@ -2,7 +2,9 @@
 
 import hashlib
 
+from disguises import FORMS, disguise
 from fastapi import FastAPI, Header, HTTPException, Request, Response
+from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 
 app = FastAPI(title="Echo")
@@ -82,3 +84,14 @@ def crash(authorization: str = Header(default="")):
 def pad(n: int, authorization: str = Header(default="")):
     """A long body with the credential where the report cuts bodies (about 4000 characters)."""
     return {"pad": "x" * n, "auth": authorization, "tail": "y" * 200}
+
+
+@app.get("/disguised")
+def disguised(form: str, authorization: str = Header(default="")):
+    """The caller's token written so that no run of it shows: in the body, a header and the log."""
+    token = authorization.removeprefix("Bearer ").strip()
+    if token not in TOKENS or form not in FORMS:
+        raise HTTPException(status_code=401, detail="no token")
+    shown = disguise(token, form)
+    print(f"debug: issued {shown}", flush=True)
+    return PlainTextResponse(shown, headers={"X-Token-Shown": shown.encode("ascii", "backslashreplace").decode()})
