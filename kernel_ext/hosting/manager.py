@@ -30,7 +30,7 @@ from kernel_ext.hosting.bus import EventLog
 from kernel_ext.hosting.layout import RUN_ID_PATTERN, RunLayout
 from kernel_ext.hosting.offloop import off_loop
 from kernel_ext.hosting.options import OperatorSettings, RunRequest
-from kernel_ext.hosting.requests import HostedRequest
+from kernel_ext.hosting.requests import HostedRequest, capped
 from kernel_ext.hosting.run import Run, RunBody, RunContext, load_finished, start_run
 from kernel_ext.hosting.summaries import HOST_FILE, RunSummary, disk_summary, host_id, hosted_elsewhere, last_record, summarize
 from kernel_ext.workspace.publish import sweep_temporaries
@@ -73,10 +73,11 @@ class RunManager:
         the admission queue while ``max_concurrent_runs`` others run."""
         layout = RunLayout.create(self.runs_dir, run_id)
         (layout.internal_dir / HOST_FILE).write_text(host_id(), encoding="utf-8")
-        admission, asked = self.admission, _asked(options)
+        admission, asked, runtime = self.admission, _asked(options), runtime_budget(options, self.operator)
 
         async def admitted(context: RunContext) -> None:
             async with admission.slot(context.events, asked):
+                context.keep_runtime(runtime)  # from admission on: a card past it ends the run and frees the slot
                 await body(context)
 
         run = start_run(
@@ -236,6 +237,13 @@ def _asked(options: HostedRequest | None) -> str:
     if isinstance(options, RunRequest):
         return options.request
     return f"scenario {getattr(options, 'scenario', '')}".strip() if options is not None else ""
+
+
+def runtime_budget(options: HostedRequest | None, operator: OperatorSettings) -> float | None:
+    """The run's runtime budget in seconds: its request's within the operator's cap (None: no bound)."""
+    if isinstance(options, RunRequest):
+        return capped(options, operator).max_runtime_s
+    return operator.max_runtime_s
 
 
 def _stamp(run_dir: Path) -> tuple[int, int]:
