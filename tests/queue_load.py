@@ -5,8 +5,8 @@ The server must run with ``max_concurrent_runs=1``. The place is held by the sid
 scenario parked at its edit card (nobody answers it). Each queued run is followed over SSE from
 its POST, as a kernel would; run k is cancelled only once run k-1's follower has seen its
 ``done`` (the test waits on events, never on time), so every run is at the head when it is
-cancelled and every follower sees each place it is told (the bench sends the cancels back to back
-instead). ``GET config`` is sampled meanwhile.
+cancelled and every follower sees each place it is told (the bench sends the cancels back to
+back instead). ``GET config`` is sampled meanwhile.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ class QueueRound:
     followers: list[Follower]
     log_bytes: dict[str, int]  # run id -> size of its events.jsonl once ended
     cancel_s: float  # from the first cancel to the last run's ``done``
+    floor_s: float  # as many ``GET runs/{id}``, back to back, before (what the requests alone cost here)
     config_ms: list[float]
     config_failures: int
 
@@ -73,6 +74,11 @@ async def _follow(client: httpx.AsyncClient, follower: Follower, opened: asyncio
         follower.done.set()
 
 
+async def _cancel(client: httpx.AsyncClient, run_id: str) -> None:
+    answer = await client.post(f"runs/{run_id}/cancel", json={})
+    assert answer.status_code == 200, answer.text
+
+
 async def _holder_at_card(client: httpx.AsyncClient) -> str:
     """Start the holder and return its id once its follower saw its card (it now holds the place)."""
     answer = await client.post("runs", json=HOLDER)
@@ -88,7 +94,8 @@ async def _holder_at_card(client: httpx.AsyncClient) -> str:
 async def queue_and_cancel(agent_url: str, token: str, n: int, *, request_chars: int = 1000,
                            runs_dir: Path, wait_each: bool = True) -> QueueRound:
     """``wait_each``: cancel run k once run k-1's ``done`` arrived (what the test asserts places by);
-    else send the cancels back to back, head first, and wait for every ``done`` (what the bench times)."""
+    else send the cancels back to back (each after the last one's answer), head first, then wait
+    for every ``done`` (what the bench times, beside ``floor_s``: as many ``GET runs/{id}`` first)."""
     async with client_for(agent_url, token) as client, client_for(agent_url, token) as config_client:
         holder = await _holder_at_card(client)
         followers: list[Follower] = []
@@ -103,14 +110,17 @@ async def queue_and_cancel(agent_url: str, token: str, n: int, *, request_chars:
             tasks.append(asyncio.create_task(_follow(client, follower, opened)))
             await opened.wait()
             followers.append(follower)
+        began = time.perf_counter()
+        for follower in followers:  # the HTTP floor: the same number of requests, back to back, that change nothing
+            assert (await client.get(f"runs/{follower.id}")).status_code == 200
+        floor_s = time.perf_counter() - began
         latencies: list[float] = []
         finished = asyncio.Event()
         sampler = asyncio.create_task(sample_config(config_client, finished, 0.05, latencies))
         began = time.perf_counter()
         try:
             for follower in followers:
-                answer = await client.post(f"runs/{follower.id}/cancel", json={})
-                assert answer.status_code == 200, answer.text
+                await _cancel(client, follower.id)
                 if wait_each:
                     await asyncio.wait_for(follower.done.wait(), 120)
             await asyncio.wait_for(asyncio.gather(*(f.done.wait() for f in followers)), 300)
@@ -121,4 +131,4 @@ async def queue_and_cancel(agent_url: str, token: str, n: int, *, request_chars:
             await client.post(f"runs/{holder}/cancel", json={})
         await asyncio.gather(*tasks)
     sizes = {f.id: (runs_dir / f.id / "events.jsonl").stat().st_size for f in followers}
-    return QueueRound(n, request_chars, followers, sizes, cancel_s, latencies, failures)
+    return QueueRound(n, request_chars, followers, sizes, cancel_s, floor_s, latencies, failures)

@@ -41,8 +41,8 @@ def told(first: int) -> list[int]:
 
 def test_the_rule_tells_every_move_near_the_head_and_each_halving_behind_it():
     assert told(5) == [5, 4, 3, 2, 1]
-    assert told(200) == [200, 127, 63, 31, *range(EXACT_PLACES, 0, -1)]
-    assert len(told(100_000)) == 1 + (17 - 5) + EXACT_PLACES  # the place's bits above 16's, then the exact places
+    assert told(200) == [200, 127, 63, 31, 15, *range(EXACT_PLACES, 0, -1)]
+    assert len(told(100_000)) == 1 + (17 - 4) + EXACT_PLACES  # each bit of the place above 10's, then the exact places
 
 
 async def test_two_hundred_queued_runs_cancelled_from_the_head_write_linear_logs_and_see_their_places(tmp_path: Path):

@@ -11,7 +11,7 @@ first ``queued`` event carries the request (once: a run cancelled in the queue n
 it moves, so telling each of them every move is O(n) events per move and O(n^2) for a queue that
 drains (200 waiting runs wrote 389 MB). So a run is told every move within the first
 ``EXACT_PLACES`` places (where the next moves are minutes away and people watch), and further
-back only when its place halves (127, 63, 31): each run gets at most ``EXACT_PLACES`` + log2(n)
+back only when its place halves (127, 63, 31, 15): each run gets at most ``EXACT_PLACES`` + log2(n)
 + 2 ``queued`` events over its wait, a queue of n at most O(n log n) in all. The place a run
 was told is never below its real place (places only fall), so a far-back run's view errs toward
 patience, by less than half. Position 0 says it started.
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from kernel_ext.hosting.bus import EventLog
 
-EXACT_PLACES = 16  # within these places every move is told; behind them, only when the place halves
+EXACT_PLACES = 10  # within these places every move is told; behind them, only when the place halves
 
 
 def worth_telling(told: int, place: int) -> bool:
