@@ -18,10 +18,10 @@ from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict
 
+from kernel_ext.errors import ToolFailure
 from kernel_ext.hosting.options import RunRequest, ScenarioRequest
 from kernel_ext.hosting.requests import fingerprint, kind_of
 from kernel_ext.hosting.run import Run
-from kernel_ext.errors import ToolFailure
 from kernel_ext.workspace.fence import DIR_FLAGS, FILE_FLAGS, open_regular_at
 from kernel_ext.workspace.internal import RUN_STATE_DIR
 
