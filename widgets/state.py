@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 PHASES = ("select", "generate", "gap", "customize", "validate")
-TERMINAL = frozenset({"completed", "blocked", "failed", "cancelled", "interrupted", "budget_exhausted"})
+TERMINAL = frozenset({"completed", "blocked", "failed", "cancelled", "interrupted", "budget_exhausted", "timeout"})
 
 # What a card says once its call is over, from the tool_result's error code.
 OUTCOME_BY_CODE = {

@@ -32,7 +32,7 @@ MUTED = "var(--jp-layout-color4, #757575)"
 # A status word -> the colour of its badge's edge.
 STATUS_TONE = {
     "completed": OK, "executed": OK, "approved": OK, "passed": OK, "verified": OK, "resolved": OK,
-    "blocked": WARN, "waiting": WARN, "expired": WARN, "interrupted": WARN, "warning": WARN, "implemented": WARN,
+    "blocked": WARN, "waiting": WARN, "expired": WARN, "interrupted": WARN, "timeout": WARN, "warning": WARN, "implemented": WARN,
     "failed": BAD, "denied": BAD, "stale input": BAD, "blocker": BAD, "denied by policy": BAD, "budget_exhausted": BAD,
     "running": INFO, "info": INFO, "queued": INFO,
     "pending": MUTED, "starting": MUTED, "cancelled": MUTED,

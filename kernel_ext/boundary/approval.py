@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,8 @@ from kernel_ext.boundary.grants import KindGrants
 from kernel_ext.workspace.versions import FileSnapshot
 
 log = logging.getLogger(__name__)
+
+WITHDRAWN_NOTE = "withdrawn: the run's runtime budget was spent while this card waited"
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,10 @@ class AsyncApprover:
     second decision for the same call is refused by name. A request whose call id was already
     asked for is denied at once (identities are minted once per run; a reused one is a host
     bug, never a second chance). A ``timeout`` (seconds) counts as denial; cancelling the
-    waiting task cancels the request. ``grants`` holds the person's rest-of-kind grants
+    waiting task cancels the request. A ``deadline`` (``time.monotonic()``: the end of the run's
+    runtime budget, set by hosting when the run is admitted) bounds every wait too: a card still
+    open at it is withdrawn (denied, by "timeout", with a note) and ``on_overdue`` is told, so the
+    run ends instead of holding its place while nobody answers. ``grants`` holds the person's rest-of-kind grants
     (``boundary/grants.py``): made only through ``resolve(..., rest_of_kind=True)`` on a
     pending card; a request they cover is approved without a card and ``notes`` says by which.
     """
@@ -146,6 +152,8 @@ class AsyncApprover:
     ):
         self.on_request = on_request
         self.timeout = timeout
+        self.deadline: float | None = None
+        self.on_overdue: Callable[[], object] | None = None
         self._pending: dict[str, tuple[asyncio.Future[bool], str]] = {}
         self._requests: dict[str, ApprovalRequest] = {}  # the pending requests, for a grant's category
         self._asked: set[str] = set()
@@ -183,10 +191,15 @@ class AsyncApprover:
                     await outcome
             # asyncio.wait, not wait_for(shield(...)): a cancel that lands as the decision arrives
             # must still cancel the run (wait_for swallowed it there and the run went on)
-            done, _ = await asyncio.wait({future}, timeout=self.timeout)
+            wait, overdue = self._wait_bound()
+            done, _ = await asyncio.wait({future}, timeout=wait)
             if not done:
                 self.decided[call_id] = False
                 self.decided_by[call_id] = "timeout"
+                if overdue:
+                    self.notes[call_id] = WITHDRAWN_NOTE
+                    if self.on_overdue is not None:
+                        self.on_overdue()
                 return False
             return future.result()
         finally:
@@ -194,6 +207,17 @@ class AsyncApprover:
             self._requests.pop(call_id, None)
             if not future.done():
                 future.cancel()
+
+    def _wait_bound(self) -> tuple[float | None, bool]:
+        """How long a card may wait (None: until answered), and whether the run's deadline is that bound."""
+        if self.deadline is None:
+            return self.timeout, False
+        left = max(self.deadline - time.monotonic(), 0.0)
+        return (left, True) if self.timeout is None or left <= self.timeout else (self.timeout, False)
+
+    def card_wait(self) -> float | None:
+        """Seconds a card opened now may wait before it counts as denied (None: until answered)."""
+        return self._wait_bound()[0]
 
     def resolve(
         self, call_id: str, approved: bool, by: str = "card", digest: str | None = None, *, rest_of_kind: bool = False,

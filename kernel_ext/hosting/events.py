@@ -138,19 +138,21 @@ class CostEvent(_Event):
 
 class QueuedEvent(_Event):
     """The run waits for the server to admit it (``hosting/admission.py``): its place in the queue
-    (1 = next), re-sent when the place changes, then once with ``position`` 0 when it starts."""
+    (1 = next), re-sent as the place falls (every move near the head, as it halves further back),
+    then once with ``position`` 0 when it starts."""
 
     type: Literal["queued"] = "queued"
     position: int = Field(ge=0)
     limit: int = 0  # how many runs the server runs at once
-    request: str = ""  # what was asked (a run cancelled in the queue never has a ``run_started``)
+    request: str = ""  # what was asked, on the first only (a run cancelled in the queue never has a ``run_started``)
     waited_s: float | None = None  # on the admission (position 0): how long the run waited
 
 
 class DoneEvent(_Event):
     type: Literal["done"] = "done"
     # budget_exhausted: the endpoint refused because the key's budget is spent (providers/quota.py)
-    status: Literal["completed", "blocked", "failed", "cancelled", "interrupted", "budget_exhausted"]
+    # timeout: the run's runtime budget was spent while an approval card waited (the card is withdrawn)
+    status: Literal["completed", "blocked", "failed", "cancelled", "interrupted", "budget_exhausted", "timeout"]
     authorship: dict[str, list[str]] = Field(default_factory=dict)
     blockers: list[str] = Field(default_factory=list)
     verification: dict[str, Any] = Field(default_factory=dict)

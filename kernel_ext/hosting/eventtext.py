@@ -22,7 +22,8 @@ def describe(event: Any) -> str:
     if t == "tool_result":
         return f"  <- {event.name} {'ok' if event.ok else event.error_code}: {event.summary.splitlines()[0][:120] if event.summary else ''}"
     if t == "approval_resolved":
-        return f"  approval {'granted' if event.approved else 'denied'} for {event.name} ({event.by})"
+        note = f": {event.note}" if event.note else ""
+        return f"  approval {'granted' if event.approved else 'denied'} for {event.name} ({event.by}{note})"
     if t == "task_list":
         return "  tasks: " + "; ".join(f"{x['id']} [{x['status']}] {x['text'][:60]}" for x in event.tasks)
     if t == "finding":

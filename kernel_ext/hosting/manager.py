@@ -12,13 +12,15 @@ ends (its folder answers from then on; the loaded-log cache keeps the last few i
 
 A finished run's log can be tens of MB: the server reads it in a worker thread (``find``),
 once per run and version of the file (concurrent requests share one load), and keeps the
-last few loaded; listings read only the first and last line of each log.
+last few loaded; listings go through the run index (``runindex.py``): the ends of each log, read
+once per version of the file.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import json
 import logging
 import os
 from collections import OrderedDict
@@ -30,9 +32,10 @@ from kernel_ext.hosting.bus import EventLog
 from kernel_ext.hosting.layout import RUN_ID_PATTERN, RunLayout
 from kernel_ext.hosting.offloop import off_loop
 from kernel_ext.hosting.options import OperatorSettings, RunRequest
-from kernel_ext.hosting.requests import HostedRequest
+from kernel_ext.hosting.requests import HostedRequest, capped
 from kernel_ext.hosting.run import Run, RunBody, RunContext, load_finished, start_run
-from kernel_ext.hosting.summaries import HOST_FILE, RunSummary, disk_summary, host_id, hosted_elsewhere, last_record, summarize
+from kernel_ext.hosting.runindex import RunIndex
+from kernel_ext.hosting.summaries import HOST_FILE, RunSummary, host_id, hosted_elsewhere, last_record, summarize
 from kernel_ext.workspace.publish import sweep_temporaries
 
 log = logging.getLogger(__name__)
@@ -60,6 +63,7 @@ class RunManager:
         self._loaded: OrderedDict[str, tuple[tuple[int, int], Run]] = OrderedDict()  # id -> (file stamp, run)
         self._loading: dict[str, asyncio.Future[Run]] = {}
         self.admission = Admission(self.operator.max_concurrent_runs)
+        self.index = RunIndex(self.runs_dir)  # what listings know of run folders, read once per log version
 
     # -- starting -------------------------------------------------------------------------
 
@@ -73,10 +77,11 @@ class RunManager:
         the admission queue while ``max_concurrent_runs`` others run."""
         layout = RunLayout.create(self.runs_dir, run_id)
         (layout.internal_dir / HOST_FILE).write_text(host_id(), encoding="utf-8")
-        admission, asked = self.admission, _asked(options)
+        admission, asked, runtime = self.admission, _asked(options), runtime_budget(options, self.operator)
 
         async def admitted(context: RunContext) -> None:
             async with admission.slot(context.events, asked):
+                context.keep_runtime(runtime)  # from admission on: a card past it ends the run and frees the slot
                 await body(context)
 
         run = start_run(
@@ -169,15 +174,15 @@ class RunManager:
         live = {run_id: summarize(run) for run_id, run in self._live.items()}
         return _sorted({**await off_loop(self._disk_summaries, set(live)), **live})
 
+    async def listing_json(self) -> str:
+        """``summaries`` as ``GET runs`` sends them (``{"runs": [...]}``): the folders' JSON text from the
+        index, on the log thread, and the runs hosted here (their live state) from the loop."""
+        live = {run_id: json.dumps(summarize(run).as_json()) for run_id, run in self._live.items()}
+        listed = {**await off_loop(self.index.fragments, set(live)), **live}
+        return '{"runs": [' + ", ".join(listed[k] for k in sorted(listed)) + "]}"
+
     def _disk_summaries(self, skip: set[str]) -> dict[str, RunSummary]:
-        found: dict[str, RunSummary] = {}
-        if self.runs_dir.is_dir():
-            for entry in self.runs_dir.iterdir():
-                if entry.name not in skip and self._run_dir(entry.name) is not None:
-                    summary = disk_summary(entry)
-                    if summary is not None:
-                        found[entry.name] = summary
-        return found
+        return self.index.summaries(skip)
 
     def _run_dir(self, run_id: str) -> Path | None:
         if not RUN_ID_PATTERN.match(run_id or ""):
@@ -236,6 +241,13 @@ def _asked(options: HostedRequest | None) -> str:
     if isinstance(options, RunRequest):
         return options.request
     return f"scenario {getattr(options, 'scenario', '')}".strip() if options is not None else ""
+
+
+def runtime_budget(options: HostedRequest | None, operator: OperatorSettings) -> float | None:
+    """The run's runtime budget in seconds: its request's within the operator's cap (None: no bound)."""
+    if isinstance(options, RunRequest):
+        return capped(options, operator).max_runtime_s
+    return operator.max_runtime_s
 
 
 def _stamp(run_dir: Path) -> tuple[int, int]:

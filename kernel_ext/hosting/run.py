@@ -36,6 +36,22 @@ class RunContext:
     approver: AsyncApprover
     options: HostedRequest | None = None  # the request the run was started with (None: a library body)
     started_at: float = field(default_factory=time.monotonic)
+    timed_out: str = ""  # why the run's runtime budget ended it (set by ``keep_runtime``'s deadline)
+
+    def keep_runtime(self, seconds: float | None) -> None:
+        """From now (the run was admitted), its runtime budget bounds every approval card: a card
+        still open past it is withdrawn and the run's task ends ``timeout``, freeing its place."""
+        if seconds is None:
+            return
+        task = asyncio.current_task()
+        self.approver.deadline = time.monotonic() + seconds
+
+        def overdue() -> None:
+            self.timed_out = f"the run's runtime budget ({seconds:g} s) was spent while an approval card waited"
+            if task is not None:
+                task.cancel()
+
+        self.approver.on_overdue = overdue
 
     @property
     def run_id(self) -> str:
@@ -154,6 +170,11 @@ async def _guarded(body: RunBody, context: RunContext) -> None:
     try:
         await body(context)
     except asyncio.CancelledError:
+        if context.timed_out:  # our own cancel: the budget ended it, nobody cancelled it
+            if not events.closed:
+                events.emit("error", code="RUNTIME_BUDGET_SPENT", message=context.timed_out)
+                events.emit("done", status="timeout", summary=context.timed_out)
+            return
         if not events.closed:
             events.emit("error", code="CANCELLED", message="the run was cancelled")
             events.emit("done", status="cancelled", summary="cancelled before it finished")

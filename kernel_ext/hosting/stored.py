@@ -31,7 +31,7 @@ MAX_LOADED_LINE_BYTES = 4 * 1024 * 1024  # a reloaded event over this is named, 
 _YIELD_EVERY = 16  # lines read between two voluntary releases of the GIL (a worker must not starve the loop)
 _PARSED_KEPT = 64  # recently read events kept parsed (the last one is read on every status check)
 _HEAD = re.compile(rb'"seq":(\d+),.*?"ts":([0-9.eE+-]+),"type":"([a-z_]+)"(?:,"status":"([a-z_]+)")?')
-_DONE_STATUSES = ("completed", "blocked", "failed", "cancelled", "interrupted", "budget_exhausted")
+_DONE_STATUSES = ("completed", "blocked", "failed", "cancelled", "interrupted", "budget_exhausted", "timeout")
 
 
 class StoredEvents(Sequence[BaseEvent]):

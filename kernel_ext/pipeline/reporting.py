@@ -30,7 +30,8 @@ def boundary_observer(events: EventLog, approver: Any = None, decided_by: str = 
 
     def observe(event: BoundaryEvent) -> None:
         if event.kind == "approval_requested" and event.request is not None:
-            timeout = getattr(approver, "timeout", None)
+            card_wait = getattr(approver, "card_wait", None)  # the card's timeout or the run's deadline, the earlier
+            timeout = card_wait() if callable(card_wait) else getattr(approver, "timeout", None)
             events.emit(
                 "approval_requested",
                 call_id=event.call_id,

@@ -19,7 +19,9 @@ class RunsHandler(BesserHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.reply({"runs": [summary.as_json() for summary in await self.state.manager.summaries()]})
+        # the run index keeps each finished run's JSON text: the reply is joined, not encoded, per request
+        self.set_header("Content-Type", "application/json")
+        self.finish(await self.state.manager.listing_json())
 
     @web.authenticated
     @authorized(action="execute")
