@@ -100,8 +100,16 @@ def clip(text: str, limit: int = MAX_TOOL_NAME_CHARS) -> str:
 
 
 def shorten(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters, ending in an ellipsis when it was cut."""
-    return text if len(text) <= limit else text[: max(limit - 1, 0)].rstrip() + "…"
+    """``text`` cut to at most ``limit`` characters, ending in an ellipsis when it was cut; the cut
+    falls between words when a space lies in the last fifth of what is kept ("a protected…", never
+    "a protected rout…")."""
+    if len(text) <= limit:
+        return text
+    kept = text[: max(limit - 1, 0)]
+    space = kept.rfind(" ")
+    if space >= max(len(kept) - max(len(kept) // 5, 1), 1) and not text[len(kept)].isspace():
+        kept = kept[:space]
+    return kept.rstrip() + "…"
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:

@@ -125,7 +125,7 @@ class Executor:
             await self._notify(BoundaryEvent("approval_resolved", call_id, name, request, approved))
             if not approved:
                 return self._failure(
-                    call_id, name, ToolFailure(ErrorCode.APPROVAL_DENIED, f"the host did not approve {name!r}; nothing ran")
+                    call_id, name, ToolFailure(ErrorCode.APPROVAL_DENIED, f"{name!r} was not approved on its card; nothing ran")
                 )
             failure = self._recheck(files, "during approval")
             if failure is not None:

@@ -19,7 +19,7 @@ from kernel_ext.hosting.flags import add_switch_flags
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("generate", help="run Phase 1 (a BESSER generator) for a model")
+    parser = sub.add_parser("generate", help="build an app for a model: the whole run with a REQUEST, Phase 1 (a BESSER generator) without")
     parser.add_argument("model", nargs="?", help="a model file (.py, .plantuml, .json) or example:NAME")
     parser.add_argument("request", nargs="?", help="what to build, in words: runs the whole pipeline")
     parser.add_argument("--out", type=Path, help="the folder to generate into (with a REQUEST: the run folder)")
@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--provider", default=None, help="none | replay:CASSETTE | scripted:FILE | openai | anthropic")
     parser.add_argument("--allow", default="", help="operator: extra categories, e.g. shell (edit, generate, test are on)")
     parser.add_argument("--approve", default="none", choices=("none", "edits", "shell", "all"),
-                        help="categories approved without asking; others are denied (no one is there to ask)")
+                        help="categories approved without asking; on a terminal the others are asked (y/n/q), without one they are denied")
     parser.add_argument("--max-turns", type=int, default=40)
     parser.add_argument("--max-runtime", type=float, default=None, metavar="SECONDS",
                         help="the run's wall-time budget, enforced while a reply streams (default 1800)")

@@ -59,12 +59,58 @@ def card_text(request: Any) -> str:
         lines.extend(f"    - {reason}" for reason in reasons[:6] if isinstance(reason, str))
     elif _value(arguments.get("path")):
         lines.append(f"  file: {_value(arguments['path'])}")
+    lines.extend(request_lines(arguments.get("requests")))
     proposal = (request.proposal or "").splitlines()
     if proposal:
         lines.extend("  " + line for line in proposal[:DIFF_LINES])
         if len(proposal) > DIFF_LINES:
             lines.append(f"  … {len(proposal) - DIFF_LINES} more lines")
     return shown_text("\n".join(lines))
+
+
+def request_lines(text: str | None) -> list[str]:
+    """A test_api card's requests, one line each: method, path, the status it expects."""
+    try:
+        requests = json.loads(text) if text else None
+    except ValueError:
+        return []
+    if not isinstance(requests, list):
+        return []
+    lines = [f"  {len(requests)} request{'' if len(requests) == 1 else 's'}:"]
+    for number, spec in enumerate(requests[:DIFF_LINES], 1):
+        spec = spec if isinstance(spec, dict) else {}
+        expected = spec.get("expected_status")
+        wanted = "/".join(map(str, expected)) if isinstance(expected, list) else str(expected or "any status")
+        body = " with a JSON body" if "json" in spec else ""
+        lines.append(f"    {number}. {str(spec.get('method', '?')).upper()} {spec.get('path', '?')}{body} -> expects {wanted}")
+    if len(requests) > DIFF_LINES:
+        lines.append(f"    … {len(requests) - DIFF_LINES} more requests")
+    return lines
+
+
+class Printed:
+    """How far the timeline has printed, so a card is asked after the lines that lead to it
+    (the approver is called before the printer wakes for the card's own event)."""
+
+    def __init__(self) -> None:
+        self._shown: dict[str, asyncio.Event] = {}
+        self.ended = False
+
+    def _flag(self, call_id: str) -> asyncio.Event:
+        return self._shown.setdefault(call_id, asyncio.Event())
+
+    def mark(self, event: Any) -> None:
+        if event.type == "approval_requested":
+            self._flag(event.call_id).set()
+
+    def end(self) -> None:
+        self.ended = True
+        for flag in self._shown.values():
+            flag.set()
+
+    async def reached(self, call_id: str) -> None:
+        if not self.ended:
+            await self._flag(call_id).wait()
 
 
 def cancel_once_recorded(run: Any, call_id: str) -> None:
@@ -92,8 +138,8 @@ class TerminalCards:
     """Asks a person at the terminal, one card at a time; after ``q`` every card is denied unasked."""
 
     def __init__(self, decide: Callable[[str, bool], object], cancel: Callable[[str], object],
-                 stdin: IO[str] | None = None, stdout: IO[str] | None = None):
-        self.decide, self.cancel = decide, cancel
+                 stdin: IO[str] | None = None, stdout: IO[str] | None = None, printed: Printed | None = None):
+        self.decide, self.cancel, self.printed = decide, cancel, printed
         self.stdin, self.stdout = stdin or sys.stdin, stdout or sys.stdout
         self.quit = False
         self._lock = asyncio.Lock()  # one question at a time, even if two cards arrive together
@@ -103,6 +149,8 @@ class TerminalCards:
             if self.quit:
                 self.decide(request.call_id, False)
                 return
+            if self.printed is not None:
+                await self.printed.reached(request.call_id)
             self._say(card_text(request))
             answer = await self._ask()
         if answer == "q":

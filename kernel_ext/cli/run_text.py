@@ -19,6 +19,7 @@ from kernel_ext.hosting.flags import switches_from
 from kernel_ext.safetext import shown_text
 
 if TYPE_CHECKING:
+    from kernel_ext.cli.prompt import Printed
     from kernel_ext.hosting.options import BudgetArgs
 
 
@@ -29,7 +30,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from kernel_ext.cli.prompt import TerminalCards, announce, cancel_once_recorded, interactive
+    from kernel_ext.cli.prompt import Printed, TerminalCards, announce, cancel_once_recorded, interactive
     from kernel_ext.errors import ToolFailure
     from kernel_ext.pipeline.generation import generate
 
@@ -55,11 +56,12 @@ async def _run(args: argparse.Namespace) -> int:
         first = exc.errors()[0]
         print(f"error: invalid_argument: {'.'.join(map(str, first['loc']))}: {first['msg']}", file=sys.stderr)
         return 2
+    printed = Printed()
     if asking:
         cards = TerminalCards(lambda call_id, yes: run.decide(call_id, yes, by="terminal"),
-                              lambda call_id: cancel_once_recorded(run, call_id))
+                              lambda call_id: cancel_once_recorded(run, call_id), printed=printed)
         run.context.approver.on_request = cards
-    done = await print_timeline(run)
+    done = await print_timeline(run, printed)
     print(f"run folder: {out}")
     return 0 if done is not None and done.status == "completed" else 1
 
@@ -74,8 +76,9 @@ def _budgets(args: argparse.Namespace) -> BudgetArgs:
     return budgets
 
 
-async def print_timeline(run):
-    """Print each event worth reading as it happens (seconds since start); the ``done`` event."""
+async def print_timeline(run, printed: Printed | None = None):
+    """Print each event worth reading as it happens (seconds since start); the ``done`` event.
+    ``printed`` learns each card's event once the lines before it are out."""
     started = time.monotonic()
     if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets its escape, not a traceback
         sys.stdout.reconfigure(errors="backslashreplace")
@@ -90,4 +93,8 @@ async def print_timeline(run):
             line = f"[{event.type}] (not shown: {type(exc).__name__})"
         if line:  # shown, never obeyed: bidi overrides and line separators from the model are escaped
             print(f"{time.monotonic() - started:7.2f}s  {shown_text(line)}", flush=True)
+        if printed is not None:
+            printed.mark(event)
+    if printed is not None:
+        printed.end()
     return await run.wait()

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernel_ext.safetext import shorten
+
 
 def describe(event: Any) -> str:
     """One line per event worth reading (cost events are folded into the summary)."""
@@ -23,9 +25,10 @@ def describe(event: Any) -> str:
         return f"  <- {event.name} {'ok' if event.ok else event.error_code}: {event.summary.splitlines()[0][:120] if event.summary else ''}"
     if t == "approval_resolved":
         note = f": {event.note}" if event.note else ""
-        return f"  approval {'granted' if event.approved else 'denied'} for {event.name} ({event.by}{note})"
+        who = {"card": "you, on its card", "terminal": "you, at the terminal"}.get(event.by, event.by)
+        return f"  approval {'granted' if event.approved else 'denied'} for {event.name} {event.call_id} ({who}{note})"
     if t == "task_list":
-        return "  tasks: " + "; ".join(f"{x['id']} [{x['status']}] {x['text'][:60]}" for x in event.tasks)
+        return "  tasks: " + "; ".join(f"{x['id']} [{x['status']}] {shorten(x['text'], 60)}" for x in event.tasks)
     if t == "finding":
         if event.source == "app-environment":  # which interpreter and packages the app ran with
             return f"  {event.message}"

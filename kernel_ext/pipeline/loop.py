@@ -7,7 +7,8 @@ several writes is then checked once, together (``batch_check``), before its resu
 without tool calls is the model saying it is finished: accepted only when no task is open
 and no retained API scenario fails; otherwise it is told what is open, a bounded number of
 times. A replay that diverged from its recording (``ReplayDiverged``) is not absorbed here:
-it ends the whole run, since no later request could be replayed either.
+it ends the whole run, since no later request could be replayed either; that includes a
+decision on a card the recording made the other way, caught before the turn's next call runs.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from dataclasses import dataclass
 
 from kernel_ext.boundary import Executor, ToolResult
 from kernel_ext.hosting.bus import EventLog
+from kernel_ext.hosting.events import ApprovalResolved
 from kernel_ext.pipeline.batch_check import SHOWN, check_batch, is_batch, with_findings, written_paths, wrote
 from kernel_ext.pipeline.guards import Budgets, EditChurn, condense_context, truncated_call, victory_refusal
 from kernel_ext.pipeline.reporting import report_call, report_result
 from kernel_ext.pipeline.streaming import TextStream
 from kernel_ext.providers.base import Provider
-from kernel_ext.providers.divergence import ReplayDiverged
+from kernel_ext.providers.divergence import ReplayDiverged, decision_diverged
 from kernel_ext.providers.events import ProviderError
 from kernel_ext.providers.messages import Conversation, ToolUse, admit, summarise
 from kernel_ext.providers.quota import budget_fields
@@ -109,7 +111,10 @@ async def customize(
             events.emit("text", text=f"[host] {refusal}")
             continue
 
-        results = [await _take_call(call, reply.stop_reason, executor, events, tasks, guards.churn) for call in calls]
+        results = []
+        for index, call in enumerate(calls):
+            results.append(await _take_call(call, reply.stop_reason, executor, events, tasks, guards.churn))
+            await _follow_recorded_decision(provider, events, results[-1], index, len(calls))
         if is_batch(results):  # several writes: checked once, together, and said with this turn's results
             results = await _check_batch(executor, events, results)
         for result in results:
@@ -143,6 +148,22 @@ async def _take_call(
             events.emit("task_list", tasks=tasks.outcomes())
     report_result(events, result)
     return result
+
+
+async def _follow_recorded_decision(provider: Provider, events: EventLog, result: ToolResult, index: int, count: int) -> None:
+    """A replay meeting a decision its recording did not make stops before the turn's next call runs
+    (a cancel already on its way, the person quitting at the card, lands first: the run is cancelled)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        await asyncio.sleep(0)
+    decided = next((e for e in reversed(events.of_type("approval_resolved"))
+                    if isinstance(e, ApprovalResolved) and e.call_id == result.call_id), None)
+    if decided is None:
+        return
+    recorded = provider.recorded_denial(index, count)
+    denied = not decided.approved
+    if recorded is not None and recorded != denied:
+        raise decision_diverged(result.call_id, result.name, str(decided.by), denied)
 
 
 async def _check_batch(executor: Executor, events: EventLog, results: list[ToolResult]) -> list[ToolResult]:

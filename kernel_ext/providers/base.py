@@ -90,6 +90,11 @@ class Provider(ABC):
         """Strings that must never be written anywhere (keys); live providers override."""
         return ()
 
+    def recorded_denial(self, index: int, count: int) -> bool | None:
+        """Whether the ``index``-th of the ``count`` calls of the reply just given was denied
+        when this reply was recorded; None when nothing was recorded (a live model, a script)."""
+        return None
+
     async def aclose(self) -> None:  # noqa: B027 - a no-op default: only clients holding connections override it
         """Release connections; the provider stays usable (it reconnects on demand)."""
 

@@ -18,7 +18,7 @@ from typing import Any
 from kernel_ext.errors import ErrorCode
 from kernel_ext.providers.events import ProviderError
 
-__all__ = ["Divergence", "ReplayDiverged", "beyond", "explain"]
+__all__ = ["Divergence", "ReplayDiverged", "beyond", "decision_diverged", "explain"]
 
 HINT = ("A recording answers only the requests it saw, so the run stops here: make this machine match the "
         "recording's (install what is missing), or run with a live model.")
@@ -45,6 +45,7 @@ class ReplayDiverged(ProviderError):
 
 @dataclass(frozen=True)
 class Divergence:
+    # (a ReplayDiverged made by decision_diverged says "decision" in its data; no Divergence has it)
     cause: str  # "missing_module" | "observation" | "tool_result" | "request" | "system" | "tools" | "path" | "reply" | "beyond"
     words: str  # one line, for a person
 
@@ -84,6 +85,19 @@ def explain(expected: dict[str, Any], actual: dict[str, Any], where: str) -> Div
 def beyond(held: int) -> Divergence:
     return Divergence("beyond", f"this machine needed more model turns than the recording holds ({held}): what it observed "
                                 "led the run somewhere the recording did not go")
+
+
+PEOPLE = frozenset({"card", "terminal"})  # who decided, when a person did (the event's ``by``)
+
+
+def decision_diverged(call_id: str, name: str, by: str, denied: bool) -> ReplayDiverged:
+    """A decision this run made that the recording did not: the cause is the decision, never this machine."""
+    who = "you" if by in PEOPLE else (f"the {by} approver" if by else "the host")
+    verb, other = ("denied", "approved") if denied else ("approved", "denied")
+    words = (f"{who} {verb} {call_id} ({name}), which was {other} when this run was recorded; a recording can only "
+             "follow the decisions it was recorded with; run with --approve all or a live model to explore other answers")
+    return ReplayDiverged(ErrorCode.REPLAY_DIVERGED, f"the replay stops here: {words}",
+                          {"cause": "decision", "call_id": call_id, "denied": denied, "by": by})
 
 
 def _observation(lead: str, old: dict[str, Any], new: dict[str, Any], cause: str) -> Divergence:

@@ -104,6 +104,9 @@ class ReplayProvider(Provider):
             "notice": "replayed from a recording, not a live model",
         }
 
+    def recorded_denial(self, index: int, count: int) -> bool | None:
+        return _recorded_denial(self.cassette.exchanges, self.position, index, count)
+
     async def _events(
         self, request: Request, cancel: asyncio.Event | None, budget: CallBudget | None = None
     ) -> AsyncGenerator[Event, None]:
@@ -140,6 +143,18 @@ class ReplayProvider(Provider):
         if recorded.get("error"):
             error = recorded["error"]
             raise ProviderError(str(error.get("code", ErrorCode.UPSTREAM_LLM)), str(error.get("message", "")))
+
+
+def _recorded_denial(exchanges: list[dict[str, Any]], position: int, index: int, count: int) -> bool | None:
+    """Whether the recording's next request answered the ``index``-th call of the last turn with a denial."""
+    if position >= len(exchanges):
+        return None
+    messages = [m for m in exchanges[position]["request"].get("messages") or [] if isinstance(m, dict)]
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    results = [m for m in messages[last + 1:] if m.get("role") == "tool"]
+    if last < 0 or len(results) != count or not 0 <= index < count:
+        return None
+    return str(results[index].get("content") or "").startswith(f"error [{ErrorCode.APPROVAL_DENIED}]")
 
 
 def _without_tool_output(record: dict[str, Any]) -> dict[str, Any]:
