@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kernel_ext.hosting.events import BaseEvent, make_event, to_json
-from kernel_ext.hosting.stored import MAX_LOADED_LINE_BYTES, StoredEvents, read_log
+from kernel_ext.hosting.stored import MAX_LOADED_LINE_BYTES, StoredEvents, append_log, read_log
 
 __all__ = ["MAX_LOADED_LINE_BYTES", "TERMINAL_TYPES", "EventLog", "EventLogUnwritable"]
 
@@ -99,7 +99,7 @@ class EventLog:
         try:
             if self._file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for the run
+                self._file = append_log(self.path)
             self._file.write(line + "\n")
             self._file.flush()
         except OSError as exc:

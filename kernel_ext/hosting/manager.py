@@ -35,6 +35,7 @@ from kernel_ext.hosting.options import OperatorSettings, RunRequest
 from kernel_ext.hosting.requests import HostedRequest, capped
 from kernel_ext.hosting.run import Run, RunBody, RunContext, load_finished, start_run
 from kernel_ext.hosting.runindex import RunIndex
+from kernel_ext.hosting.stored import log_stat, open_log
 from kernel_ext.hosting.summaries import HOST_FILE, RunSummary, host_id, hosted_elsewhere, last_record, summarize
 from kernel_ext.workspace.publish import sweep_temporaries
 
@@ -188,7 +189,7 @@ class RunManager:
         if not RUN_ID_PATTERN.match(run_id or ""):
             return None
         run_dir = self.runs_dir / run_id
-        if run_dir.is_symlink() or not run_dir.is_dir() or not (run_dir / "events.jsonl").is_file():
+        if run_dir.is_symlink() or not run_dir.is_dir() or log_stat(run_dir / "events.jsonl") is None:
             return None
         return run_dir
 
@@ -251,8 +252,8 @@ def runtime_budget(options: HostedRequest | None, operator: OperatorSettings) ->
 
 
 def _stamp(run_dir: Path) -> tuple[int, int]:
-    info = (run_dir / "events.jsonl").stat()
-    return info.st_size, info.st_mtime_ns
+    info = log_stat(run_dir / "events.jsonl")
+    return (info.st_size, info.st_mtime_ns) if info is not None else (-1, -1)
 
 
 def _sorted(summaries: dict[str, RunSummary]) -> list[RunSummary]:
@@ -261,7 +262,7 @@ def _sorted(summaries: dict[str, RunSummary]) -> list[RunSummary]:
 
 def _end_with_newline(path: Path) -> None:
     """A crash can leave a torn last line; the appended event must start on its own line."""
-    with open(path, "rb+") as handle:
+    with open_log(path, write=True) as handle:
         handle.seek(0, os.SEEK_END)
         if handle.tell() == 0:
             return

@@ -15,15 +15,20 @@ place (``EVENT_TOO_LARGE``; a ``done`` stays a ``done`` with the status its head
 from __future__ import annotations
 
 import logging
+import os
 import re
+import stat
 import sys
 import time
 from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, BinaryIO, TextIO, overload
 
 from kernel_ext.hosting.events import BaseEvent, make_event, parse_event, to_json
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FOLLOW_NOTHING = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 log = logging.getLogger(__name__)
 
@@ -95,13 +100,51 @@ def frame(event: BaseEvent) -> str:
     return f"id: {event.seq}\nevent: {event.type}\ndata: {to_json(event)}\n\n"
 
 
+def open_log(path: Path, *, write: bool = False) -> BinaryIO:
+    """A run folder's ``events.jsonl`` and nothing else: the folder and the file opened no-follow,
+    never blocking, a regular file checked on the descriptor (``OSError`` otherwise). A run folder
+    is untrusted: a link there must not make the server read, or append to, another file, and a
+    FIFO must not hold the thread reading it."""
+    dir_fd = os.open(path.parent, DIR_FLAGS)
+    try:
+        fd = os.open(path.name, (os.O_RDWR if write else os.O_RDONLY) | FOLLOW_NOTHING, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path.name} is not a regular file")
+    os.set_blocking(fd, True)  # a regular file: reads never wait; the handle below reads whole lines
+    return os.fdopen(fd, "rb+" if write else "rb")
+
+
+def append_log(path: Path) -> TextIO:
+    """The log opened to append (created when absent), never through a link or into a FIFO."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | FOLLOW_NOTHING, 0o666)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path.name} is not a regular file")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "a", encoding="utf-8")
+
+
+def log_stat(path: Path) -> os.stat_result | None:
+    """The log's own stat, never its link target's; None when it is not a regular file."""
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return info if stat.S_ISREG(info.st_mode) else None
+
+
 def read_log(run_id: str, path: Path, max_line_bytes: int | None = None) -> StoredEvents:
     """The events of ``path``, read one line at a time (the file is never held whole)."""
     cap = MAX_LOADED_LINE_BYTES if max_line_bytes is None else max_line_bytes
     events = StoredEvents()
-    if not path.exists():
+    try:
+        handle = open_log(path)
+    except OSError:  # absent, a link, a FIFO, a folder: no events to read
         return events
-    with open(path, "rb") as handle:
+    with handle:
         number = 0
         while line := handle.readline(cap + 1):
             number += 1
