@@ -1,11 +1,12 @@
 """A finished run as a notebook file (nbformat): assembled, cut of secrets, written without loss.
 
 Secrets: everything the run stored was redacted when it was written; the export cuts the known
-secrets of the exporting process again from every string (the run's own keys may not have been
-known when a line was written), and the reading cells also lose whatever is shaped like a key
-(``secrets.redact_text``, as events are), the runnable cells (model code, request, cassette) included:
-a key-shaped token the run sent or received is never handed out, though a replay then writes
-``[redacted]`` where the run wrote it (the re-run's comparison names such files).
+secrets of the exporting process again (the run's own keys may not have been known when a line
+was written) and whatever is shaped like a key (``secrets.redact_text``, as events are): from the
+text of the reading (markdown) cells, and from each value the runnable cells carry before it is
+written as a literal (``rerun``, ``codebuild``), never from code text. A key-shaped token the run
+sent or received is never handed out, though a replay then writes ``[redacted]`` where the run
+wrote it (the re-run's comparison names such files).
 
 Writing: the file appears whole or not at all (a temporary file beside it, then a hard link, which
 fails if the name exists, or a rename under ``force``), so an existing notebook is never lost.
@@ -19,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from kernel_ext.codebuild import CodeNotBuilt
 from kernel_ext.hosting.export import rerun, sections
 from kernel_ext.hosting.export.record import ExportRefused, RunRecord, read_run
 from kernel_ext.hosting.export.sections import Cell
@@ -44,18 +46,18 @@ def build_notebook(record: RunRecord, known: Iterable[str] = ()) -> Any:
         *sections.request_reports(record),
         *sections.authorship(record),
     ]
-    model, replay = rerun.model_cells(record), rerun.rerun_cells(record)
+    # Runnable cells are built from values already cut (``rerun``: known keys, bearer credentials, key
+    # shapes) and checked as code; their text is never edited here. A replay of a run whose request or
+    # replies held a key-shaped token then writes `[redacted]` where the run wrote it, and its comparison says so.
+    try:
+        model, replay = rerun.model_cells(record, known), rerun.rerun_cells(record, known)
+    except CodeNotBuilt as exc:  # nothing is written: the export is refused whole
+        raise ExportRefused(CodeNotBuilt.code, f"run {record.run_id}'s runnable cells failed their check ({exc})") from None
 
-    def shown(source: str) -> str:  # what a person reads: no key, nothing that reorders or splits a line
-        return shown_text(redact_text(source, known))
+    def shown(kind: str, source: str) -> str:  # what a person reads: no key, nothing that reorders or splits a line
+        return source if kind == "code" else shown_text(redact_text(source, known))
 
-    cells = [_cell(kind, shown(source)) for kind, source in head]
-    # Runnable cells lose what every other cell loses too (known keys, bearer credentials, key shapes: the
-    # redaction writes no quote, so the Python stays valid); a replay of a run whose request or replies held
-    # a key-shaped token then writes `[redacted]` where the run wrote the token, and its comparison says so.
-    cells += [_cell(kind, redact_text(source, known)) for kind, source in model]  # right after the overview
-    cells += [_cell(kind, shown(source)) for kind, source in reading]
-    cells += [_cell(kind, redact_text(source, known)) for kind, source in replay]
+    cells = [_cell(kind, shown(kind, source)) for kind, source in [*head, *model, *reading, *replay]]
     notebook = nbformat.v4.new_notebook(cells=cells)
     notebook.metadata.update({
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},

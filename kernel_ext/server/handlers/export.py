@@ -14,7 +14,7 @@ from tornado import web
 from kernel_ext.hosting.offloop import for_request
 from kernel_ext.server.handlers.base import BesserHandler, Refusal
 
-STATUS = {"RUN_NOT_FOUND": 404, "RUN_NOT_FINISHED": 409, "NOT_EXPORTABLE": 409}
+STATUS = {"RUN_NOT_FOUND": 404, "RUN_NOT_FINISHED": 409, "NOT_EXPORTABLE": 409, "CODE_NOT_BUILT": 409}
 
 
 class ExportHandler(BesserHandler):
