@@ -148,7 +148,8 @@ async def export_through(entry: str, run_dir: Path, out: Path, *, force: bool = 
     if entry == "python":
         export_run(run_dir, out, force=force)
     elif entry == "cli":
-        done = subprocess.run([sys.executable, "-m", "kernel_ext", "export", str(run_dir), "--to", str(out), *flag.split()],
+        done = subprocess.run([sys.executable, "-m", "kernel_ext", "export", run_dir.name, "--runs-dir", str(run_dir.parent),
+                               "--to", str(out), *flag.split()],
                               capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
         if done.returncode:
             raise ExportRefused(*done.stderr.strip().removeprefix("error: ").split(": ", 1))

@@ -72,6 +72,13 @@ class ServerBackend:
         return f"hosted by the Jupyter server at {self.client.url}"
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
+        from kernel_ext.hosting.layout import InvalidRunId, check_run_id
+
+        try:
+            if path.startswith("runs/"):  # a typed id goes into the URL only as one (a client would resolve `..`)
+                check_run_id(path.split("/")[1])
+        except InvalidRunId as exc:
+            raise BackendError(InvalidRunId.code, str(exc)) from None
         try:
             return self.client.request(method, path, body)
         except ServerError as exc:
