@@ -42,7 +42,7 @@ CUT_CHECK_CELL = """from kernel_ext.model.jsonform import model_digest
 
 RUN_DIGEST = $digest
 print(f'{domain_model.name}: the model the run used, with what looked like a key cut '
-      f'(digest {model_digest(domain_model)[:12]}, the run\'s was {RUN_DIGEST[:12]})')"""
+      f'(digest {model_digest(domain_model)[:12]}; the model the run used had {RUN_DIGEST[:12]})')"""
 CASSETTE_CELL = """from pathlib import Path
 
 # The run's provider turns as it recorded them (a cassette: the replay provider reads it; keys are never recorded)
@@ -140,7 +140,7 @@ def rerun_cells(record: RunRecord, known: tuple[str, ...] = ()) -> list[Cell]:
     cells: list[Cell] = [("markdown", intro)]
     if kind != "none":
         assert record.turns is not None
-        turns = [_turn(line, known) for line in record.turns.splitlines() if line.strip()]
+        turns = [_turn(line, known) for line in record.turns.split("\n") if line.strip()]  # the recorder's lines
         cells.append(("code", build(CASSETTE_CELL, {"turns": turns, "cassette": f"{record.run_id}.turns.cassette.jsonl"})))
     cells.append(("code", _generate_source(record, kind, known)))
     recorded = record.recipe.get("files") or {}
@@ -149,17 +149,13 @@ def rerun_cells(record: RunRecord, known: tuple[str, ...] = ()) -> list[Cell]:
 
 
 def _turn(line: str, known: tuple[str, ...]) -> str:
-    """One cassette line cut as the JSON value it holds (never as text: a cut could join two fields)."""
+    """One cassette line cut as the JSON value it holds (never as text: a cut could join two fields),
+    written back ASCII-only, as the recorder writes it (no raw line separator inside a line)."""
     try:
         value = json.loads(line)
     except ValueError:
         return str(cut(line, known))
-    text = json.dumps(cut(value, known), ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate stays its escape, so the kernel can write the file
-        text = json.dumps(cut(value, known))
-    return text
+    return json.dumps(cut(value, known))
 
 
 def _generate_source(record: RunRecord, kind: str, known: tuple[str, ...]) -> str:
