@@ -4,6 +4,7 @@ by the real command line, and a copy of it in a run store a test may change."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -46,3 +47,19 @@ def folder_state(root: Path) -> dict[str, str]:
         else:
             state[str(path.relative_to(root))] = "dir"
     return state
+
+
+def inflate_turns(run_dir: Path, size: int) -> int:
+    """Grow the run's recorded turns to about ``size`` bytes (each exchange's first message longer,
+    with quotes and backslashes to escape), as a long run near the 64 MiB cap; the size written."""
+    path = run_dir / ".besser" / "turns.cassette.jsonl"
+    lines = path.read_text(encoding="utf-8").split("\n")
+    lines = [line for line in lines if line.strip()]
+    per = max(0, size - sum(len(line) + 1 for line in lines)) // (len(lines) - 1)
+    filler = "word 'quoted' \"and\" back\\slash "
+    for i in range(1, len(lines)):
+        exchange = json.loads(lines[i])
+        exchange["append"][0]["text"] += " " + (filler * (per // len(filler) + 1))[: max(0, per - per // 16)]
+        lines[i] = json.dumps(exchange)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path.stat().st_size

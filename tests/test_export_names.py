@@ -126,8 +126,8 @@ def test_the_default_notebook_goes_into_the_current_folder(store, tmp_path):
 @pytest.mark.parametrize("case", ["parent", "absolute", "dots", "nested"])
 def test_every_magic_taking_a_run_id_refuses_a_path(line, case, store, tmp_path):
     before = folder_state(tmp_path)
-    with pytest.raises(UsageError, match="^INVALID_RUN_ID: "):
+    with pytest.raises(UsageError, match=r"^INVALID_RUN_ID: "):
         magic(line.format(name=f"'{NAMES[case].format(tmp=tmp_path)}'"))
-    with pytest.raises(UsageError, match="^INVALID_RUN_ID: "):
+    with pytest.raises(UsageError, match=r"^INVALID_RUN_ID: "):
         InteractiveShell.instance().run_cell_magic("test_api", f"--run '{NAMES[case].format(tmp=tmp_path)}'", "GET /\n")
     assert folder_state(tmp_path) == before

@@ -25,8 +25,9 @@ _ROOT = str(Path(__file__).resolve().parents[3])  # the folder holding kernel_ex
 _CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from kernel_ext.hosting.export.apart import main; sys.exit(main())"
 
 
-async def notebook_bytes(run_dir: Path, known: Iterable[str], *, timeout: float = EXPORT_TIMEOUT_S) -> bytes:
-    """The export of ``run_dir`` as notebook JSON (UTF-8), built by a child process."""
+async def notebook_chunks(run_dir: Path, known: Iterable[str], *, timeout: float = EXPORT_TIMEOUT_S) -> list[bytes]:
+    """The export of ``run_dir`` as notebook JSON (UTF-8), built by a child process, in the chunks it
+    was read in (never joined on the loop: the caller writes them one by one)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-c", _CHILD, _ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
@@ -41,7 +42,7 @@ async def notebook_bytes(run_dir: Path, known: Iterable[str], *, timeout: float 
             await process.wait()
 
 
-async def _collect(process: asyncio.subprocess.Process, order: bytes) -> bytes:
+async def _collect(process: asyncio.subprocess.Process, order: bytes) -> list[bytes]:
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     process.stdin.write(order)
     await process.stdin.drain()
@@ -60,7 +61,7 @@ async def _collect(process: asyncio.subprocess.Process, order: bytes) -> bytes:
     finally:
         errors.cancel()
     if status == 0:
-        return b"".join(chunks)
+        return chunks
     try:
         refusal = json.loads(said.strip().splitlines()[-1])
         raise ExportRefused(str(refusal["code"]), str(refusal["message"]))

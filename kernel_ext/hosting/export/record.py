@@ -24,7 +24,8 @@ MAX_SIDE_FILE_BYTES = 64 * 1024 * 1024  # run.json, request.json, the cassette: 
 
 class ExportRefused(Exception):
     """An export that cannot be made; ``code`` is stable (``RUN_NOT_FOUND``, ``RUN_NOT_FINISHED``,
-    ``INVALID_RUN_ID``, ``NOT_EXPORTABLE``, ``CODE_NOT_BUILT``, ``INVALID_PATH``, ``EXPORT_EXISTS``, ``EXPORT_UNWRITABLE``), ``message`` one line."""
+    ``INVALID_RUN_ID``, ``NOT_EXPORTABLE``, ``CODE_NOT_BUILT``, ``INVALID_PATH``, ``EXPORT_EXISTS``,
+    ``EXPORT_UNWRITABLE``), ``message`` one line."""
 
     def __init__(self, code: str, message: str):
         super().__init__(f"{code}: {message}")
