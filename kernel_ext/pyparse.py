@@ -63,12 +63,16 @@ def check_size(source: str | bytes, filename: str = "<unknown>", max_bytes: int 
 AST_LOCK = threading.Lock()
 
 
-def parse_source(source: str | bytes, filename: str = "<unknown>", max_bytes: int | None = MAX_SOURCE_BYTES) -> ast.Module:
-    """``ast.parse``; SyntaxError (``TooDeep``, ``TooLarge`` included) when it cannot be parsed."""
+def parse_source(source: str | bytes, filename: str = "<unknown>", max_bytes: int | None = MAX_SOURCE_BYTES,
+                 *, top_level_await: bool = False) -> ast.Module:
+    """``ast.parse``; SyntaxError (``TooDeep``, ``TooLarge`` included) when it cannot be parsed.
+    ``top_level_await``: a notebook cell's source (``await`` outside a function is allowed there)."""
     check_size(source, filename, max_bytes)
+    flags = ast.PyCF_ONLY_AST | (ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if top_level_await else 0)
     try:
         with AST_LOCK:
-            return ast.parse(source, filename=filename)
+            tree: ast.Module = compile(source, filename, "exec", flags=flags, dont_inherit=True)
+            return tree
     except (RecursionError, MemoryError) as exc:
         raise TooDeep(filename, exc) from None
 

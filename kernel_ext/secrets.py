@@ -280,17 +280,18 @@ def redact_text(text: str, known: Iterable[str] = ()) -> str:
     return _KEY_SHAPES.sub(REDACTED, text)
 
 
-def redact(value: Any, known: Iterable[str] = ()) -> Any:
+def redact(value: Any, known: Iterable[str] = (), *, by_name: bool = True) -> Any:
     """A deep copy of ``value`` with secret-named string fields and secret-looking strings redacted.
 
     Keys are text too: a credential used as a JSON key, a header name or a tool-argument name
     (the model chooses those) is rewritten like any other string. Two keys that redact alike
     stay apart (``[redacted]``, ``[redacted]#2``), so no value is lost by the rewrite.
+    ``by_name=False`` cuts by value only (an export's data: a file named ``auth.py`` keeps its hash).
     """
-    return _redact(value, tuple(known), 0)
+    return _redact(value, tuple(known), 0, by_name)
 
 
-def _redact(value: Any, known: tuple[str, ...], depth: int) -> Any:
+def _redact(value: Any, known: tuple[str, ...], depth: int, by_name: bool = True) -> Any:
     """``redact`` to ``safetext.WALK_DEPTH`` levels; a deeper subtree becomes ``safetext.DEEP`` (no
     nesting a model sends can exhaust the recursion limit while an event is built)."""
     if isinstance(value, (dict, list, tuple)) and depth >= WALK_DEPTH:
@@ -298,11 +299,11 @@ def _redact(value: Any, known: tuple[str, ...], depth: int) -> Any:
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         for key, item in value.items():
-            secret_field = isinstance(key, str) and isinstance(item, str) and item and is_secret_field(key, item)
-            out[_free_key(redact_key(key, known), out)] = REDACTED if secret_field else _redact(item, known, depth + 1)
+            secret_field = by_name and isinstance(key, str) and isinstance(item, str) and item and is_secret_field(key, item)
+            out[_free_key(redact_key(key, known), out)] = REDACTED if secret_field else _redact(item, known, depth + 1, by_name)
         return out
     if isinstance(value, (list, tuple)):
-        return [_redact(item, known, depth + 1) for item in value]
+        return [_redact(item, known, depth + 1, by_name) for item in value]
     if isinstance(value, str):
         return redact_text(value, known)
     return value

@@ -14,17 +14,16 @@ file it writes. Refusals (no run, unfinished, the file exists) are one named lin
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from export_fixtures import ROOT, RUN_ID, demo_run, folder_state, run_copy  # noqa: F401
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from jupyter_fixtures import async_client, extension_config, jp_asyncio_loop, jp_server_config, runs_dir  # noqa: F401
@@ -35,28 +34,7 @@ from tornado.httpclient import HTTPClientError
 from kernel_ext.hosting.export import ExportRefused, export_run
 from kernel_ext.workspace.internal import is_internal_name
 
-ROOT = Path(__file__).resolve().parent.parent
-RUN_ID = "handin-demo-1"
 ENTRIES = ("python", "cli", "magic", "magic-server", "rest")
-
-
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory) -> Path:
-    """The demo run, made once by ``python -m kernel_ext demo`` (replay provider, approve all)."""
-    out = tmp_path_factory.mktemp("demo") / RUN_ID
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "kernel_ext", "demo", "--out", str(out)], capture_output=True,
-                          text=True, env=env, timeout=300, check=False)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return out
-
-
-@pytest.fixture
-def run_copy(demo_run, tmp_path) -> Path:
-    """A copy of the demo run in ``<tmp>/besser_runs/`` (where the in-process magic looks)."""
-    target = tmp_path / "besser_runs" / RUN_ID
-    shutil.copytree(demo_run, target, symlinks=True)
-    return target
 
 
 def app_tree(app: Path) -> dict[str, bytes]:
@@ -70,11 +48,6 @@ def app_tree(app: Path) -> dict[str, bytes]:
             if not is_internal_name(name):
                 files[str(path.relative_to(app))] = path.read_bytes()
     return files
-
-
-def folder_state(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-            for p in sorted(root.rglob("*"))}
 
 
 # -- the round trip ------------------------------------------------------------------------
@@ -148,7 +121,8 @@ async def export_through(entry: str, run_dir: Path, out: Path, *, force: bool = 
     if entry == "python":
         export_run(run_dir, out, force=force)
     elif entry == "cli":
-        done = subprocess.run([sys.executable, "-m", "kernel_ext", "export", str(run_dir), "--to", str(out), *flag.split()],
+        done = subprocess.run([sys.executable, "-m", "kernel_ext", "export", run_dir.name, "--runs-dir", str(run_dir.parent),
+                               "--to", str(out), *flag.split()],
                               capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
         if done.returncode:
             raise ExportRefused(*done.stderr.strip().removeprefix("error: ").split(": ", 1))

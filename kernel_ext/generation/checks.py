@@ -205,8 +205,8 @@ def _import_entry(files: dict[str, bytes], root: PurePosixPath, entrypoint: str,
             target.write_bytes(data)
         base.mkdir(exist_ok=True)
         env = {"PYTHONDONTWRITEBYTECODE": "1", "DATABASE_URL": f"sqlite:///{Path(tmp) / 'phase1-check.db'}"}
-        code = f"import sys; sys.path.insert(0, '.'); import importlib; importlib.import_module({entrypoint!r})"
-        done = run_confined([sys.executable, "-B", "-c", code], tmp, timeout, network=False, cwd=base, env=env,
+        code = "import sys; sys.path.insert(0, '.'); import importlib; importlib.import_module(sys.argv[1])"  # the name is data
+        done = run_confined([sys.executable, "-B", "-c", code, entrypoint], tmp, timeout, network=False, cwd=base, env=env,
                             home=home, policy=policy, spill_output=False, label=f"phase 1: import {entrypoint}")
         base_text = str(Path(tmp).resolve() / "app")
     if done.timed_out:

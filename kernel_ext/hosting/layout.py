@@ -19,6 +19,33 @@ from kernel_ext.workspace.internal import RUN_STATE_DIR
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$")
 
 
+class InvalidRunId(ValueError):
+    """A name a person typed that cannot be a run id (``../x``, an absolute path, an empty name)."""
+
+    code = "INVALID_RUN_ID"
+
+
+def check_run_id(run_id: object) -> str:
+    """``run_id`` when it is shaped like a run id (``InvalidRunId`` otherwise): checked before a
+    typed name reaches a path or a URL, where ``..`` or ``/`` would lead elsewhere."""
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
+        raise InvalidRunId(f"{str(run_id)[:80]!r} is not a run id (3 to 64 letters, digits, '-' or '_'; "
+                           "`%besser runs` lists them)")
+    return run_id
+
+
+def run_folder(runs_dir: Path, run_id: str) -> Path | None:
+    """The folder of run ``run_id`` in the run store ``runs_dir``; None unless the id is one and names
+    a real folder (never a link) holding its log (a regular file, never a link)."""
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
+        return None
+    run_dir = Path(runs_dir) / run_id
+    events = run_dir / "events.jsonl"
+    if run_dir.is_symlink() or not run_dir.is_dir() or events.is_symlink() or not events.is_file():
+        return None
+    return run_dir
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from kernel_ext.hosting.admission import Admission
 from kernel_ext.hosting.bodies import resolve_body
 from kernel_ext.hosting.bus import EventLog
-from kernel_ext.hosting.layout import RUN_ID_PATTERN, RunLayout
+from kernel_ext.hosting.layout import RunLayout, run_folder
 from kernel_ext.hosting.offloop import off_loop
 from kernel_ext.hosting.options import OperatorSettings, RunRequest
 from kernel_ext.hosting.requests import HostedRequest, capped
@@ -186,12 +186,7 @@ class RunManager:
         return self.index.summaries(skip)
 
     def _run_dir(self, run_id: str) -> Path | None:
-        if not RUN_ID_PATTERN.match(run_id or ""):
-            return None
-        run_dir = self.runs_dir / run_id
-        if run_dir.is_symlink() or not run_dir.is_dir() or log_stat(run_dir / "events.jsonl") is None:
-            return None
-        return run_dir
+        return run_folder(self.runs_dir, run_id)
 
     # -- lifecycle ------------------------------------------------------------------------
 

@@ -71,9 +71,16 @@ class ServerBackend:
     def note(self) -> str:
         return f"hosted by the Jupyter server at {self.client.url}"
 
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
+    def _call(self, method: str, path: str, body: Any = None, *, timeout: float | None = None) -> Any:
+        from kernel_ext.hosting.layout import InvalidRunId, check_run_id
+
         try:
-            return self.client.request(method, path, body)
+            if path.startswith("runs/"):  # a typed id goes into the URL only as one (a client would resolve `..`)
+                check_run_id(path.split("/")[1])
+        except InvalidRunId as exc:
+            raise BackendError(InvalidRunId.code, str(exc)) from None
+        try:
+            return self.client.request(method, path, body, timeout=timeout)
         except ServerError as exc:
             raise BackendError(exc.code, exc.message) from None
 
@@ -105,8 +112,10 @@ class ServerBackend:
     def export(self, run_id: str) -> str:
         """The finished run as notebook JSON text, built by the server (it holds the keys to cut)."""
         from kernel_ext.hosting.export import checked_text
+        from kernel_ext.hosting.export.apart import EXPORT_TIMEOUT_S
 
-        return checked_text(self._call("GET", f"runs/{run_id}/export"))
+        # a long run's export takes a while to build (the server ends it past this bound itself)
+        return checked_text(self._call("GET", f"runs/{run_id}/export", timeout=EXPORT_TIMEOUT_S + 30))
 
 
 class LocalBackend:

@@ -106,6 +106,7 @@ class BesserMagics(Magics):
             args = build_parser().parse_args(_split(line))
         except _HelpShown:
             return None
+        _check_run_ids(args)
         from kernel_ext.hosting.options import ConfigurationError
         from kernel_ext.magics.backends import BackendError
 
@@ -125,6 +126,7 @@ class BesserMagics(Magics):
             args = _test_api_parser().parse_args(_split(line))
         except _HelpShown:
             return None
+        _check_run_ids(args)
         try:
             scenario = apitest.parse_cell(cell)
             return apitest.run_cell(self._app_dir(args), scenario)
@@ -276,6 +278,20 @@ def _request(fields: dict[str, Any]) -> HostedRequest:
         return parse_request(fields)
     except RequestRefused as exc:
         raise UsageError(f"{exc.code}: {exc.message}") from None
+
+
+def _check_run_ids(args: argparse.Namespace) -> None:
+    """Every run id typed into a command (``attach``, ``export``, ``--base-run``, ``--run``) is shaped
+    like one before it reaches a path or a URL (``../x`` would lead out of the run store)."""
+    from kernel_ext.hosting.layout import InvalidRunId, check_run_id
+
+    for name in ("run_id", "base_run"):
+        value = getattr(args, name, None)
+        if value is not None:
+            try:
+                check_run_id(value)
+            except InvalidRunId as exc:
+                raise UsageError(f"{InvalidRunId.code}: {exc}") from None
 
 
 def _split(line: str) -> list[str]:

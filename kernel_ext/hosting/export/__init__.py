@@ -16,13 +16,14 @@ _EXPORTS = {
     "read_run": "record",
     "build_notebook": "notebook",
     "export_run": "notebook",
+    "find_run": "notebook",
     "notebook_text": "notebook",
     "checked_text": "notebook",
     "target_path": "notebook",
     "write_notebook": "notebook",
 }
 
-__all__ = ["ExportRefused", "RunRecord", "build_notebook", "checked_text", "export_run", "notebook_text", "read_run",
+__all__ = ["ExportRefused", "RunRecord", "build_notebook", "checked_text", "export_run", "find_run", "notebook_text", "read_run",
            "target_path", "write_notebook"]
 
 __getattr__, __dir__ = lazy_exports(__name__, {name: f"{__name__}.{module}" for name, module in _EXPORTS.items()})

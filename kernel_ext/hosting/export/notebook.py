@@ -1,14 +1,17 @@
 """A finished run as a notebook file (nbformat): assembled, cut of secrets, written without loss.
 
 Secrets: everything the run stored was redacted when it was written; the export cuts the known
-secrets of the exporting process again from every string (the run's own keys may not have been
-known when a line was written), and the reading cells also lose whatever is shaped like a key
-(``secrets.redact_text``, as events are), the runnable cells (model code, request, cassette) included:
-a key-shaped token the run sent or received is never handed out, though a replay then writes
-``[redacted]`` where the run wrote it (the re-run's comparison names such files).
+secrets of the exporting process again (the run's own keys may not have been known when a line
+was written) and whatever is shaped like a key (``secrets.redact_text``, as events are): from the
+text of the reading (markdown) cells, and from each value the runnable cells carry before it is
+written as a literal (``rerun``, ``codebuild``), never from code text. A key-shaped token the run
+sent or received is never handed out, though a replay then writes ``[redacted]`` where the run
+wrote it (the re-run's comparison names such files).
 
 Writing: the file appears whole or not at all (a temporary file beside it, then a hard link, which
-fails if the name exists, or a rename under ``force``), so an existing notebook is never lost.
+fails if the name exists, or a rename under ``force``), so an existing notebook is never lost; a
+link at the name is refused, ``force`` or not, and nothing is ever written through one. A run is
+named by its id (``find_run``: the run store's rule), so a typed name never leads out of the store.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from kernel_ext.codebuild import CodeNotBuilt
 from kernel_ext.hosting.export import rerun, sections
 from kernel_ext.hosting.export.record import ExportRefused, RunRecord, read_run
 from kernel_ext.hosting.export.sections import Cell
@@ -44,18 +48,18 @@ def build_notebook(record: RunRecord, known: Iterable[str] = ()) -> Any:
         *sections.request_reports(record),
         *sections.authorship(record),
     ]
-    model, replay = rerun.model_cells(record), rerun.rerun_cells(record)
+    # Runnable cells are built from values already cut (``rerun``: known keys, bearer credentials, key
+    # shapes) and checked as code; their text is never edited here. A replay of a run whose request or
+    # replies held a key-shaped token then writes `[redacted]` where the run wrote it, and its comparison says so.
+    try:
+        model, replay = rerun.model_cells(record, known), rerun.rerun_cells(record, known)
+    except CodeNotBuilt as exc:  # nothing is written: the export is refused whole
+        raise ExportRefused(CodeNotBuilt.code, f"run {record.run_id}'s runnable cells failed their check ({exc})") from None
 
-    def shown(source: str) -> str:  # what a person reads: no key, nothing that reorders or splits a line
-        return shown_text(redact_text(source, known))
+    def shown(kind: str, source: str) -> str:  # what a person reads: no key, nothing that reorders or splits a line
+        return source if kind == "code" else shown_text(redact_text(source, known))
 
-    cells = [_cell(kind, shown(source)) for kind, source in head]
-    # Runnable cells lose what every other cell loses too (known keys, bearer credentials, key shapes: the
-    # redaction writes no quote, so the Python stays valid); a replay of a run whose request or replies held
-    # a key-shaped token then writes `[redacted]` where the run wrote the token, and its comparison says so.
-    cells += [_cell(kind, redact_text(source, known)) for kind, source in model]  # right after the overview
-    cells += [_cell(kind, shown(source)) for kind, source in reading]
-    cells += [_cell(kind, redact_text(source, known)) for kind, source in replay]
+    cells = [_cell(kind, shown(kind, source)) for kind, source in [*head, *model, *reading, *replay]]
     notebook = nbformat.v4.new_notebook(cells=cells)
     notebook.metadata.update({
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
@@ -73,17 +77,34 @@ def _cell(kind: str, source: str) -> Any:
     return nbformat.v4.new_markdown_cell(source) if kind == "markdown" else nbformat.v4.new_code_cell(source)
 
 
-def export_run(run_dir: str | Path, to: str | Path | None = None, *, force: bool = False,
-               known: Iterable[str] | None = None) -> Path:
-    """Write run ``run_dir`` as a notebook; the path written. ``to``: a file (``.ipynb``) or a
-    folder (default: ``<run id>.ipynb`` in the current folder); ``known``: secrets to cut (default:
-    the secret-named values of this process's environment)."""
+def export_run(run: str | Path, to: str | Path | None = None, *, force: bool = False,
+               known: Iterable[str] | None = None, runs_dir: str | Path | None = None) -> Path:
+    """Write a finished run as a notebook; the path written. ``run``: the run's folder, or with
+    ``runs_dir`` (the run store) a run id matched against it (what the CLI passes: a typed name is
+    never a path); ``to``: a file (``.ipynb``) or a folder (default: ``<run id>.ipynb`` in the
+    current folder); ``known``: secrets to cut (default: the secret-named values of this process's
+    environment)."""
     from kernel_ext.secrets import secret_values
 
+    run_dir = find_run(runs_dir, run) if runs_dir is not None else Path(run)
     target = target_path(Path(run_dir).name, to, force=force)  # refused before any work
     text = notebook_text(run_dir, secret_values() if known is None else known)
     write_notebook(target, text, force=force)
     return target
+
+
+def find_run(runs_dir: str | Path, run_id: str | Path) -> Path:
+    """The folder of run ``run_id`` in the store ``runs_dir`` (``INVALID_RUN_ID``, ``RUN_NOT_FOUND``)."""
+    from kernel_ext.hosting.layout import InvalidRunId, check_run_id, run_folder
+
+    try:
+        check_run_id(str(run_id))
+    except InvalidRunId as exc:
+        raise ExportRefused(InvalidRunId.code, str(exc)) from None
+    folder = run_folder(Path(runs_dir), str(run_id))
+    if folder is None:
+        raise ExportRefused("RUN_NOT_FOUND", f"no run {str(run_id)!r} in {runs_dir}")
+    return folder
 
 
 def notebook_text(run_dir: str | Path, known: Iterable[str]) -> str:
@@ -107,10 +128,20 @@ def checked_text(data: Any) -> str:
 
 def target_path(run_id: str, to: str | Path | None, *, force: bool = False) -> Path:
     """Where the export goes: ``to`` (a ``.ipynb`` file, or a folder for ``<run id>.ipynb``) or the
-    current folder; an existing file is refused unless ``force``."""
+    current folder; an existing file is refused unless ``force``, a link always (never followed)."""
+    from kernel_ext.hosting.layout import InvalidRunId, check_run_id
+
+    try:
+        check_run_id(run_id)  # the default name is made of it: it must stay one name in one folder
+    except InvalidRunId as exc:
+        raise ExportRefused(InvalidRunId.code, str(exc)) from None
     path = Path.cwd() if to is None else Path(to).expanduser()
+    if path.is_symlink():
+        raise ExportRefused("INVALID_PATH", f"{path} is a symbolic link; an export never writes through one")
     if path.is_dir():
         path = path / f"{run_id}.ipynb"
+    if path.is_symlink():
+        raise ExportRefused("INVALID_PATH", f"{path} is a symbolic link; an export never writes through one")
     if path.suffix != ".ipynb":
         raise ExportRefused("INVALID_PATH", f"{path} is not a notebook name (it must end in .ipynb)")
     if not path.parent.is_dir():
@@ -124,11 +155,11 @@ def write_notebook(target: Path, text: str, *, force: bool = False) -> None:
     """Write ``text`` at ``target`` whole or not at all (see the module's doc)."""
     temporary = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
     try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)  # the umask applies
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)  # umask applies
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         if force:
-            os.replace(temporary, target)
+            os.replace(temporary, target)  # replaces a name (a link planted since the check, not its target)
         else:
             try:
                 os.link(temporary, target)  # fails if the name appeared meanwhile: nothing is replaced

@@ -9,12 +9,14 @@ no run, a run still going, a run that never got as far as a model.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kernel_ext.hosting.events import BaseEvent, DoneEvent, RunStarted
-from kernel_ext.hosting.layout import RunLayout
+from kernel_ext.hosting.layout import RunLayout, run_folder
 from kernel_ext.hosting.stored import read_log
 
 MAX_SIDE_FILE_BYTES = 64 * 1024 * 1024  # run.json, request.json, the cassette: each one read whole
@@ -22,7 +24,8 @@ MAX_SIDE_FILE_BYTES = 64 * 1024 * 1024  # run.json, request.json, the cassette: 
 
 class ExportRefused(Exception):
     """An export that cannot be made; ``code`` is stable (``RUN_NOT_FOUND``, ``RUN_NOT_FINISHED``,
-    ``NOT_EXPORTABLE``, ``INVALID_PATH``, ``EXPORT_EXISTS``, ``EXPORT_UNWRITABLE``), ``message`` one line."""
+    ``INVALID_RUN_ID``, ``NOT_EXPORTABLE``, ``CODE_NOT_BUILT``, ``INVALID_PATH``, ``EXPORT_EXISTS``,
+    ``EXPORT_UNWRITABLE``), ``message`` one line."""
 
     def __init__(self, code: str, message: str):
         super().__init__(f"{code}: {message}")
@@ -58,8 +61,9 @@ class RunRecord:
 def read_run(run_dir: str | Path) -> RunRecord:
     """The finished run in ``run_dir`` (``ExportRefused`` when it is none, or not finished)."""
     layout = RunLayout(Path(run_dir))
-    if not layout.events_path.is_file():
-        raise ExportRefused("RUN_NOT_FOUND", f"{layout.run_id!r} holds no run (no events.jsonl)")
+    if run_folder(layout.run_dir.parent, layout.run_id) is None:  # the run store's own rule: an id, no link, a log
+        raise ExportRefused("RUN_NOT_FOUND", f"{str(run_dir)[:200]!r} holds no run (a run folder is named by its id "
+                            "and holds events.jsonl)")
     events = list(read_log(layout.run_id, layout.events_path))
     if not events or not isinstance(events[-1], DoneEvent):
         raise ExportRefused("RUN_NOT_FINISHED", f"run {layout.run_id} has not finished; export it once it is done")
@@ -72,11 +76,15 @@ def read_run(run_dir: str | Path) -> RunRecord:
 
 
 def _text_file(path: Path) -> str | None:
+    """The file's text; None when it is absent, a link or not a regular file (never followed nor waited on)."""
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_SIDE_FILE_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = handle.read(MAX_SIDE_FILE_BYTES + 1)
     if len(data) > MAX_SIDE_FILE_BYTES:
         raise ExportRefused("NOT_EXPORTABLE", f"{path.name} is over {MAX_SIDE_FILE_BYTES // 2**20} MiB")
     return data.decode("utf-8", errors="replace")
