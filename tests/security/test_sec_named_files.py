@@ -254,12 +254,16 @@ for name, line in CASES.items():
 """
 
 
-async def test_the_magic_through_the_server_refuses_each_named_file(jp_serverapp, http_server, runs_dir, places):
-    cases = {f"{field}/{case}": (field, case) for field in ("scripted", "replay") for case in CASES}
+@pytest.mark.parametrize("backend", ["server", "in-process"])
+async def test_the_magic_refuses_each_named_file_in_one_line(jp_serverapp, http_server, runs_dir, places, backend):
+    """Through the server every case is held to its root; in-process (no server: the person's own
+    paths) what cannot be read is still refused before a run."""
+    names = CASES if backend == "server" else UNREADABLE
+    cases = {f"{field}/{case}": (field, case) for field in ("scripted", "replay") for case in names}
     lines = {key: f"generate example:library 'A FastAPI backend' --provider {field}:{path_of(places, field, case)}"
              for key, (field, case) in cases.items()}
     before = disk(places["root"], places["outside"])
-    kernel = await KernelDriver.start(places["root"], kernel_env(with_server=True))  # a notebook in the root folder
+    kernel = await KernelDriver.start(places["root"], kernel_env(with_server=backend == "server"))  # a notebook in the root
     try:
         await kernel.execute("%load_ext kernel_ext")
         values = await kernel.execute(f"CASES = {lines!r}\n{KERNEL_PROBE}", timeout=120, outcomes="json.dumps(outcomes)")
@@ -267,8 +271,36 @@ async def test_the_magic_through_the_server_refuses_each_named_file(jp_serverapp
         await kernel.stop()
     outcomes = json.loads(ast.literal_eval(values["outcomes"]))  # the text/plain of a str is its repr
     for key, (field, case) in cases.items():
-        line = outcomes[key]
-        assert line.startswith(expected(field, case) + ":"), (key, line)
-        assert "\n" not in line
-    assert list(runs_dir.iterdir()) == []
+        code = expected(field, case) if backend == "server" else UNREADABLE[case].upper()
+        assert outcomes[key].startswith(code + ":") and "\n" not in outcomes[key], (key, outcomes[key])
+    assert list(runs_dir.iterdir()) == [] and not (places["root"] / "besser_runs").exists()
     assert disk(places["root"], places["outside"]) == before
+
+
+# -- base_run_id: a run folder, read through the same fence ------------------------------------------
+
+
+@pytest.mark.parametrize(("plant", "code"), [("fifo", "not_regular_file"), ("link", "symlink_refused"),
+                                            ("huge", "too_large"), ("folder_link", "symlink_refused")])
+def test_a_base_runs_record_is_read_through_the_fence(tmp_path, places, plant, code):
+    from kernel_ext.pipeline.modify import find_base_run
+
+    runs = tmp_path / "runs"
+    run = runs / "20250101-000000-abcdef"
+    runs.mkdir()
+    if plant == "folder_link":
+        os.symlink(places["outside"], run)
+    else:
+        run.mkdir()
+        if plant == "fifo":
+            os.mkfifo(run / "run.json")
+        elif plant == "link":
+            os.symlink(places["outside"] / FILES["scripted"], run / "run.json")
+        else:
+            with open(run / "run.json", "wb") as handle:
+                handle.truncate(1 << 40)
+    before = disk(runs, places["outside"])
+    with pytest.raises(ToolFailure) as refused:
+        find_base_run(runs, run.name)
+    assert refused.value.code == code
+    assert disk(runs, places["outside"]) == before
