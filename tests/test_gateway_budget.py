@@ -139,17 +139,27 @@ def test_budget_figures_are_read_only_from_a_budget_refusal(kind, message, expec
 TASKS = json.dumps({"tasks": ["add a search endpoint for books"]})
 
 
+def padded_refusal() -> Plan:
+    """A 429 with Retry-After whose 20 MiB body puts the type after the padding (issue 28, item 5)."""
+    message = "Budget has been exceeded! Key=besser-alice Current cost: 0.0123, Max budget: 0.01 " + "p" * (20 << 20)
+    body = json.dumps({"error": {"message": message, "type": "budget_exceeded", "code": "429"}}).encode()
+    return Plan(429, [body[i : i + 65536] for i in range(0, len(body), 65536)],
+                {"content-type": "application/json", "retry-after": "0"})
+
+
 @pytest.mark.slow
-def test_a_run_whose_key_runs_out_ends_budget_exhausted_with_the_figures(server, monkeypatch, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("refusal", ["litellm-422", "padded-429"])
+def test_a_run_whose_key_runs_out_ends_budget_exhausted_with_the_figures(server, monkeypatch, tmp_path, refusal):  # noqa: F811
     """The planning call is answered, the first Phase 2 call is refused for want of budget: the run
     ends ``budget_exhausted`` (Phase 3 still checks the app, with no repair call), the error event
-    carries the figures, and the endpoint saw two requests in all."""
+    carries the figures, and the endpoint saw two requests in all, whatever the refusal's size."""
     from kernel_ext.pipeline.generation import generate
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
     server.plan(Plan(chunks=openai_stream([], [("c1", "submit_tasks", fragments(TASKS, 9))])),
-                REFUSALS["litellm-key-422"][0], *[FINE["openai"]() for _ in range(3)])
+                REFUSALS["litellm-key-422"][0] if refusal == "litellm-422" else padded_refusal(),
+                *[FINE["openai"]() for _ in range(3)])
 
     async def go():
         run = generate("example:library", "A FastAPI backend with a book search", run_dir=tmp_path / "run",

@@ -173,7 +173,7 @@ def test_unreadable_cassettes_are_named(tmp_path):
     assert caught.value.code == ErrorCode.NOT_CONFIGURED and "line 2" in caught.value.message
     with pytest.raises(ProviderError) as caught:
         ReplayProvider(tmp_path / "missing.jsonl")
-    assert "cannot read cassette" in caught.value.message
+    assert caught.value.code == "not_found" and "cassette" in caught.value.message
 
 
 def test_first_difference():

@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kernel_ext.hosting.options import OperatorSettings, RunRequest
-from kernel_ext.hosting.requests import KINDS, HostedRequest, capped, confine_model_path, kind_of
+from kernel_ext.hosting.requests import KINDS, HostedRequest, capped, hold_named_files, kind_of
 from kernel_ext.hosting.run import RunBody
 
 BodyFactory = Callable[[Any, OperatorSettings], RunBody]
@@ -37,10 +37,10 @@ def body_factory(kind: str, bodies: Mapping[str, str] = RUN_BODIES) -> BodyFacto
 
 
 def resolve_body(request: HostedRequest, operator: OperatorSettings, bodies: Mapping[str, str] = RUN_BODIES) -> RunBody:
-    """The run body for ``request``: a model path is confined and budgets capped first, so a
+    """The run body for ``request``: every file it names is held and budgets capped first, so a
     refusal (``RequestRefused``) comes before a run folder exists."""
     if isinstance(request, RunRequest):
-        confine_model_path(request, operator)
+        hold_named_files(request, operator)
         request = capped(request, operator)
     return body_factory(kind_of(request), bodies)(request, operator)
 

@@ -30,7 +30,7 @@ from kernel_ext.hosting.admission import Admission
 from kernel_ext.hosting.bodies import resolve_body
 from kernel_ext.hosting.bus import EventLog
 from kernel_ext.hosting.layout import RunLayout, run_folder
-from kernel_ext.hosting.offloop import off_loop
+from kernel_ext.hosting.offloop import for_request, off_loop
 from kernel_ext.hosting.options import OperatorSettings, RunRequest
 from kernel_ext.hosting.requests import HostedRequest, capped
 from kernel_ext.hosting.run import Run, RunBody, RunContext, load_finished, start_run
@@ -71,6 +71,12 @@ class RunManager:
     def start(self, request: HostedRequest) -> Run:
         """Resolve the body first (a refusal leaves nothing on disk), then start it."""
         body = resolve_body(request, self.operator)
+        return self.start_body(body, options=request)
+
+    async def start_from_request(self, request: HostedRequest) -> Run:
+        """``start`` for the server: resolving opens the files the request names (``hold_named_files``),
+        so it runs on the request workers, never on the loop."""
+        body = await for_request(resolve_body, request, self.operator)
         return self.start_body(body, options=request)
 
     def start_body(self, body: RunBody, *, options: HostedRequest | None = None, run_id: str | None = None) -> Run:

@@ -75,22 +75,35 @@ def capped(request: RunRequest, operator: OperatorSettings) -> RunRequest:
     return request.model_copy(update=updates) if updates else request
 
 
-def confine_model_path(request: RunRequest, operator: OperatorSettings) -> None:
-    """A ``model_path`` outside the operator's model root is refused before a run exists.
-
-    The run then reads it through the fence (``model/loading.py``), so a link is refused there too.
-    """
-    path = request.model_path
-    if operator.model_root is None or not path or path.startswith("example:"):
-        return
+def hold_named_files(request: RunRequest, operator: OperatorSettings) -> None:
+    """Every file the request names is refused here, before a run exists, unless the run could read
+    it: a model file (``model_path``), a cassette or script (``provider``: ``replay:``/``scripted:``),
+    held under the operator's root (``workspace/named.py``). Opened and stat'ed, never read or
+    waited on (the run reads it, off the loop, through the same fence). A path outside the root is
+    ``*_PATH_OUTSIDE_ROOT`` whether a file is there or not; a link, a FIFO, a device, a folder, a
+    file over its bound are named by the fence (``SYMLINK_REFUSED``, ``NOT_REGULAR_FILE``,
+    ``TOO_LARGE``, ``NOT_FOUND``). A ``base_run_id`` must be a run id (it names a folder)."""
     from kernel_ext.errors import ErrorCode, ToolFailure
-    from kernel_ext.model.loading import locate_model_path
+    from kernel_ext.hosting.layout import RUN_ID_PATTERN
+    from kernel_ext.model.loading import MAX_MODEL_FILE_BYTES
+    from kernel_ext.model.loading import WHAT as MODEL_FILE
+    from kernel_ext.providers.sources import MAX_SOURCE_BYTES, source_of
+    from kernel_ext.workspace import named
 
-    try:
-        locate_model_path(path, operator.model_root)
-    except ToolFailure as exc:
-        code = "MODEL_PATH_OUTSIDE_ROOT" if exc.code == ErrorCode.OUTSIDE_WORKSPACE else str(exc.code).upper()
-        raise RequestRefused(code, exc.message) from None
+    if request.base_run_id is not None and not RUN_ID_PATTERN.match(request.base_run_id):
+        raise RequestRefused("INVALID_REQUEST", f"base_run_id {request.base_run_id[:80]!r} is not a run id")
+    files: list[tuple[str, str, str | None, str, int]] = []  # (field, path, root, what, bound)
+    if request.model_path and not request.model_path.startswith("example:"):
+        files.append(("MODEL", request.model_path, operator.model_root, MODEL_FILE, MAX_MODEL_FILE_BYTES))
+    source = source_of(request.provider, operator.model_root)
+    if source is not None:
+        files.append(("PROVIDER", source.path, source.root, source.what, MAX_SOURCE_BYTES))
+    for field, path, root, what, bound in files:
+        try:
+            named.check(path, root, what=what, max_bytes=bound)
+        except ToolFailure as exc:
+            outside = exc.code == ErrorCode.OUTSIDE_WORKSPACE
+            raise RequestRefused(f"{field}_PATH_OUTSIDE_ROOT" if outside else str(exc.code).upper(), exc.message) from None
 
 
 def _describe(exc: ValidationError) -> str:

@@ -139,7 +139,7 @@ class BesserMagics(Magics):
         from kernel_ext.hosting.flags import switches_from
 
         fields: dict[str, Any] = {"kind": "generate", "request": " ".join(args.request), **self._model_source(args.model)}
-        options = {"target": args.target, "provider": args.provider, "llm_model": args.llm_model, "approve": args.approve,
+        options = {"target": args.target, "provider": _provider_spec(args.provider), "llm_model": args.llm_model, "approve": args.approve,
                    "max_turns": args.max_turns, "max_cost_usd": args.max_cost, "max_runtime_s": args.max_runtime,
                    "base_run_id": args.base_run, **switches_from(args)}
         fields.update({k: v for k, v in options.items() if v is not None})
@@ -292,6 +292,17 @@ def _check_run_ids(args: argparse.Namespace) -> None:
                 check_run_id(value)
             except InvalidRunId as exc:
                 raise UsageError(f"{InvalidRunId.code}: {exc}") from None
+
+
+def _provider_spec(spec: str | None) -> str | None:
+    """A cassette or script named by a path goes as an absolute one, like a model file: it means
+    this kernel's folder, wherever the server that hosts the run has its root (which holds it)."""
+    from kernel_ext.providers.sources import source_of
+
+    source = source_of(spec, None)
+    if source is None or source.root is not None:  # no file, or a shipped cassette by name
+        return spec
+    return f"{source.kind}:{Path(source.path).expanduser().absolute()}"
 
 
 def _split(line: str) -> list[str]:

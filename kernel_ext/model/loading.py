@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import keyword
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +33,7 @@ if TYPE_CHECKING:  # BESSER loads with the first model
 MAX_MODEL_FILE_BYTES = 1024 * 1024  # a 1,000-class model is a few hundred KB in any form
 PLANTUML_SUFFIXES = (".plantuml", ".puml", ".pu", ".iuml", ".wsd")
 EXAMPLE_PREFIX = "example:"
+WHAT = "model file"  # how a refusal names the file
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def _example(name: str) -> LoadedModel:
 
 def load_file(path: Path, *, variable: str | None = None, root: str | os.PathLike[str] | None = None) -> LoadedModel:
     """Read a model file (by suffix, else by content) without checking it."""
-    text = _decode(path, _read_confined(path, root) if root is not None else _read(path))
+    text = _decode(path, _read(path, root))
     origin = str(path)
     suffix = path.suffix.lower()
     stripped = text.lstrip("\ufeff \t\r\n")
@@ -153,29 +153,11 @@ def _python(text: str, origin: str, variable: str | None) -> LoadedModel:
     return LoadedModel(result.namespace[name], "python", origin, tuple(result.skipped))
 
 
-def _read(path: Path) -> bytes:
-    """The file's bytes, opened non-blocking (a FIFO is refused, never waited on)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise ToolFailure(ErrorCode.NOT_FOUND, f"model file {str(path)!r} does not exist") from None
-    except OSError as exc:
-        raise ToolFailure(ErrorCode.NOT_FOUND, f"model file {str(path)!r} cannot be opened: {exc.strerror}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise ToolFailure(ErrorCode.NOT_REGULAR_FILE, f"{str(path)!r} is not a regular file")
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(MAX_MODEL_FILE_BYTES + 1)
-    if len(data) > MAX_MODEL_FILE_BYTES:
-        raise ToolFailure(ErrorCode.TOO_LARGE, f"{str(path)!r} is larger than {MAX_MODEL_FILE_BYTES} bytes")
-    return data
+def _read(path: Path, root: str | os.PathLike[str] | None) -> bytes:
+    """The file's bytes, held like every file a request names (``workspace/named.py``)."""
+    from kernel_ext.workspace import named
 
-
-def _read_confined(path: Path, root: str | os.PathLike[str]) -> bytes:
-    """The file's bytes through the fence of ``root``: under it, no link followed, no FIFO opened."""
-    ws, loc = locate_model_path(path, root)
-    data, _ = ws.read_bytes(loc, MAX_MODEL_FILE_BYTES)
-    return data
+    return named.read(path, root, what=WHAT, max_bytes=MAX_MODEL_FILE_BYTES)
 
 
 def locate_model_path(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> tuple[Any, Any]:
@@ -183,18 +165,9 @@ def locate_model_path(path: str | os.PathLike[str], root: str | os.PathLike[str]
 
     Lexical only (the read walks the fence), so a server can refuse a request before a run exists.
     """
-    from kernel_ext.workspace import Workspace
+    from kernel_ext.workspace import named
 
-    ws = Workspace(root)
-    try:
-        return ws, ws.locate(os.fspath(path))
-    except ToolFailure as exc:
-        if exc.code != ErrorCode.OUTSIDE_WORKSPACE:
-            raise
-        raise ToolFailure(
-            ErrorCode.OUTSIDE_WORKSPACE,
-            f"model file {os.fspath(path)!r} is outside the server's root folder; put it under {str(ws.root)!r}",
-        ) from None
+    return named.locate(path, root, WHAT)
 
 
 def _decode(path: Path, data: bytes) -> str:

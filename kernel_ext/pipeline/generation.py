@@ -52,10 +52,11 @@ def generation_body(request: RunRequest, operator: OperatorSettings, *, model: D
         from kernel_ext.pipeline.orchestrator import Orchestrator
 
         try:
-            # A model file is parsed and evaluated in a worker thread: a hostile one cannot stall the loop.
+            # A model file is parsed and evaluated, and a cassette or script read, in a worker thread:
+            # a hostile one cannot stall the loop.
             loaded = model if model is not None else await asyncio.to_thread(_load_model, request, operator.model_root)
             check_names(loaded)  # names are identifiers before they are code (model/names.py)
-            chosen = provider if provider is not None else _provider(request, operator)
+            chosen = provider if provider is not None else await asyncio.to_thread(_provider, request, operator)
         except ToolFailure as exc:
             ctx.events.emit("run_started", request=request.request, run_dir=str(ctx.layout.run_dir))
             ctx.events.emit("error", code=str(exc.code).upper(), message=exc.message)
@@ -107,6 +108,7 @@ def generate(
     run_request = RunRequest(request=request, target=target, provider=spec, approve=approve, **budgets)
     loaded = _load_model_value(model)
     check_names(loaded)  # a refusal here leaves nothing on disk
+    _hold_files(run_request, operator)  # a cassette or script the run could not read, likewise
     layout = RunLayout(Path(run_dir)) if run_dir is not None else RunLayout.create(Path(runs_dir))
     if run_dir is not None:
         for folder in (layout.app_dir, layout.home_dir, layout.snapshots_dir):
@@ -116,6 +118,17 @@ def generate(
     if approver is not None:
         run.context.approver.on_request = _answer_with(approver, run)
     return run
+
+
+def _hold_files(request: RunRequest, operator: OperatorSettings) -> None:
+    """``hosting.requests.hold_named_files`` for a library caller: a refusal is a ``ToolFailure``."""
+    from kernel_ext.errors import ToolFailure
+    from kernel_ext.hosting.requests import RequestRefused, hold_named_files
+
+    try:
+        hold_named_files(request, operator)
+    except RequestRefused as exc:
+        raise ToolFailure(exc.code.lower(), exc.message) from None
 
 
 def _answer_with(approver: Approver, run: Run) -> Callable[[ApprovalRequest], Awaitable[None]]:
@@ -178,36 +191,37 @@ def _load_model_value(source: object, root: str | None = None) -> DomainModel:
 
 
 def _provider(request: RunRequest, operator: OperatorSettings) -> Provider | None:
-    """The provider the request's spec names, else the operator's; None means no provider."""
+    """The provider the request's spec names, else the operator's; None means no provider.
 
+    A file the request names is held under the operator's root (``providers/sources.py``); the
+    operator's own spec (``BESSER_LLM_PROVIDER``/``BESSER_LLM_CASSETTE``) is theirs. Reads a file:
+    called off the event loop."""
     spec = request.provider or operator.provider
     if spec == "none":
         return None
-    return provider_from_spec(spec, model=request.llm_model or operator.llm_model)
+    root = operator.model_root if request.provider else None
+    return provider_from_spec(spec, model=request.llm_model or operator.llm_model, root=root)
 
 
-def provider_from_spec(spec: str | None, *, model: str | None = None) -> Provider | None:
-    """``replay:CASSETTE``, ``scripted:FILE``, ``openai``, ``anthropic``; None: the environment."""
+def provider_from_spec(spec: str | None, *, model: str | None = None, root: str | None = None) -> Provider | None:
+    """``replay:CASSETTE``, ``scripted:FILE``, ``openai``, ``anthropic``; None: the environment.
+
+    A cassette or script is read now, under ``root`` when given (``providers/sources.py``)."""
     import dataclasses
 
     from kernel_ext.providers.config import ProviderConfig
     from kernel_ext.providers.factory import build_provider
+    from kernel_ext.providers.sources import source_of
 
-    name, _, source = (spec or "").partition(":")
-    source = str(shipped_cassette(source) or source) if name == "replay" else source
+    name = (spec or "").partition(":")[0]
+    source = source_of(spec, root)
     config = ProviderConfig.from_env(provider=name or None, model=model)
     if config.provider is None:
         return None
-    if source:
-        config = dataclasses.replace(config, source=source)
+    if source is not None:
+        config = dataclasses.replace(config, source=source.path)
     # Replays ignore tool-result text (paths, timings and read ids differ between machines).
-    return build_provider(config, strict_replay=False)
-
-
-def shipped_cassette(name: str) -> Path | None:
-    """A cassette shipped with the package, by name (``replay:library-jwt``)."""
-    candidate = Path(__file__).resolve().parent.parent / "scenarios" / "data" / f"{name}.cassette.jsonl"
-    return candidate if name and "/" not in name and candidate.is_file() else None
+    return build_provider(config, strict_replay=False, root=source.root if source is not None else None)
 
 
 def _close_run_resources(ctx: RunContext, state: RunState | None = None) -> None:

@@ -9,7 +9,6 @@ work that is still open.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,14 +41,28 @@ class BaseRun:
         return str((self.recipe.get("model") or {}).get("digest", ""))
 
 
+MAX_RECIPE_BYTES = 64 * 1024 * 1024  # what an export reads of a run.json (hosting/export/record.py)
+
+
 def find_base_run(runs_dir: Path, run_id: str) -> BaseRun:
+    """The earlier run a modify run continues; read from a file: call it off the event loop."""
     if not RUN_ID_PATTERN.match(run_id or ""):
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"{run_id!r} is not a run id")
-    run_dir = runs_dir / run_id
-    recipe_path = run_dir / "run.json"
-    if not recipe_path.is_file() or recipe_path.is_symlink():
-        raise ToolFailure(ErrorCode.NOT_FOUND, f"run {run_id!r} has no run.json to continue from (did it finish?)")
-    return BaseRun(run_id, run_dir, json.loads(recipe_path.read_text(encoding="utf-8")))
+    from kernel_ext import safejson
+    from kernel_ext.workspace import named
+
+    try:  # held like a file a request names: under the runs folder, no link, regular, bounded
+        data = named.read(f"{run_id}/run.json", runs_dir, what="base run record", max_bytes=MAX_RECIPE_BYTES)
+        recipe = safejson.loads(data)
+    except ToolFailure as exc:
+        if exc.code != ErrorCode.NOT_FOUND:
+            raise
+        raise ToolFailure(ErrorCode.NOT_FOUND, f"run {run_id!r} has no run.json to continue from (did it finish?)") from None
+    except ValueError:
+        raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"run {run_id!r}: its run.json is not readable JSON") from None
+    if not isinstance(recipe, dict):
+        raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"run {run_id!r}: its run.json is not a JSON object")
+    return BaseRun(run_id, runs_dir / run_id, recipe)
 
 
 def copy_app(base: BaseRun, app_dir: Path) -> int:

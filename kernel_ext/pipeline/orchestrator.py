@@ -104,7 +104,7 @@ class Orchestrator:
         self._hold_cost_cap()
         try:
             if self.request.base_run_id:
-                self.base = find_base_run(self.ctx.layout.run_dir.parent, self.request.base_run_id)
+                self.base = await asyncio.to_thread(find_base_run, self.ctx.layout.run_dir.parent, self.request.base_run_id)
             for name, step in (("select", self._select), ("generate", self._generate), ("gap", self._gap),
                                ("customize", self._customize), ("validate", self._validate)):
                 await self._phase(name, step)

@@ -35,8 +35,12 @@ def build_provider(
     meter: CostMeter | None = None,
     retry: RetryPolicy | None = None,
     strict_replay: bool = True,
+    root: str | None = None,
 ) -> Provider:
-    """The provider for ``config`` (default: from the environment). Raises ``NOT_CONFIGURED``."""
+    """The provider for ``config`` (default: from the environment). Raises ``NOT_CONFIGURED``.
+
+    A replay's or script's file is read here, under ``root`` when given (``sources.py``): call it
+    off the event loop."""
     config = config if config is not None else ProviderConfig.from_env()
     if config.provider is None:
         raise ProviderError(ErrorCode.NOT_CONFIGURED, NO_PROVIDER_HINT)
@@ -74,11 +78,11 @@ def build_provider(
         if config.provider == "replay":
             from kernel_ext.providers.replay import ReplayProvider
 
-            provider = ReplayProvider(config.source, strict=strict_replay, meter=meter)
+            provider = ReplayProvider(config.source, strict=strict_replay, meter=meter, root=root)
         else:
             from kernel_ext.providers.scripted import Script, ScriptedProvider
 
-            provider = ScriptedProvider(Script.from_file(config.source), meter=meter)
+            provider = ScriptedProvider(Script.from_file(config.source, root), meter=meter)
     if record is not None:
         provider.record(record)
     return provider

@@ -12,6 +12,9 @@ since 1.8x and 429 when its operator asks; OpenAI answers 429, which is otherwis
   Key=... Current cost: 0.0123, Max budget: 0.01", ...}}`` (keys, teams, projects, tags), or
   ``"ExceededBudget: User=alice over budget. Spend=0.02, Budget=0.01"`` (users, end users);
 - OpenAI (and servers copying it): ``{"error": {"type": "insufficient_quota", ...}}``: no figures.
+
+The type is read from the body's head however long the body is (``errorhead.py``), so padding
+after the error object or inside its message never hides a refusal.
 """
 
 from __future__ import annotations

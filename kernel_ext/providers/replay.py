@@ -18,7 +18,8 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from kernel_ext.errors import ErrorCode
+from kernel_ext import safejson
+from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.providers.base import Provider
 from kernel_ext.providers.bounds import CallBudget
 from kernel_ext.providers.cancel import cancelled
@@ -28,6 +29,7 @@ from kernel_ext.providers.messages import Request, ToolUse
 from kernel_ext.providers.meter import CostMeter, checked_usage
 from kernel_ext.providers.recording import CASSETTE_VERSION, request_record
 from kernel_ext.providers.redact import MASK, redact
+from kernel_ext.providers.sources import Source, read_source
 
 __all__ = ["Cassette", "ReplayProvider", "event_from_dict", "first_difference", "read_cassette"]
 
@@ -47,22 +49,20 @@ class Cassette:
         return dict(self.header.get("recorded_from") or {})
 
 
-def read_cassette(path: str | Path) -> Cassette:
+def read_cassette(path: str | Path, root: str | None = None) -> Cassette:
+    """A cassette file, held like every file a request names (``sources.py``: under ``root`` when
+    given, regular, never waited on, bounded); a refusal names the file and why."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        problem = f"cannot read cassette {str(path)!r}: {exc.strerror or exc}"
-    else:
-        problem = ""
-    if problem:
-        raise ProviderError(ErrorCode.NOT_CONFIGURED, problem)
+        lines = read_source(Source("replay", str(path), root)).splitlines()
+    except ToolFailure as exc:
+        raise ProviderError(exc.code, exc.message, exc.data) from None
     records: list[dict[str, Any]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = safejson.loads(line)
         except ValueError:
             record = None
         if not isinstance(record, dict):
@@ -89,8 +89,9 @@ def read_cassette(path: str | Path) -> Cassette:
 class ReplayProvider(Provider):
     kind: ClassVar[str] = "replay"
 
-    def __init__(self, cassette: str | Path | Cassette, *, strict: bool = True, meter: CostMeter | None = None):
-        self.cassette = cassette if isinstance(cassette, Cassette) else read_cassette(cassette)
+    def __init__(self, cassette: str | Path | Cassette, *, strict: bool = True, meter: CostMeter | None = None,
+                 root: str | None = None):
+        self.cassette = cassette if isinstance(cassette, Cassette) else read_cassette(cassette, root)
         recorded = self.cassette.recorded_from
         super().__init__(model=str(recorded.get("model", "")), label=f"replay:{self.cassette.path.name}", meter=meter)
         self.strict = strict

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from kernel_ext import safejson
 from kernel_ext.errors import ErrorCode
 from kernel_ext.providers.base import Provider
 from kernel_ext.providers.bounds import CallBudget
@@ -60,14 +61,20 @@ class Script:
         return cls(name, tuple(turns), model)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> Script:
-        """``{"name": ..., "turns": [{"text": ..., "tool_calls": [{"name", "arguments"}]}]}``"""
+    def from_file(cls, path: str | Path, root: str | None = None) -> Script:
+        """``{"name": ..., "turns": [{"text": ..., "tool_calls": [{"name", "arguments"}]}]}``, read like
+        every file a request names (``sources.py``: under ``root`` when given, regular, bounded)."""
+        from kernel_ext.errors import ToolFailure
+        from kernel_ext.providers.sources import Source, read_source
+
         path = Path(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = safejson.loads(read_source(Source("scripted", str(path), root)))
             turns = tuple(Turn.from_dict(t) for t in data["turns"])
             name = str(data.get("name") or path.stem)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except ToolFailure as exc:
+            raise ProviderError(exc.code, exc.message, exc.data) from None
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             problem = f"script {str(path)!r} is unusable: {type(exc).__name__}: {exc}"
         else:
             return cls(name, turns, str(data.get("model", "scripted")))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import json
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,6 +20,7 @@ import httpx
 from kernel_ext.errors import ErrorCode
 from kernel_ext.providers.bounds import ReplyWatch
 from kernel_ext.providers.cancel import CancelGuard
+from kernel_ext.providers.errorhead import ErrorHead, error_fields
 from kernel_ext.providers.events import ProviderError, Retrying
 from kernel_ext.providers.quota import budget_figures
 from kernel_ext.providers.redact import redact, safe_url
@@ -35,7 +35,6 @@ from kernel_ext.providers.retry import (
 
 __all__ = ["HttpTransport", "is_loopback"]
 
-_ERROR_BODY_LIMIT = 64 * 1024
 _USER_AGENT = "besser-jupyter-agent (kernel_ext.providers)"
 
 
@@ -126,24 +125,27 @@ class HttpTransport:
         if response.status_code < 300:
             return response
         try:
-            failure = await asyncio.wait_for(self._status_failure(response), max(watch.time_left(idle=False), 0.01))
+            failure = await asyncio.wait_for(self._status_failure(response, watch.limits.max_bytes), max(watch.time_left(idle=False), 0.01))
         except TimeoutError:
             failure = watch.expired(idle=False)
         raise failure
 
-    async def _status_failure(self, response: httpx.Response) -> ProviderError | RetryableError:
+    async def _status_failure(self, response: httpx.Response, limit: int) -> ProviderError | RetryableError:
+        """The failure a status reply names: its type and message read from the body's head
+        (``errorhead``), scanning at most ``limit`` bytes (the reply's byte bound)."""
         status = response.status_code
-        body = b""
-        try:
+        head, scanned = ErrorHead(), 0
+        try:  # however long the body: its head is scanned as it arrives, nothing past it is kept
             async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) >= _ERROR_BODY_LIMIT:
+                head.feed(chunk)
+                scanned += len(chunk)
+                if head.done or scanned > limit:
                     break
         except httpx.HTTPError:
             pass
         finally:
             await response.aclose()
-        kind, detail = self._upstream_error(body)
+        kind, detail = self._upstream_error(head.fields())
         data = {"status": status, "endpoint": self.endpoint, **({"upstream_type": kind} if kind else {})}
         where = f"{self.endpoint} (HTTP {status}{', ' + kind if kind else ''})"
         budget = budget_figures(kind, detail)
@@ -165,23 +167,9 @@ class HttpTransport:
         code = ErrorCode.BAD_REQUEST if status < 500 else ErrorCode.UPSTREAM_LLM
         return ProviderError(code, text, data)
 
-    def _upstream_error(self, body: bytes) -> tuple[str, str]:
-        """(error type, message) from an error body, both redacted and bounded."""
-        text = body.decode("utf-8", "replace")
-        kind, message = "", text.strip()
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict):
-            error = parsed.get("error", parsed)
-            if isinstance(error, dict):
-                kind = str(error.get("type") or error.get("code") or "")
-                message = str(error.get("message") or error.get("detail") or "")
-            else:
-                message = str(error)
-        if not kind.replace("_", "").replace("-", "").isalnum() or len(kind) > 48:
-            kind = ""
+    def _upstream_error(self, fields: tuple[str, str]) -> tuple[str, str]:
+        """(error type, message) as ``errorhead`` read them, the message redacted and bounded."""
+        kind, message = fields
         return kind, self._clean(message)
 
     def _clean(self, text: str, limit: int = 300) -> str:
@@ -236,7 +224,7 @@ class HttpTransport:
 
     def error_in_stream(self, payload: Any) -> ProviderError:
         """An error the endpoint sent inside an otherwise successful stream."""
-        kind, message = self._upstream_error(json.dumps(payload).encode())
+        kind, message = self._upstream_error(error_fields(payload) if isinstance(payload, dict) else ("", str(payload)))
         where = f"{self.endpoint} reported an error mid-stream" + (f" ({kind})" if kind else "")
         budget = budget_figures(kind, message)
         if budget is not None:

@@ -151,14 +151,14 @@ def test_a_model_naming_tools_it_was_not_offered_gets_named_refusals(world, tmp_
 
 
 @pytest.mark.slow
-async def test_a_rest_body_asking_for_shell_tools_gets_none(world, tmp_path, jp_fetch, jp_serverapp):
+async def test_a_rest_body_asking_for_shell_tools_gets_none(world, tmp_path, jp_root_dir, jp_fetch, jp_serverapp):
     """The real server: widening fields are dropped, and the scripted model's shell calls are refused."""
     from kernel_ext.model.examples import build_library_model
     from kernel_ext.model.jsonform import model_to_dict
     from kernel_ext.server.handlers.base import STATE_KEY
 
     probe = tmp_path / "pwned-by-rest"
-    script = tmp_path / "script.json"
+    script = jp_root_dir / "script.json"  # a file a request names lies under the server's root
     script.write_text(json.dumps({"name": "wants-a-shell", "turns": [
         {"text": "", "tool_calls": [{"name": "submit_tasks", "arguments": {"tasks": ["check the backend"]}}]},
         {"text": "", "tool_calls": [{"name": "run_command", "arguments": {"command": f"touch {probe}"}},

@@ -63,17 +63,20 @@ def extension_config() -> dict:
 
 
 @pytest.fixture
-def scripts(monkeypatch) -> dict[str, Callable[[Request], Turn]]:
-    """``provider: "scripted:sec-loop-lag"`` plays the responder a test puts here (the LLM's stand-in)."""
+def scripts(monkeypatch, jp_root_dir) -> dict[str, Callable[[Request], Turn]]:
+    """``provider: "scripted:sec-loop-lag"`` plays the responder a test puts here (the LLM's stand-in).
+    The spec names a file under the server's root, as a request's files must (the request is checked
+    before a run); the run plays the responder instead of that file."""
     from kernel_ext.pipeline import generation
 
+    (jp_root_dir / SCRIPT_SPEC.partition(":")[2]).write_text('{"turns": []}')
     original = generation.provider_from_spec
     responders: dict[str, Callable[[Request], Turn]] = {}
 
-    def chosen(spec: str | None, *, model: str | None = None) -> Any:
+    def chosen(spec: str | None, *, model: str | None = None, root: str | None = None) -> Any:
         if spec in responders:
             return ScriptedProvider(Script.of("sec-loop-lag", [responders[spec]] * 60))
-        return original(spec, model=model)
+        return original(spec, model=model, root=root)
 
     monkeypatch.setattr(generation, "provider_from_spec", chosen)
     return responders

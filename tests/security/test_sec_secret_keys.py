@@ -87,13 +87,13 @@ def test_python_api_run_stores_no_secret_key(world, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-async def test_rest_run_stores_no_secret_key(jp_fetch, jp_serverapp, runs_dir, world, tmp_path):
+async def test_rest_run_stores_no_secret_key(jp_fetch, jp_serverapp, runs_dir, world, tmp_path, jp_root_dir):
     from kernel_ext.model.examples import build_library_model
     from kernel_ext.model.jsonform import model_to_dict
 
     state = jp_serverapp.web_app.settings[STATE_KEY]
     secret = state.capability.token  # a credential the server knows and redacts
-    script = tmp_path / "script.json"
+    script = jp_root_dir / "script.json"  # a file a request names lies under the server's root
     script.write_text(json.dumps({"name": "secret-keys", "turns": [
         {"text": "", "tool_calls": [{"name": "submit_tasks", "arguments": {"tasks": ["probe"]}}]},
         {"text": "", "tool_calls": hostile_calls(secret)},

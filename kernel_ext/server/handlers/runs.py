@@ -29,7 +29,7 @@ class RunsHandler(BesserHandler):
         """Start a run. Fields the operator decides (``allow_shell_tools``...) are ignored."""
         try:
             request = parse_request(await self.json_body())
-            run = self.state.manager.start(request)
+            run = await self.state.manager.start_from_request(request)
         except RequestRefused as exc:
             raise Refusal(exc.status, exc.code, exc.message) from None
         # One turn of the loop: the run's first step takes its place or its place in the queue, so the
