@@ -136,7 +136,7 @@ def test_a_whole_cli_run_through_the_proxys_anthropic_messages(tmp_path, proxy, 
 @pytest.mark.parametrize("fmt", ["openai"])  # /v1/messages: the same error, read directly below
 def test_a_context_overflow_ends_the_run_with_context_too_long(tmp_path, proxy, fresh, fmt):
     fresh.plan(*wire_turns.context_overflow_run())
-    code, events, out = cli_run(tmp_path, fmt, proxy)
+    code, events, _ = cli_run(tmp_path, fmt, proxy)
     errors = [e for e in events if e["type"] == "error" and e["code"] == "CONTEXT_TOO_LONG"]
     assert len(errors) == 1 and errors[0]["terminal"] and "context window; no retry" in errors[0]["message"]
     assert code != 0 and events[-1]["type"] == "done" and events[-1]["status"] != "completed"
