@@ -140,6 +140,8 @@ def test_a_context_overflow_ends_the_run_with_context_too_long(tmp_path, proxy, 
     errors = [e for e in events if e["type"] == "error" and e["code"] == "CONTEXT_TOO_LONG"]
     assert len(errors) == 1 and errors[0]["terminal"] and "context window; no retry" in errors[0]["message"]
     assert code != 0 and events[-1]["type"] == "done" and events[-1]["status"] != "completed"
+    assert ("customize", "failed") in {(e["phase"], e["status"]) for e in events if e["type"] == "phase"}
+    assert ("validate", "done") in {(e["phase"], e["status"]) for e in events if e["type"] == "phase"}
     assert len(fresh.requests) == 2  # no retry of a request that cannot fit
 
 
