@@ -87,6 +87,7 @@ class ErrorCode(StrEnum):
     REPLY_TOO_LARGE = "reply_too_large"  # a reply past a size limit (providers/bounds.py)
     BUDGET = "budget"  # the run's wall time or token budget spent while a call was under way
     BUDGET_EXHAUSTED = "budget_exhausted"  # the endpoint (a gateway's key, an account's quota) refuses: no money left
+    CONTEXT_TOO_LONG = "context_too_long"  # the endpoint says the conversation is past the model's window (providers/overflow.py)
     # models and generators
     NOT_A_MODEL = "not_a_model"
     INVALID_MODEL = "invalid_model"

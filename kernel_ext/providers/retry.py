@@ -23,6 +23,7 @@ __all__ = ["RETRY_STATUSES", "Attempted", "RetryPolicy", "RetryableError", "retr
 
 T = TypeVar("T")
 
+RELAYED = "llm_provider-"  # LiteLLM's prefix for the headers of the server behind it
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
@@ -107,8 +108,12 @@ def _out_of_time(failure: RetryableError, delay: float, code: str, why: str) -> 
 
 
 def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
-    """``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date), else None."""
+    """``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date), the endpoint's own or,
+    when it sent neither, the ones a proxy relayed from the server behind it; else None."""
     lowered = {k.lower(): v for k, v in headers.items()}
+    if "retry-after" not in lowered and "retry-after-ms" not in lowered:
+        # LiteLLM's proxy (1.108.7) relays the upstream's headers under its own prefix only
+        lowered = {k.removeprefix(RELAYED): v for k, v in lowered.items() if k.startswith(RELAYED)}
     ms = lowered.get("retry-after-ms")
     if ms is not None:
         try:

@@ -22,6 +22,7 @@ from kernel_ext.providers.bounds import ReplyWatch
 from kernel_ext.providers.cancel import CancelGuard
 from kernel_ext.providers.errorhead import ErrorHead, error_fields
 from kernel_ext.providers.events import ProviderError, Retrying
+from kernel_ext.providers.overflow import context_overflow
 from kernel_ext.providers.quota import budget_figures
 from kernel_ext.providers.redact import redact, safe_url
 from kernel_ext.providers.retry import (
@@ -151,6 +152,8 @@ class HttpTransport:
         budget = budget_figures(kind, detail)
         if budget is not None:  # final whatever the status: a retry is refused the same way
             return _budget_exhausted(where, detail, {**data, **budget})
+        if context_overflow(status, body.decode("utf-8", "replace")):
+            return _context_too_long(where, detail, data)
         if status in (401, 403):
             if not self.secrets:
                 text = f"{where} requires an API key and none is set ({self.key_hint})"
@@ -229,6 +232,8 @@ class HttpTransport:
         budget = budget_figures(kind, message)
         if budget is not None:
             return _budget_exhausted(where, message, {"endpoint": self.endpoint, **budget})
+        if context_overflow(None, json.dumps(payload)):
+            return _context_too_long(where, message, {"endpoint": self.endpoint})
         return ProviderError(ErrorCode.UPSTREAM_LLM, f"{where}: {message}" if message else where)
 
 
@@ -239,3 +244,10 @@ def _budget_exhausted(where: str, detail: str, data: dict[str, Any]) -> Provider
         figures = f" (spent ${data['spent_usd']:g} of ${data['limit_usd']:g})"
     text = f"{where}: the budget of this key is spent{figures}; no retry"
     return ProviderError(ErrorCode.BUDGET_EXHAUSTED, f"{text}: {detail}" if detail else text, data)
+
+
+def _context_too_long(where: str, detail: str, data: dict[str, Any]) -> ProviderError:
+    """The one wording of a conversation past the model's window: final, since a retry is as long."""
+    text = (f"{where}: the conversation is longer than the model's context window; no retry "
+            "(choose a model with a larger window, or ask for less in one run)")
+    return ProviderError(ErrorCode.CONTEXT_TOO_LONG, f"{text}: {detail}" if detail else text, data)
