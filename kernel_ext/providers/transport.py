@@ -152,7 +152,7 @@ class HttpTransport:
         budget = budget_figures(kind, detail)
         if budget is not None:  # final whatever the status: a retry is refused the same way
             return _budget_exhausted(where, detail, {**data, **budget})
-        if context_overflow(status, body.decode("utf-8", "replace")):
+        if context_overflow(status, f"{kind} {detail} {head.head.decode('utf-8', 'replace')}"):  # what the head read
             return _context_too_long(where, detail, data)
         if status in (401, 403):
             if not self.secrets:
@@ -232,7 +232,7 @@ class HttpTransport:
         budget = budget_figures(kind, message)
         if budget is not None:
             return _budget_exhausted(where, message, {"endpoint": self.endpoint, **budget})
-        if context_overflow(None, json.dumps(payload)):
+        if context_overflow(None, f"{kind} {message} {payload if isinstance(payload, str) else ''}"):
             return _context_too_long(where, message, {"endpoint": self.endpoint})
         return ProviderError(ErrorCode.UPSTREAM_LLM, f"{where}: {message}" if message else where)
 
