@@ -61,8 +61,18 @@ def stylesheet() -> str:
         f".besser-st-{word.replace(' ', '-')} {{border-left-color: {tone}}}" for word, tone in STATUS_TONE.items()
     )
     return f"""
-.besser-run, .besser-card {{color: {TEXT}}}
+.besser-run, .besser-card, .besser-request-report {{color: {TEXT}}}
 .besser-run table, .besser-card table {{color: inherit; font-size: inherit}}
+.besser-req-line {{display: grid; grid-template-columns: 2em 5em minmax(10em, 1fr) 4em 5em 6em 5em 6em; gap: 0 12px;
+  align-items: baseline; padding: 2px 0 2px 14px; border-bottom: 1px solid {BORDER}}}
+.besser-req-head {{font-weight: 600}}
+.besser-req > summary {{cursor: pointer; list-style: none; position: relative}}
+.besser-req > summary::before {{content: "▸"; position: absolute; left: 0; color: {META}}}
+.besser-req[open] > summary::before {{content: "▾"}}
+.besser-req-detail {{margin: 4px 0 8px 16px}}
+.besser-req-detail b {{color: {TEXT}}}
+.besser-req-detail pre {{margin: 2px 0 6px; max-height: 16em; overflow: auto; color: {CONTENT};
+  font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 13px)}}
 .besser-meta {{color: {META}; font-size: 90%}}
 .besser-badge {{color: {TEXT}; background: {RAISED}; border: 1px solid {STRONG_BORDER}; border-left: 4px solid {MUTED};
   border-radius: 4px; padding: 0 6px; font-size: 90%; white-space: nowrap}}
