@@ -8,6 +8,11 @@ without JupyterLab's variables). Tints (a diff's added line) mix a theme colour 
 tests/test_widgets_theme.py parses this sheet: every colour is a ``--jp-*`` variable, and body
 text meets WCAG AA on JupyterLab's dark theme.
 
+A view whose kernel is gone (ipywidgets marks each of its widgets ``jupyter-widgets-disconnected``)
+is *detached*: its ``.besser-detached`` parts show, its ``.besser-live`` parts and expiry notes go,
+its buttons take no click, and ipywidgets' broken-link icon (one per widget) is not drawn. That is
+CSS alone, so it works with no kernel at all.
+
 Status colours carry meaning twice: a badge's coloured edge and its words (colour alone never
 says "denied").
 """
@@ -32,7 +37,7 @@ MUTED = "var(--jp-layout-color4, #757575)"
 # A status word -> the colour of its badge's edge.
 STATUS_TONE = {
     "completed": OK, "executed": OK, "approved": OK, "passed": OK, "verified": OK, "resolved": OK,
-    "blocked": WARN, "waiting": WARN, "expired": WARN, "interrupted": WARN, "warning": WARN, "implemented": WARN,
+    "blocked": WARN, "waiting": WARN, "detached": WARN, "expired": WARN, "interrupted": WARN, "warning": WARN, "implemented": WARN,
     "failed": BAD, "denied": BAD, "stale input": BAD, "blocker": BAD, "denied by policy": BAD, "budget_exhausted": BAD,
     "running": INFO, "info": INFO, "queued": INFO,
     "pending": MUTED, "starting": MUTED, "cancelled": MUTED,
@@ -110,6 +115,11 @@ def stylesheet() -> str:
 .besser-task-verified .besser-task-mark {{color: {TEXT}; font-weight: 700}}
 .besser-task-implemented .besser-task-mark {{color: {META}}}
 .besser-run a, .besser-card a {{color: {INFO}}}
+.besser-detached {{display: none}}
+.besser-run.jupyter-widgets-disconnected .besser-detached {{display: revert}}
+.besser-run.jupyter-widgets-disconnected .besser-live, .besser-run.jupyter-widgets-disconnected .besser-card-note {{display: none}}
+.besser-run.jupyter-widgets-disconnected button {{pointer-events: none; cursor: not-allowed; opacity: .45}}
+.besser-run.jupyter-widgets-disconnected::before, .besser-run .jupyter-widgets-disconnected::before {{content: none; display: none}}
 {syntax}
 """
 
