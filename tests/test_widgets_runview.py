@@ -191,3 +191,25 @@ def test_request_report_redacts_credentials():
     assert "besser-st-passed" in rows[0] and "besser-st-failed" in rows[1] and ">executed<" not in widget.to_html()
     with pytest.raises(TypeError):
         RequestReport("not a report")
+
+
+def test_a_cancelled_run_leaves_no_phase_in_progress_and_phases_align():
+    view = RunView(run_id="r-1").replay([
+        event(1, "run_started", request="r", provider_label="p", provider_kind="scripted"),
+        event(2, "phase", phase="select", status="started"), event(3, "phase", phase="select", status="done", duration_s=0.1),
+        event(4, "phase", phase="customize", status="started"),
+        event(5, "done", status="cancelled", authorship={}, blockers=[], summary="cancelled by you"),
+    ])
+    assert view.state.phases["customize"].status == "stopped" and view.state.phases["select"].status == "done"
+    strip = view.timeline.to_html()
+    assert "◐" not in strip and "■ customize" in strip and "stopped" in strip  # final, and says how it ended
+    cells = re.findall(r"<td [^>]*>", strip)
+    assert cells and all("vertical-align:top" in cell for cell in cells)  # a second line never shifts its neighbours
+
+
+def test_tasks_implemented_but_not_verified_say_what_would_verify_them():
+    view = RunView(run_id="r-1").replay([event(1, "task_list", tasks=[{"id": "T1", "text": "Add JWT auth", "status": "implemented"}])])
+    html = view._tasks.value
+    assert "implemented, not verified" in html and "only by a check attached to it that passed" in html
+    verified = RunView(run_id="r-1").replay([event(1, "task_list", tasks=[{"id": "T1", "text": "Add JWT auth", "status": "verified"}])])
+    assert "besser-tasks-why" not in verified._tasks.value

@@ -15,7 +15,7 @@ from kernel_ext.safetext import plural, shorten, shown_text
 from widgets.state import ApprovalView, RunViewState
 from widgets.theme import badge_class
 
-STATUS_MARK = {"pending": "○", "started": "◐", "done": "●", "skipped": "–", "failed": "✕"}
+STATUS_MARK = {"pending": "○", "started": "◐", "done": "●", "skipped": "–", "failed": "✕", "stopped": "■"}
 
 
 def esc(value: Any) -> str:
@@ -130,8 +130,9 @@ def _draw_phases(state: RunViewState) -> str:
         title = esc(phase.message) if phase.message else ""
         waited = (f'<br><small class="besser-meta">+{esc(seconds(phase.waiting_s))} waiting for you</small>'
                   if phase.waiting_s >= 0.5 else "")
-        cells.append(f'<td title="{title}" style="padding:2px 10px">{mark} {esc(phase.name)}'
-                     f"<br><small>{esc(seconds(state.phase_work_s(phase.name)))}</small>{waited}</td>")
+        cells.append(f'<td title="{title}" style="padding:2px 10px;vertical-align:top">{mark} {esc(phase.name)}'
+                     f"<br><small>{esc(seconds(state.phase_work_s(phase.name)))}{' · stopped' * (phase.status == 'stopped')}"
+                     f"</small>{waited}</td>")
     return f'<table class="besser-phases"><tr>{"".join(cells)}</tr></table>'
 
 
@@ -192,7 +193,11 @@ def tasks_html(state: RunViewState) -> str:
         mark, meaning = TASK_LOOK.get(status, ("☐", status or "open"))
         rows.append(f'<li class="besser-task besser-task-{esc(status or "open")}"><span class="besser-task-mark">{mark}</span> '
                     f'{esc(task.get("id", ""))} {esc(task.get("text", ""))} <small class="besser-meta">{esc(meaning)}</small></li>')
-    return f"<b>tasks</b><ul class='besser-tasks' style='margin:0'>{''.join(rows)}</ul>"
+    unverified = any(str(task.get("status", "")).lower() == "implemented" for task in state.tasks)
+    why = ('<div class="besser-meta besser-tasks-why">implemented, not verified: the model cited the code it wrote for the task; '
+           "a task is verified only by a check attached to it that passed, and none was attached to these "
+           "(the run's test results are in the calls above)</div>") if unverified else ""
+    return f"<b>tasks</b><ul class='besser-tasks' style='margin:0'>{''.join(rows)}</ul>{why}"
 
 
 def findings_html(state: RunViewState) -> str:

@@ -112,7 +112,7 @@ def report_html(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
     HTML ``details``, so it works with no kernel, in nbconvert and on GitHub)."""
     head = "".join(f"<span>{name}</span>" for name in HEAD)
     items = "".join(
-        f"<details class='besser-req'><summary class='besser-req-line'>"
+        "<details class='besser-req'><summary class='besser-req-line'>"
         + "".join(f"<span>{cell}</span>" for cell in _cells(n, row))
         + f"</summary><div class='besser-req-detail'>{detail_html(row)}</div></details>"
         for n, row in enumerate(rows)
