@@ -141,8 +141,8 @@ def drive_the_lesson(page, url, token, root, shots) -> None:
         approve.click(timeout=3_000)
 
     # Saved and reloaded: the live run's widget model is gone; the finished runs show as they ended
-    save(page, root / LESSON, lambda notebook: len([o for c in notebook.cells for o in c.outputs
-                                                      if "besser-run" in o.get("data", {}).get("text/html", "")]) == 4)
+    save(page, root / LESSON, lambda notebook: len([o for c in notebook.cells if c.cell_type == "code" for o in c.outputs
+                                                      if '<div class="besser-run">' in o.get("data", {}).get("text/html", "")]) == 4)
     page.reload()
     kernel_ready(url, token)
     line = page.locator(".besser-reattach").first
