@@ -9,7 +9,11 @@ Nothing in the notebook is scripted here: the cards are left to the click
 still busy. On the DOM (``browser_dom``) it checks: the pending card is first (pinned in
 ``.besser-pending`` before ``.besser-decided``, the banner counts it), the calls decided before
 it are one-line rows, no body or row holds raw JSON arguments, and after the run the test_api
-row says "N/N requests passed" and the edits "applied"/"created". In JupyterLab it then switches
+row says "N/N requests passed" and the edits "applied"/"created", the run's output having become its
+static HTML (the widget gone). It then saves the notebook (Ctrl+S), stops the server and opens the
+saved file on a new one (``lab_server.LabServer.restart``: new port, new kernel, no old widget
+model): the file holds no widget output, and the page shows the finished run and the request
+report (a row opens on its bodies), no "model not found", no reattach line. In JupyterLab it then switches
 to JupyterLab Dark and computes WCAG contrast in the page (body, meta, row, badge >= 4.5:1).
 It runs in JupyterLab 4 on ipykernel 7 and on ipykernel 6 (``kernel_flavours``; a kernel spec
 on the server's ``JUPYTER_PATH`` points the notebook's ``python3`` at it, and a first cell added
