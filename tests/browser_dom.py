@@ -7,6 +7,9 @@
   *effective* background (the element's and its ancestors' backgrounds, composited up to the
   first opaque one; every colour is resolved by painting it on a canvas, so ``color-mix`` and
   ``var()`` results count as the page shows them);
+- ``detached``: what a view shows once its kernel is gone: the visible pills, banners and card
+  notes, ipywidgets' broken-link icons (its ``::before`` glyph U+F127) and broken images, and
+  every visible control whose label does not fit (``scrollWidth`` past its box);
 - ``SEEN_JS`` (an init script): the wall-clock time each open card first appears, keyed
   ``run/call``, for ``card_latencies`` (event ``ts`` -> DOM, the bench's figure).
 """
@@ -96,6 +99,23 @@ CONTRAST_JS = """
 }
 """
 
+DETACHED_JS = """
+view => {
+  const visible = el => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden';
+  const texts = selector => [...view.querySelectorAll(selector)].filter(visible).map(el => el.innerText.trim());
+  const icons = [view, ...view.querySelectorAll('*')].filter(el => (getComputedStyle(el, '::before').content || '').includes('\\uf127'));
+  return {
+    pills: texts('.besser-badge'),
+    banners: texts('.besser-banner'),
+    notes: texts('.besser-card-note'),
+    broken_icons: icons.filter(visible).length,
+    broken_images: [...view.querySelectorAll('img')].filter(img => visible(img) && !(img.complete && img.naturalWidth > 0)).length,
+    cut: [...view.querySelectorAll('button, .widget-label, label')].filter(el => visible(el) && el.scrollWidth > el.clientWidth + 1)
+      .map(el => el.innerText.trim()),
+  };
+}
+"""
+
 # body text of the view, its meta text, a decided row's line, and a badge on a row
 CONTRAST_TARGETS = [":scope", ".besser-meta", "summary.besser-row-line", ".besser-row .besser-badge",
                     ".besser-row-outcome", ".besser-row-by"]
@@ -103,6 +123,10 @@ CONTRAST_TARGETS = [":scope", ".besser-meta", "summary.besser-row-line", ".besse
 
 def layout(view) -> dict:
     return view.evaluate(LAYOUT_JS)
+
+
+def detached(view) -> dict:
+    return view.evaluate(DETACHED_JS)
 
 
 def raw_json(view) -> list[str]:

@@ -9,7 +9,11 @@ Nothing in the notebook is scripted here: the cards are left to the click
 still busy. On the DOM (``browser_dom``) it checks: the pending card is first (pinned in
 ``.besser-pending`` before ``.besser-decided``, the banner counts it), the calls decided before
 it are one-line rows, no body or row holds raw JSON arguments, and after the run the test_api
-row says "N/N requests passed" and the edits "applied"/"created". In JupyterLab it then switches
+row says "N/N requests passed" and the edits "applied"/"created", the run's output having become its
+static HTML (the widget gone). It then saves the notebook (Ctrl+S), stops the server and opens the
+saved file on a new one (``lab_server.LabServer.restart``: new port, new kernel, no old widget
+model): the file holds no widget output, and the page shows the finished run and the request
+report (a row opens on its bodies), no "model not found", no reattach line. In JupyterLab it then switches
 to JupyterLab Dark and computes WCAG contrast in the page (body, meta, row, badge >= 4.5:1).
 It runs in JupyterLab 4 on ipykernel 7 and on ipykernel 6 (``kernel_flavours``; a kernel spec
 on the server's ``JUPYTER_PATH`` points the notebook's ``python3`` at it, and a first cell added
@@ -21,14 +25,9 @@ the test is skipped with the reason printed.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import secrets
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ import nbformat
 import pytest
 from browser_dom import SEEN_JS, card_latencies, contrast, dark_theme, layout, raw_json, save_latencies
 from kernel_flavours import MAJOR, flavour_env, version_check
+from lab_server import LabServer
 
 pytestmark = pytest.mark.slow
 
@@ -50,20 +50,14 @@ CHROMIUM_ARGS = [
 ]
 # JupyterLab settings for a quiet, predictable page: no news or update pop-ups.
 LIVE_BUTTON = "button.jupyter-button:not([disabled])"
+WIDGET = "application/vnd.jupyter.widget-view+json"
+STATIC_VIEW = ".jp-OutputArea-output[data-mime-type='text/html'] .besser-run"  # a run view shown as static HTML
 APPROVE = re.compile(r"^\s*Approve\s*$")  # the card's own button, not "Approve this and the rest ..."
 LAB_SETTINGS = {"@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False}}
 
 
 def chromium_path() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture
@@ -130,50 +124,21 @@ def lesson() -> str:
 
 @pytest.fixture
 def server(tmp_path, frontend, flavour, lesson):
-    """``jupyter lab`` or ``jupyter notebook`` (7) on a copy of a lesson, with the extension; (url, token, root)."""
+    """A ``LabServer`` on a copy of a lesson (unpacks as (url, token, root))."""
     root = tmp_path / "lab"
     root.mkdir()
     copy_lesson(root, flavour, lesson)
     kernel_spec(tmp_path / "jupyter-path", flavour)
-    config_dir = tmp_path / "jupyter-config"
     for name, settings in LAB_SETTINGS.items():
-        path = config_dir / "lab" / "user-settings" / name
+        path = tmp_path / "jupyter-config" / "lab" / "user-settings" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(settings))
-    token, port = secrets.token_hex(16), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("BESSER_AGENT_", "BESSER_NOTEBOOK_", "JUPYTER"))}
-    env.update({"JUPYTER_CONFIG_DIR": str(config_dir), "JUPYTER_DATA_DIR": str(tmp_path / "jupyter-data"),
-                "JUPYTER_PATH": str(tmp_path / "jupyter-path"),  # searched before the environment's specs
-                "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"),
-                "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "lab-workspaces")})
-    argv = [str(Path(sys.executable).with_name("jupyter")), frontend, "--no-browser", "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-            "--ServerApp.port_retries=0"]
-    if os.getuid() == 0:
-        argv.append("--allow-root")
-    with open(tmp_path / "jupyterlab.log", "wb") as log:  # the child keeps its own copy of the descriptor
-        process = subprocess.Popen(argv, env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    lab = LabServer(tmp_path, frontend, root)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/api/status", headers={"Authorization": f"token {token}"}, timeout=2).status_code == 200:
-                    break
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"jupyter {frontend} did not start:\n" + (tmp_path / "jupyterlab.log").read_text()[-3000:])
-            time.sleep(0.2)
-        extensions = httpx.get(f"{url}/besser-agent/config", headers={"Authorization": f"token {token}"}, timeout=10)
-        assert extensions.status_code == 200, "the besser-agent server extension is not loaded"
-        yield url, token, root
+        lab.start()
+        yield lab
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+        lab.stop()
 
 
 def shoot(page, folder: Path, name: str, locator=None, element: bool = False) -> Path:
@@ -212,10 +177,13 @@ def test_notebook_01_in_a_real_browser(browser, server, frontend, flavour):
     page.goto(f"{url}/{NOTEBOOK_URL[frontend]}{NOTEBOOK}?token={token}")
     try:
         run_the_lesson(page, url, token, root, shots, MAJOR[flavour])
+        page = reopened(browser, page, server, frontend, shots)
         if frontend == "lab":
             dark_contrast(page, shots)
     finally:
-        shoot(page, shots, "last-state")  # whatever the page showed at the end (a failure's evidence)
+        last = next((p for p in reversed(browser.pages) if not p.is_closed()), None)
+        if last is not None:
+            shoot(last, shots, "last-state")  # whatever the page showed at the end (a failure's evidence)
 
 
 def kernel_ready(url: str, token: str, timeout: float = 120) -> None:
@@ -257,15 +225,16 @@ def run_the_lesson(page, url: str, token: str, root: Path, shots: Path, major: s
     shoot(page, shots, "1-approval-card", view, element=True)  # docs/run-view.png (make screenshot)
     approve.first.click()
 
-    done = page.get_by_text("done: completed").first
-    done.wait_for(timeout=300_000)
-    header = page.locator(".widget-html-content", has_text="hosted by the Jupyter server").first
-    header.get_by_text("completed").first.wait_for()  # the run view's header, fed over SSE by the server
-    timeline = page.locator(".widget-html-content", has_text="provider: replay").first
-    assert "validate" in timeline.inner_text() and "sandbox:" in timeline.inner_text()
-    header.evaluate("element => element.scrollIntoView({block: 'start'})")
+    view = page.locator(STATIC_VIEW).first  # the run ended: its output is now the finished run as static HTML
+    view.wait_for(timeout=300_000)
+    assert page.locator(".besser-run").count() == 1  # the widget it replaced is gone from the page
+    view.locator(".besser-badge", has_text="completed").first.wait_for()
+    shown = view.inner_text()
+    assert "hosted by the Jupyter server" in shown and "provider: replay" in shown  # the run view, fed over SSE by the server
+    assert "validate" in shown and "sandbox:" in shown
+    view.evaluate("element => element.scrollIntoView({block: 'start'})")
     shoot(page, shots, "2-timeline-done")
-    shoot(page, shots, "3-done-authorship", page.locator(".widget-html-content", has_text="authorship").first)
+    shoot(page, shots, "3-done-authorship", view.get_by_text("authorship", exact=True))
 
     answered = row(view, "test_api")
     answered.locator(".besser-row-outcome", has_text=re.compile(r"\d+/\d+ requests? passed")).wait_for(timeout=60_000)
@@ -283,8 +252,9 @@ def run_the_lesson(page, url: str, token: str, root: Path, shots: Path, major: s
     assert answered.locator(".besser-body-test table.besser-requests").is_visible()
     shoot(page, shots, "4-test-api-row-expanded", answered)
 
-    report = page.get_by_text("5/5 requests passed").first
+    report = page.locator(".besser-request-report").first
     report.wait_for(timeout=180_000)
+    assert "5/5 requests passed" in report.inner_text()
     shoot(page, shots, "5-request-report", report)
 
     assert page.locator("text=Traceback").count() == 0
@@ -298,6 +268,63 @@ def run_the_lesson(page, url: str, token: str, root: Path, shots: Path, major: s
     samples = card_latencies(page, runs)
     save_latencies(shots, samples)
     assert samples, "the test_api card was never seen open"
+
+
+def save(page, path: Path, saved) -> None:
+    """Save the notebook as a person does (Ctrl+S on it), until the file on disk is ``saved``."""
+    before = path.stat().st_mtime_ns
+    page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
+    page.keyboard.press("Control+s")
+    deadline = time.monotonic() + 60
+    while not (path.stat().st_mtime_ns != before and saved(nbformat.read(path, as_version=4))):
+        assert time.monotonic() < deadline, "the notebook was not saved with its finished run"
+        time.sleep(0.2)
+
+
+def outputs_of(notebook, start: str) -> list[dict]:
+    return next(c for c in notebook.cells if c.cell_type == "code" and c.source.startswith(start)).outputs
+
+
+def reopened(browser, page, server, frontend: str, shots: Path):
+    """Save, stop the server, and open the saved notebook on a new one (a new kernel, none of the
+    old widget models): the finished run and its request report show as they ended."""
+    path = server.root / NOTEBOOK
+
+    def static(notebook) -> bool:
+        view = outputs_of(notebook, "view = %besser generate")
+        return bool(view) and WIDGET not in view[0]["data"] and "done: completed" in view[0]["data"].get("text/plain", "")
+
+    save(page, path, static)
+    saved = nbformat.read(path, as_version=4)
+    widgets = [c.source.splitlines()[0] for c in saved.cells if c.cell_type == "code" for o in c.outputs if WIDGET in o.get("data", {})]
+    assert widgets == [], widgets  # nothing in the saved notebook needs a widget model to show
+    assert "5/5 requests passed" in outputs_of(saved, "%%test_api")[0]["data"]["text/html"]
+    page.close()
+    server.restart()
+    url, token, _ = server
+    page = browser.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(f"{url}/{NOTEBOOK_URL[frontend]}{NOTEBOOK}?token={token}")
+    view = page.locator(STATIC_VIEW).first
+    view.wait_for()
+    kernel_ready(url, token)  # a fresh kernel: the old widget models are gone with the old one
+    view.scroll_into_view_if_needed()  # JupyterLab renders a cell's content once it is near the screen
+    view.locator(".besser-badge", has_text="completed").first.wait_for()
+    assert "written by the LLM" in view.inner_text() and "test_api" in view.inner_text()
+    assert page.get_by_text("model not found").count() == 0 and page.get_by_text("Error displaying widget").count() == 0
+    assert [line for line in page.locator(".besser-reattach").all() if line.is_visible()] == []  # a finished run needs no way back
+    report = page.locator(".besser-request-report").first
+    report.scroll_into_view_if_needed()
+    report.get_by_text("5/5 requests passed").wait_for()
+    login = report.locator("details.besser-req").nth(2)  # POST /auth/login: opens on its bodies
+    login.locator("summary").click()
+    assert "access_token" in login.locator(".besser-req-detail").inner_text()
+    cells = [cell.inner_text() for cell in login.locator("summary > span").all()]
+    assert cells[1:5] == ["POST", "/auth/login", "200", "200"] and cells[-1] == "passed", cells  # its own columns
+    view.evaluate("element => element.scrollIntoView({block: 'start'})")
+    shoot(page, shots, "7-reopened-on-a-new-server")
+    shoot(page, shots, "8-report-reopened", report)
+    return page
 
 
 def dark_contrast(page, shots: Path) -> None:

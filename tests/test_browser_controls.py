@@ -6,9 +6,12 @@ and run with Run All Cells; nothing in it is scripted (``BESSER_NOTEBOOK_APPROVE
 every card waits for a click made here. On the DOM it checks: the pending card is pinned first
 in its run view (``.besser-pending`` before ``.besser-decided``, the banner counts it) while the
 decided call is a one-line row; no body or row holds raw JSON arguments; each decided row shows
-its result ("edited calculator.py", "exit 0"); the Cancel button ends a run (its view says cancelled,
-no button stays live); and after a kernel restart the view that still had an open card is
-marked detached (its buttons take no clicks). Each state is saved as a screenshot under
+its result ("edited calculator.py", "exit 0"); the Cancel button ends a run (its view, static once
+the run ended, says cancelled and has no button); after a kernel restart the view that still had
+an open card is detached (``browser_dom.detached``: its pill, card and banner say detached and name
+``%besser attach``, no expiry, no broken-link icon or image, no label cut, its buttons take no
+click); saved and reloaded, that live run shows its reattach line and no "model not found", and the
+finished runs show as they ended. Each state is saved as a screenshot under
 ``tests/artifacts/browser/lab-ipykernel7-02/``, with the cards' event -> DOM times.
 """
 
@@ -18,17 +21,19 @@ import json
 import re
 
 import pytest
-from browser_dom import SEEN_JS, card_latencies, layout, raw_json, save_latencies
+from browser_dom import SEEN_JS, card_latencies, detached, layout, raw_json, save_latencies
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from test_browser import (  # noqa: F401
     APPROVE,
     ARTIFACTS,
     LIVE_BUTTON,
     NOTEBOOK_URL,
+    STATIC_VIEW,
     browser,
     kernel_ready,
     one_line_rows,
     row,
+    save,
     server,
     shoot,
 )
@@ -96,10 +101,10 @@ def drive_the_lesson(page, url, token, root, shots) -> None:
     denied = views.nth(2)
     wait_for_open_card(denied)
     denied.locator("button.besser-cancel:not([disabled])").click()
-    denied.locator(".widget-html-content", has_text="cancelled").first.wait_for(timeout=60_000)
-    page.wait_for_function("view => !view.querySelector('button.jupyter-button:not([disabled]):not(.besser-approve-rest)')"
-                           " || [...view.querySelectorAll('button:not([disabled])')].every(b => b.offsetParent === null)",
-                           arg=denied.element_handle(), timeout=60_000)
+    page.locator(STATIC_VIEW).nth(2).wait_for(timeout=60_000)  # it ended: the cell awaiting it shows it static
+    denied = views.nth(2)
+    denied.locator(".besser-badge", has_text="cancelled").first.wait_for()
+    assert denied.locator("button").count() == 0  # nothing left to click
     assert re.search(r"\bcancelled\b", denied.inner_text())
     assert denied.locator(".besser-pending .besser-card").count() == 0  # the card folded into its row
     assert "cancelled" in row(denied, "edit").inner_text()
@@ -111,20 +116,40 @@ def drive_the_lesson(page, url, token, root, shots) -> None:
     # Experiment 4: its card is open; the kernel restarts under it
     stale = views.nth(3)
     wait_for_open_card(stale)
+    stale_id = stale.locator("b").first.inner_text().removeprefix("run ").strip()
     samples = card_latencies(page, sorted((root / "besser_runs").iterdir()))
     save_latencies(shots, samples)
     assert len(samples) >= 3, samples  # every card seen open: two in experiment 1, one each in 3 and 4
     page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Restart Kernel…?$")).first.click()
     page.locator(".jp-Dialog-button", has_text="Restart").first.click()
-    detached = page.locator(".besser-run.jupyter-widgets-disconnected")
-    detached.first.wait_for(timeout=60_000)
+    page.locator(".besser-run.jupyter-widgets-disconnected").first.wait_for(timeout=60_000)
     old = views.nth(3)
     assert "jupyter-widgets-disconnected" in (old.get_attribute("class") or "")
-    notice = old.locator(".besser-detached")
-    assert notice.is_visible() and "detached" in notice.inner_text() and "%besser attach" in notice.inner_text()
+    seen = detached(old)
+    (shots / "detached.json").write_text(json.dumps(seen, indent=1))
+    shoot(page, shots, "5-detached-after-restart", old)
+    assert seen["pills"][0] == "detached" and "waiting" not in " ".join(seen["pills"]), seen  # the pill, and the card's
+    assert len(seen["banners"]) == 1 and seen["banners"][0].startswith("detached"), seen  # not "answer below"
+    assert f"%besser attach {stale_id}" in seen["banners"][0], seen  # the one command that brings it back
+    assert seen["notes"] == [], seen  # no expiry on a card nobody here can answer
+    assert seen["broken_icons"] == 0 and seen["broken_images"] == 0, seen
+    assert seen["cut"] == [], seen  # every label whole
     approve = old.locator(".besser-pending .besser-card-open button", has_text=APPROVE).first
     assert approve.evaluate("b => getComputedStyle(b).pointerEvents") == "none"  # a click does nothing, visibly
     with pytest.raises(PlaywrightTimeout):  # and takes no click: the pointer never reaches it
         approve.click(timeout=3_000)
-    shoot(page, shots, "5-detached-after-restart", old)
+
+    # Saved and reloaded: the live run's widget model is gone; the finished runs show as they ended
+    save(page, root / LESSON, lambda notebook: len([o for c in notebook.cells if c.cell_type == "code" for o in c.outputs
+                                                      if '<div class="besser-run">' in o.get("data", {}).get("text/html", "")]) == 4)
+    page.reload()
+    kernel_ready(url, token)
+    line = page.locator(".besser-reattach").first
+    line.wait_for()
+    visible = [el.inner_text() for el in page.locator(".besser-reattach").all() if el.is_visible()]
+    assert len(visible) == 1 and f"%besser attach {stale_id}" in visible[0], visible  # the live run's way back, only there
+    assert [el for el in page.get_by_text("model not found").all() if el.is_visible()] == []
+    assert page.locator(STATIC_VIEW).count() == 3  # experiments 1-3 ended in the cells that awaited them
+    line.scroll_into_view_if_needed()
+    shoot(page, shots, "6-reloaded-live-run")

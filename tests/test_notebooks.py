@@ -155,7 +155,7 @@ async def test_notebook_01_on_the_landlock_fallback(tmp_path, canaries, monkeypa
         pytest.skip("this kernel has no Landlock, so the fallback tier cannot be shown here")
     monkeypatch.setenv("BESSER_SANDBOX", "landlock")
     notebook = await execute("01-library-prototyping", tmp_path)
-    answered = cell_text(notebook, "state = await answer_cards")
+    answered = cell_text(notebook, "view = %besser generate")
     assert "sandbox: landlock" in answered and "done: completed" in answered
     assert "5/5 requests passed" in cell_text(notebook, "%%test_api")
 
@@ -175,7 +175,7 @@ def check_library(notebook, workdir: Path) -> None:
     first, second = (cell_text(notebook, "%besser show library"), cell_text(notebook, "Member = Class("))
     assert "class Member" not in first and "class Member extends Person" in second  # the picture followed the model
     assert "Borrows: Book [0..*] loans -- borrower [0..1] Member" in second
-    answered = cell_text(notebook, "state = await answer_cards")
+    answered = cell_text(notebook, "view = %besser generate")
     assert "scripted host approver: approve test_api" in answered  # the card was there and was answered
     assert "done: completed" in answered and "[executed] test_api" in answered
     report = cell_text(notebook, "%%test_api")
@@ -187,7 +187,8 @@ def check_library(notebook, workdir: Path) -> None:
     done = json.loads((run_dir / "events.jsonl").read_text().splitlines()[-1])
     assert done["type"] == "done" and done["status"] == "completed" and not done["blockers"]
     generate = next(c for c in notebook.cells if c.source.startswith("view = %besser generate"))
-    assert "application/vnd.jupyter.widget-view+json" in generate.outputs[0]["data"]  # a live view, not a printout
+    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in generate.outputs)  # the run ended: static
+    assert "done: completed" in generate.outputs[0]["data"]["text/plain"]  # the view's own output, updated in place
     last = notebook.cells[-1]  # the lesson ends by handing the run in
     assert last.cell_type == "code" and last.source.startswith("%besser export")
     exported = nbformat.read(workdir / f"{run_dir.name}.ipynb", as_version=4)
@@ -196,11 +197,11 @@ def check_library(notebook, workdir: Path) -> None:
 
 
 def check_side_effects(notebook, workdir: Path) -> None:
-    default = cell_text(notebook, "await answer_cards(default")
+    default = cell_text(notebook, "default = %besser scenario")
     assert "call-2 edit -> ok · card: executed" in default and "run: completed" in default
-    policy = cell_text(notebook, "await answer_cards(read_only")
+    policy = cell_text(notebook, "read_only = %besser scenario")
     assert policy.count("policy_denied · no card") == 2 and "the bug is still on disk: True" in policy
-    denied = cell_text(notebook, "await answer_cards(denied")
+    denied = cell_text(notebook, "denied = %besser scenario")
     assert "scripted host approver: deny edit" in denied and "approval_denied · card: denied" in denied
     assert "tests_failed" in denied and "run: blocked" in denied
     stale = cell_text(notebook, "await answer_cards(stale")

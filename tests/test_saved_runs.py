@@ -1,7 +1,9 @@
 """Saved notebooks keep their runs: notebook 01 executed by nbclient (in-process, the labelled
 scripted approver), saved to disk and read back as GitHub, nbviewer or nbconvert would read it.
-The ``text/html`` (and ``text/plain``) stored beside the run view's widget must be the run's
-final state: completed, its decisions and its authorship, not the first "starting" frame."""
+The run view's output must be the run's final state as static ``text/html`` and ``text/plain``
+(no widget left for a front end to miss: JupyterLab shows "model not found" for one): completed,
+its decisions and its authorship, not the first "starting" frame; the reattach line beside a
+live view is emptied."""
 
 from __future__ import annotations
 
@@ -28,9 +30,10 @@ async def test_a_saved_notebook_shows_the_finished_run(tmp_path, canaries):  # n
 
     reopened = nbformat.read(saved, as_version=4)
     cell = next(c for c in reopened.cells if c.cell_type == "code" and c.source.startswith("view = %besser generate"))
-    (output,) = cell.outputs  # one output, updated in place (not a second copy appended)
-    data = output["data"]
-    assert WIDGET in data and output["output_type"] == "display_data"
+    shown = [o for o in cell.outputs if o["output_type"] == "display_data"]
+    assert len(shown) == 2 and shown[1]["data"] == {}  # the view, and its reattach line emptied (updated in place)
+    data = shown[0]["data"]
+    assert WIDGET not in data and set(data) == {"text/html", "text/plain"}
     html, text = data["text/html"], data["text/plain"]
     shown = re.sub(r"<style>.*?</style>", "", html, flags=re.S)  # the stylesheet names every status's class
     assert "completed" in shown and "starting" not in shown

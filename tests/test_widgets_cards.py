@@ -53,6 +53,10 @@ def test_the_pending_card_is_pinned_first_and_decided_calls_are_one_line_rows():
     assert isinstance(pending, ApprovalCard) and pending.card.name == "test_api" and not pending.approve_button.disabled
     assert pending._buttons in pending.children and "besser-card-open" in pending._dom_classes
     assert "1 approval waits for you (test_api)" in view._header.value
+    # detached (its kernel gone: CSS on ipywidgets' class), the pill and banner say so and name the way back
+    assert '<span class="besser-detached"><span class="besser-badge besser-st-detached">detached</span>' in view._header.value
+    assert f"1 approval still waits for you, but not here: <code>%besser attach {view.state.run_id}</code>" in view._header.value
+    assert "besser-detached" not in view.to_html().replace(".besser-detached", "")  # a saved page never says detached
     assert "waiting for your approval of <code>test_api</code>" in view.timeline._html.value
     assert "running <code>test_api" not in view.timeline._html.value
     rows = rows_html(view)
@@ -69,7 +73,7 @@ def test_the_pending_card_is_pinned_first_and_decided_calls_are_one_line_rows():
 
 def test_after_the_decision_the_card_folds_with_its_result_and_who_decided():
     view = RunView().replay(JWT)
-    assert view._pending_box.children == () and "besser-banner" not in view._header.value
+    assert view._pending_box.children == () and "besser-banner besser-live" not in view._header.value
     row = next(r for r in rows_html(view) if "test_api" in r)
     assert "4/4 requests passed" in row and "decided by you" in row
     assert "request report" in row and "POST" in row and "/auth/register" in row

@@ -4,6 +4,7 @@ driving a real in-process run, the request report's redaction, and the static fa
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 from jupyter_fixtures import completed_scenario_events, poll
@@ -176,13 +177,39 @@ def test_request_report_redacts_credentials():
         ],
     }
     widget = RequestReport(report)
-    details = "".join(child.value for child in widget.children[1].children)
-    shown = widget.to_text() + widget.to_html() + details
+    bundle = widget._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/html"}  # no widget: a reopened notebook shows it with no kernel
+    shown = widget.to_text() + widget.to_html()
     for secret in ("hunter2hunter2", "abcdef123456", "eyJzdWIiOiJhbm4", "k-1234567890"):
         assert secret not in shown
-    assert "[redacted]" in widget.to_text() and "[redacted]" in details
+    assert "[redacted]" in widget.to_text() and "[redacted]" in widget.to_html()
     assert "1/2 requests passed" in widget.to_text() and not widget.passed
-    assert widget.children[1].get_title(1) == "GET /books/1 → 404"
-    assert "FAIL 1 GET /books/1" in widget._repr_mimebundle_()["text/plain"]
+    assert "FAIL 1 GET /books/1 → 404 (expected 200)" in bundle["text/plain"]
+    # each request is a row of its own cells (got and expected apart) that opens on its bodies
+    rows = re.findall(r"<details class='besser-req'><summary class='besser-req-line'>(.*?)</summary>", widget.to_html())
+    assert len(rows) == 2 and re.findall(r"<span>(.*?)</span>", rows[1])[:5] == ["1", "GET", "<code>/books/1</code>", "404", "200"]
+    assert "besser-st-passed" in rows[0] and "besser-st-failed" in rows[1] and ">executed<" not in widget.to_html()
     with pytest.raises(TypeError):
         RequestReport("not a report")
+
+
+def test_a_cancelled_run_leaves_no_phase_in_progress_and_phases_align():
+    view = RunView(run_id="r-1").replay([
+        event(1, "run_started", request="r", provider_label="p", provider_kind="scripted"),
+        event(2, "phase", phase="select", status="started"), event(3, "phase", phase="select", status="done", duration_s=0.1),
+        event(4, "phase", phase="customize", status="started"),
+        event(5, "done", status="cancelled", authorship={}, blockers=[], summary="cancelled by you"),
+    ])
+    assert view.state.phases["customize"].status == "stopped" and view.state.phases["select"].status == "done"
+    strip = view.timeline.to_html()
+    assert "◐" not in strip and "■ customize" in strip and "stopped" in strip  # final, and says how it ended
+    cells = re.findall(r"<td [^>]*>", strip)
+    assert cells and all("vertical-align:top" in cell for cell in cells)  # a second line never shifts its neighbours
+
+
+def test_tasks_implemented_but_not_verified_say_what_would_verify_them():
+    view = RunView(run_id="r-1").replay([event(1, "task_list", tasks=[{"id": "T1", "text": "Add JWT auth", "status": "implemented"}])])
+    html = view._tasks.value
+    assert "implemented, not verified" in html and "only by a check attached to it that passed" in html
+    verified = RunView(run_id="r-1").replay([event(1, "task_list", tasks=[{"id": "T1", "text": "Add JWT auth", "status": "verified"}])])
+    assert "besser-tasks-why" not in verified._tasks.value

@@ -190,14 +190,15 @@ class ApprovalCard(StaticFallback, w.VBox):
             self.children = (self._html,) if folded or later else (self._html, self._buttons)
             self.remove_class("besser-card-decided" if not folded else "besser-card-open")
             self.add_class("besser-card-decided" if folded else "besser-card-open")
-        value = self.to_html()
+        value = self.to_html(live=True)
         if self._html.value != value:
             self._html.value = value
 
     def to_text(self) -> str:
         return card_text(self.card)
 
-    def to_html(self) -> str:
+    def to_html(self, live: bool = False) -> str:
+        """The card as HTML; ``live``: as the widget shows it (with what shows once detached)."""
         if self.folded:
             return row_html(self.card, None, self._note, body=self._body(False))
-        return card_html(self.card, self._note, body=self._body(not self._later()))
+        return card_html(self.card, self._note, body=self._body(not self._later()), live=live)

@@ -20,10 +20,14 @@ class StaticFallback:
     def to_html(self) -> str:
         raise NotImplementedError
 
+    def static_bundle(self) -> dict[str, Any]:
+        """The widget's content without the widget: what renders with no kernel and no widget model."""
+        return {"text/plain": shown_text(self.to_text()),  # a terminal shows the model's bidi controls, never obeys them
+                "text/html": self.to_html()}
+
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = super()._repr_mimebundle_(**kwargs) or {}  # type: ignore[misc]
-        bundle["text/plain"] = shown_text(self.to_text())  # a terminal shows the model's bidi controls, never obeys them
-        bundle["text/html"] = self.to_html()
+        bundle.update(self.static_bundle())
         return bundle
 
     def __str__(self) -> str:

@@ -183,16 +183,20 @@ def result_html(card: ApprovalView) -> str:
     return f'<div class="besser-result {tone}">{"".join(parts)}</div>'
 
 
-def header_line(card: ApprovalView) -> str:
+def header_line(card: ApprovalView, live: bool = False) -> str:
+    """``live`` (a card in the widget): an open card's pill says detached once the view is."""
     where = target(card.name, (card.request or {}).get("arguments"), card.request)
+    pill = badge(card.outcome)
+    if live and card.open:
+        pill = f'<span class="besser-live">{pill}</span><span class="besser-detached">{badge("detached")}</span>'
     return (f"<b>{esc(card.name)}</b> <code>{esc(where)}</code> "
-            f'<span class="besser-meta">({esc(card.category)}, call {esc(card.call_id)})</span> {badge(card.outcome)}')
+            f'<span class="besser-meta">({esc(card.category)}, call {esc(card.call_id)})</span> {pill}')
 
 
-def card_html(card: ApprovalView, note: str = "", header: bool = True, body: str | None = None) -> str:
+def card_html(card: ApprovalView, note: str = "", header: bool = True, body: str | None = None, live: bool = False) -> str:
     """The full card: what is asked, the per-tool body (``body`` when already rendered), the result
     once there, and a note."""
-    parts = [f"<div>{header_line(card)}</div>" if header else "", body_html(card) if body is None else body, result_html(card)]
+    parts = [f"<div>{header_line(card, live)}</div>" if header else "", body_html(card) if body is None else body, result_html(card)]
     if note:
         parts.append(f'<div class="besser-meta">{esc(note)}</div>')
     return "".join(parts)

@@ -2,9 +2,10 @@
 
 ``RunControls`` sits under the run's header: a Cancel button (hidden when the view cannot
 cancel, disabled once the run ended) and a line that only shows when the front end has lost
-the kernel behind the view (after a restart): the view is then marked *detached* and its
-buttons stop taking clicks. That part is CSS on ipywidgets' own ``jupyter-widgets-disconnected``
-class, so it works with no kernel at all. ``CardControls`` add to an approval card: when an
+the kernel behind the view (after a restart): the view is then marked *detached* (its pill and
+banner say so, with the command that brings it back: ``render.detached_banner_html``) and its
+buttons stop taking clicks. That part is CSS (``theme``) on ipywidgets' own
+``jupyter-widgets-disconnected`` class, so it works with no kernel at all. ``CardControls`` add to an approval card: when an
 unanswered card counts as denied, and the rest-of-kind button (``boundary/grants.py``: never
 for shell commands). Nothing here decides anything: clicks go through the card or the view.
 """
@@ -27,14 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-VIEW_CLASS = "besser-run"  # the RunView's own class: the detached rules below apply under it only
-DETACHED_CSS = (
-    "<style>"
-    f".{VIEW_CLASS}.jupyter-widgets-disconnected button{{pointer-events:none;cursor:not-allowed;opacity:.45}}"
-    f".{VIEW_CLASS}.jupyter-widgets-disconnected .besser-detached{{display:block !important}}"
-    f".{VIEW_CLASS}.jupyter-widgets-disconnected .besser-live{{display:none}}"
-    "</style>"
-)
+VIEW_CLASS = "besser-run"  # the RunView's own class: the detached rules (``theme``) apply under it only
 KIND_WORDS = {"edit": "file edits", "generate": "generator runs", "test": "test runs"}
 
 
@@ -45,7 +39,8 @@ class RunControls(w.HBox):
         self.view = view
         self._message = ""
         self.label = w.HTML()
-        self.cancel_button = w.Button(description="Cancel run", icon="stop", tooltip="end this run; its cards count as denied")
+        self.cancel_button = w.Button(description="Cancel run", icon="stop", tooltip="end this run; its cards count as denied",
+                                      layout=w.Layout(width="auto"))  # the label whole, never cut
         self.cancel_button.add_class("besser-cancel")
         self.cancel_button.on_click(lambda _: self.cancel())
         super().__init__(children=(self.cancel_button, self.label), **kwargs)
@@ -88,12 +83,7 @@ class RunControls(w.HBox):
 
     def _say(self, message: str) -> None:
         self._message = message
-        run = esc(self.view.state.run_id or "RUN")
-        value = (
-            f"{DETACHED_CSS}<span class='besser-live'>{esc(message)}</span>"
-            f"<div class='besser-detached' style='display:none'><b>detached</b>: the kernel that showed this run "
-            f"stopped or restarted, so these buttons do nothing; <code>%besser attach {run}</code> shows the run again</div>"
-        )
+        value = f"<span class='besser-live'>{esc(message)}</span>" if message else ""
         if self.label.value != value:
             self.label.value = value
 

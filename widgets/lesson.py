@@ -8,7 +8,9 @@ to ``scripted``); nothing a run or a model says changes it.
 
 ``answer_cards`` awaits the run either way; a person's click reaches the card while the cell
 waits (ipykernel 7.4+ dispatches widget messages next to a running cell; on ipykernel 6 the
-view's waiting loop passes them on, see ``widgets.kernel_comms``).
+view's waiting loop passes them on, see ``widgets.kernel_comms``). A view not yet displayed is
+shown in the cell that awaits it, so that cell's output becomes the finished run's static HTML
+when it ends (``widgets.snapshot``: a reopened notebook shows the run without a kernel).
 """
 
 from __future__ import annotations
@@ -43,10 +45,18 @@ async def answer_cards(
     """
     if mode not in MODES:
         raise ValueError(f"approver mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if not getattr(view, "display_ids", None) and _in_a_kernel():
+        from IPython.display import display
+
+        display(view)  # shown where it is awaited (see the module's note)
     if mode == "person":
-        if not view.state.finished:
-            say("Answer each card above with Approve or Deny; this cell waits until the run ends.")
-        return await view.wait(timeout)
+        hint = None if view.state.finished else _passing_line(
+            "Answer each card above with Approve or Deny; this cell waits until the run ends.")
+        try:
+            return await view.wait(timeout)
+        finally:
+            if hint is not None:
+                hint.update({}, raw=True)  # the hint goes once the run has ended (or the wait stopped)
     script = None if decisions is None else list(decisions)
     limit = 600.0 if timeout is None else timeout
     while not view.state.finished:
@@ -58,6 +68,24 @@ async def answer_cards(
         say(f"scripted host approver: {'approve' if approved else 'deny'} {card.card.name} ({card.card.category}, {card.call_id})")
         (card.approve_button if approved else card.deny_button).click()
     return await view.wait(limit)
+
+
+def _in_a_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    return get_ipython() is not None
+
+
+def _passing_line(text: str) -> Any:
+    """A line shown under a display id (so it can be removed), or None outside IPython."""
+    if not _in_a_kernel():
+        print(text)
+        return None
+    from IPython.display import display
+
+    return display({"text/plain": text}, raw=True, display_id=True)
 
 
 def observations(view: Any) -> str:

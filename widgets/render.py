@@ -15,7 +15,7 @@ from kernel_ext.safetext import plural, shorten, shown_text
 from widgets.state import ApprovalView, RunViewState
 from widgets.theme import badge_class
 
-STATUS_MARK = {"pending": "○", "started": "◐", "done": "●", "skipped": "–", "failed": "✕"}
+STATUS_MARK = {"pending": "○", "started": "◐", "done": "●", "skipped": "–", "failed": "✕", "stopped": "■"}
 
 
 def esc(value: Any) -> str:
@@ -62,12 +62,30 @@ def banner_html(state: RunViewState) -> str:
         return ""
     names = ", ".join(sorted({card.name for card in state.open_approvals()}))
     verb = "waits" if waiting == 1 else "wait"
-    return (f'<div class="besser-banner" role="status">{esc(plural(waiting, "approval"))} {verb} for you '
+    return (f'<div class="besser-banner besser-live" role="status">{esc(plural(waiting, "approval"))} {verb} for you '
             f"({esc(names)}): answer below</div>")
 
 
-def header_html(state: RunViewState, note: str = "") -> str:
-    parts = [f"<b>run {esc(state.run_id or '…')}</b> {badge(waiting_status(state))}"]
+def detached_banner_html(state: RunViewState) -> str:
+    """What a live view says once its kernel is gone (shown by CSS alone: ``theme``)."""
+    run = esc(state.run_id or "RUN")
+    if state.finished:
+        return (f'<div class="besser-banner besser-detached">detached: the kernel that showed this run has stopped; '
+                f"<code>%besser attach {run}</code> in a cell shows the run again</div>")
+    waiting = len(state.open_approvals())
+    asked = f"{esc(plural(waiting, 'approval'))} still {'waits' if waiting == 1 else 'wait'} for you, but not here: " if waiting else ""
+    return (f'<div class="besser-banner besser-detached">detached: the kernel that showed this run stopped or restarted, '
+            f"so this view no longer follows it and its buttons do nothing. {asked}"
+            f"<code>%besser attach {run}</code> in a cell brings the run back, live</div>")
+
+
+def header_html(state: RunViewState, note: str = "", live: bool = False) -> str:
+    """The run's name, status pill, request, note, errors and banner; ``live`` (the widget's header)
+    adds what shows once the view is detached from its kernel."""
+    pill = badge(waiting_status(state))
+    if live and not state.finished:
+        pill = f'<span class="besser-live">{pill}</span><span class="besser-detached">{badge("detached")}</span>'
+    parts = [f"<b>run {esc(state.run_id or '…')}</b> {pill}"]
     if state.request:
         parts.append(f"<div><i>{esc(shorten(state.request, 300))}</i></div>")
     if note:
@@ -75,6 +93,8 @@ def header_html(state: RunViewState, note: str = "") -> str:
     for error in state.errors[-3:]:
         parts.append(f'<div class="besser-error">{esc(error["code"])}: {esc(error["message"])}</div>')
     parts.append(banner_html(state))
+    if live:
+        parts.append(detached_banner_html(state))
     return "".join(parts)
 
 
@@ -110,8 +130,9 @@ def _draw_phases(state: RunViewState) -> str:
         title = esc(phase.message) if phase.message else ""
         waited = (f'<br><small class="besser-meta">+{esc(seconds(phase.waiting_s))} waiting for you</small>'
                   if phase.waiting_s >= 0.5 else "")
-        cells.append(f'<td title="{title}" style="padding:2px 10px">{mark} {esc(phase.name)}'
-                     f"<br><small>{esc(seconds(state.phase_work_s(phase.name)))}</small>{waited}</td>")
+        cells.append(f'<td title="{title}" style="padding:2px 10px;vertical-align:top">{mark} {esc(phase.name)}'
+                     f"<br><small>{esc(seconds(state.phase_work_s(phase.name)))}{' · stopped' * (phase.status == 'stopped')}"
+                     f"</small>{waited}</td>")
     return f'<table class="besser-phases"><tr>{"".join(cells)}</tr></table>'
 
 
@@ -172,7 +193,11 @@ def tasks_html(state: RunViewState) -> str:
         mark, meaning = TASK_LOOK.get(status, ("☐", status or "open"))
         rows.append(f'<li class="besser-task besser-task-{esc(status or "open")}"><span class="besser-task-mark">{mark}</span> '
                     f'{esc(task.get("id", ""))} {esc(task.get("text", ""))} <small class="besser-meta">{esc(meaning)}</small></li>')
-    return f"<b>tasks</b><ul class='besser-tasks' style='margin:0'>{''.join(rows)}</ul>"
+    unverified = any(str(task.get("status", "")).lower() == "implemented" for task in state.tasks)
+    why = ('<div class="besser-meta besser-tasks-why">implemented, not verified: the model cited the code it wrote for the task; '
+           "a task is verified only by a check attached to it that passed, and none was attached to these "
+           "(the run's test results are in the calls above)</div>") if unverified else ""
+    return f"<b>tasks</b><ul class='besser-tasks' style='margin:0'>{''.join(rows)}</ul>{why}"
 
 
 def findings_html(state: RunViewState) -> str:

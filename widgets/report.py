@@ -1,5 +1,5 @@
-"""``RequestReport``: one row per API request (method, resolved path, status, assertions,
-timing) with the bodies expandable; credentials are shown redacted.
+"""``RequestReport``: one row per API request (method, resolved path, status got and expected,
+assertions, timing, passed or failed), each opening on its bodies; credentials are shown redacted.
 
 It takes the ``test_api`` tool's report as data (a dict with ``requests`` or a plain list of rows). Each row may
 carry ``method``, ``path``, ``status``, ``expected_status``, ``assertions`` (a list of
@@ -13,11 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import ipywidgets as w
-
 from kernel_ext.secrets import redact
 from widgets.base import StaticFallback
 from widgets.render import badge, esc
+from widgets.theme import STYLE
 
 BODY_CHARS = 4000
 
@@ -63,7 +62,9 @@ def _shown(value: Any) -> str:
 
 
 def _title(row: dict[str, Any]) -> str:
-    return f"{row.get('method', '?')} {row.get('path', '')} → {row.get('status', '—')}"
+    status, expected = row.get("status", "—"), row.get("expected_status")
+    wanted = f" (expected {expected})" if expected is not None and expected != status else ""
+    return f"{row.get('method', '?')} {row.get('path', '')} → {status}{wanted}"
 
 
 def detail_html(row: dict[str, Any]) -> str:
@@ -73,28 +74,52 @@ def detail_html(row: dict[str, Any]) -> str:
         headers = part.get("headers") or {}
         head = "".join(f"{esc(k)}: {esc(v)}\n" for k, v in headers.items())
         body = _shown(part["body"]) if part.get("body") not in (None, "") else ""
-        parts.append(f"<b>{side}</b><pre style='max-height:16em;overflow:auto'>{head}{esc(body)}</pre>")
+        shown = f"<pre>{head}{esc(body)}</pre>" if head or body else "<div class='besser-meta'>(nothing sent)</div>"
+        parts.append(f"<div class='besser-req-side'><b>{side}</b>{shown}</div>")
     failed = [a for a in _assertions(row) if not a.get("ok", True)]
     for a in failed:
-        parts.append(f"<div style='color:#cf222e'>{esc(a.get('path'))}: expected {esc(a.get('expected'))}, "
+        parts.append(f"<div class='besser-error'>{esc(a.get('path'))}: expected {esc(a.get('expected'))}, "
                      f"got {esc(a.get('actual'))}</div>")
     return "".join(parts)
 
 
+HEAD = ("#", "method", "path", "status", "expected", "assertions", "time", "result")
+
+
+def _cells(number: int, row: dict[str, Any]) -> tuple[str, ...]:
+    checks = _assertions(row)
+    passed = sum(1 for a in checks if a.get("ok", True))
+    expected = row.get("expected_status")
+    return (str(number), esc(row.get("method", "")), f"<code>{esc(row.get('path', ''))}</code>", esc(row.get("status", "—")),
+            esc(expected) if expected is not None else "—", f"{passed}/{len(checks)}" if checks else "—",
+            esc(_timing(row)), badge("passed" if row_passed(row) else "failed"))
+
+
 def table_html(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
-    lines = []
-    for number, row in enumerate(rows):
-        checks = _assertions(row)
-        passed = sum(1 for a in checks if a.get("ok", True))
-        lines.append(
-            f"<tr><td>{number}</td><td>{esc(row.get('method', ''))}</td><td><code>{esc(row.get('path', ''))}</code></td>"
-            f"<td>{esc(row.get('status', ''))}{' / ' + esc(row['expected_status']) if row.get('expected_status') is not None else ''}</td>"
-            f"<td>{passed}/{len(checks)}</td><td>{esc(_timing(row))}</td><td>{badge('executed' if row_passed(row) else 'failed')}</td></tr>"
-        )
-    head = "<tr><th>#</th><th>method</th><th>path</th><th>status / expected</th><th>assertions</th><th>time</th><th></th></tr>"
+    """The requests as a table, one row each, with the status got and the status expected apart."""
+    head = "".join(f"<th>{name}</th>" for name in HEAD)
+    lines = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in _cells(n, row)) + "</tr>" for n, row in enumerate(rows))
+    return f"<div><b>{_caption(rows, summary)}</b></div><table class='besser-table besser-req-table'><tr>{head}</tr>{lines}</table>"
+
+
+def _caption(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
     total = sum(row_passed(r) for r in rows)
-    caption = f"{total}/{len(rows)} requests passed" + (f" · {esc(summary.get('name'))}" if summary.get("name") else "")
-    return f"<div><b>{caption}</b></div><table>{head}{''.join(lines)}</table>"
+    return f"{total}/{len(rows)} requests passed" + (f" · {esc(summary.get('name'))}" if summary.get("name") else "")
+
+
+def report_html(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
+    """The report on its own: each request a row that opens on its request and response (plain
+    HTML ``details``, so it works with no kernel, in nbconvert and on GitHub)."""
+    head = "".join(f"<span>{name}</span>" for name in HEAD)
+    items = "".join(
+        "<details class='besser-req'><summary class='besser-req-line'>"
+        + "".join(f"<span>{cell}</span>" for cell in _cells(n, row))
+        + f"</summary><div class='besser-req-detail'>{detail_html(row)}</div></details>"
+        for n, row in enumerate(rows)
+    )
+    return (f"{STYLE}<div class='besser-request-report'><div><b>{_caption(rows, summary)}</b> "
+            "<small class='besser-meta'>(click a row for its request and response)</small></div>"
+            f"<div class='besser-req-line besser-req-head'>{head}</div>{items}</div>")
 
 
 def report_text(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
@@ -108,14 +133,12 @@ def report_text(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-class RequestReport(StaticFallback, w.VBox):
-    def __init__(self, report: Any, **kwargs):
+class RequestReport(StaticFallback):
+    """Shown as static HTML and text, never as a widget: a report is final when it is shown, so a
+    reopened notebook shows it with no kernel (a widget would need its model)."""
+
+    def __init__(self, report: Any):
         self.rows, self.summary = normalise(report)
-        table = w.HTML(table_html(self.rows, self.summary))
-        details = w.Accordion(children=[w.HTML(detail_html(row)) for row in self.rows], selected_index=None)
-        for index, row in enumerate(self.rows):
-            details.set_title(index, _title(row))
-        super().__init__(children=(table, details), **kwargs)
 
     @property
     def passed(self) -> bool:
@@ -125,4 +148,7 @@ class RequestReport(StaticFallback, w.VBox):
         return report_text(self.rows, self.summary)
 
     def to_html(self) -> str:
-        return table_html(self.rows, self.summary)
+        return report_html(self.rows, self.summary)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        return self.static_bundle()

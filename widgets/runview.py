@@ -152,7 +152,7 @@ class RunView(StaticFallback, w.VBox):
     def _render(self, changed: set[str]) -> None:
         state = self.state
         if "header" in changed:
-            _set(self._header, header_html(state, self.note))
+            _set(self._header, header_html(state, self.note, live=True))
             self.controls.update(state)
         if changed & {"timeline", "meter"}:
             self.timeline.update(state)

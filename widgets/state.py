@@ -40,7 +40,7 @@ RunEvent = dict[str, Any] | EventModel  # an SSE event's JSON, or the host's eve
 @dataclass
 class PhaseView:
     name: str
-    status: str = "pending"  # pending | started | done | skipped | failed
+    status: str = "pending"  # pending | started | done | skipped | failed | stopped (the run ended in it)
     started_at: float | None = None
     duration_s: float | None = None
     message: str = ""
@@ -270,6 +270,9 @@ class RunViewState:
             if name in self.phases:
                 self.phases[name].duration_s = seconds
         changed = {"header", "timeline", "done"}
+        for phase in self.phases.values():  # a run that ended leaves no phase in progress
+            if phase.status == "started":
+                phase.status = "done" if self.status == "completed" else "stopped"
         self.current_call = None
         for card in self.approvals.values():
             if card.open:  # nobody answered before the run ended

@@ -8,6 +8,11 @@ without JupyterLab's variables). Tints (a diff's added line) mix a theme colour 
 tests/test_widgets_theme.py parses this sheet: every colour is a ``--jp-*`` variable, and body
 text meets WCAG AA on JupyterLab's dark theme.
 
+A view whose kernel is gone (ipywidgets marks each of its widgets ``jupyter-widgets-disconnected``)
+is *detached*: its ``.besser-detached`` parts show, its ``.besser-live`` parts and expiry notes go,
+its buttons take no click, and ipywidgets' broken-link icon (one per widget) is not drawn. That is
+CSS alone, so it works with no kernel at all.
+
 Status colours carry meaning twice: a badge's coloured edge and its words (colour alone never
 says "denied").
 """
@@ -32,7 +37,8 @@ MUTED = "var(--jp-layout-color4, #757575)"
 # A status word -> the colour of its badge's edge.
 STATUS_TONE = {
     "completed": OK, "executed": OK, "approved": OK, "passed": OK, "verified": OK, "resolved": OK,
-    "blocked": WARN, "waiting": WARN, "expired": WARN, "interrupted": WARN, "timeout": WARN, "warning": WARN, "implemented": WARN,
+    "blocked": WARN, "waiting": WARN, "detached": WARN, "expired": WARN, "interrupted": WARN, "timeout": WARN, "warning": WARN,
+    "implemented": WARN,
     "failed": BAD, "denied": BAD, "stale input": BAD, "blocker": BAD, "denied by policy": BAD, "budget_exhausted": BAD,
     "running": INFO, "info": INFO, "queued": INFO,
     "pending": MUTED, "starting": MUTED, "cancelled": MUTED,
@@ -61,8 +67,18 @@ def stylesheet() -> str:
         f".besser-st-{word.replace(' ', '-')} {{border-left-color: {tone}}}" for word, tone in STATUS_TONE.items()
     )
     return f"""
-.besser-run, .besser-card {{color: {TEXT}}}
+.besser-run, .besser-card, .besser-request-report {{color: {TEXT}}}
 .besser-run table, .besser-card table {{color: inherit; font-size: inherit}}
+.besser-req-line {{display: grid; grid-template-columns: 2em 5em minmax(10em, 1fr) 4em 5em 6em 5em 6em; gap: 0 12px;
+  align-items: baseline; padding: 2px 0 2px 14px; border-bottom: 1px solid {BORDER}}}
+.besser-req-head {{font-weight: 600}}
+.besser-req > summary {{cursor: pointer; list-style: none; position: relative}}
+.besser-req > summary::before {{content: "▸"; position: absolute; left: 0; color: {META}}}
+.besser-req[open] > summary::before {{content: "▾"}}
+.besser-req-detail {{margin: 4px 0 8px 16px}}
+.besser-req-detail b {{color: {TEXT}}}
+.besser-req-detail pre {{margin: 2px 0 6px; max-height: 16em; overflow: auto; color: {CONTENT};
+  font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 13px)}}
 .besser-meta {{color: {META}; font-size: 90%}}
 .besser-badge {{color: {TEXT}; background: {RAISED}; border: 1px solid {STRONG_BORDER}; border-left: 4px solid {MUTED};
   border-radius: 4px; padding: 0 6px; font-size: 90%; white-space: nowrap}}
@@ -100,6 +116,11 @@ def stylesheet() -> str:
 .besser-task-verified .besser-task-mark {{color: {TEXT}; font-weight: 700}}
 .besser-task-implemented .besser-task-mark {{color: {META}}}
 .besser-run a, .besser-card a {{color: {INFO}}}
+.besser-detached {{display: none}}
+.besser-run.jupyter-widgets-disconnected .besser-detached {{display: revert}}
+.besser-run.jupyter-widgets-disconnected .besser-live, .besser-run.jupyter-widgets-disconnected .besser-card-note {{display: none}}
+.besser-run.jupyter-widgets-disconnected button {{pointer-events: none; cursor: not-allowed; opacity: .45}}
+.besser-run.jupyter-widgets-disconnected::before, .besser-run .jupyter-widgets-disconnected::before {{content: none; display: none}}
 {syntax}
 """
 
