@@ -113,8 +113,8 @@ def _clinic() -> list[dict[str, Any]]:
          "json": {"day": "2024-06-01", "hour": 10, "duration_minutes": 5, "reason": "too short",
                   "Doctor": "{{1.doctor.id}}", "Patient": "{{0.patient.id}}"}},
         {"method": "GET", "path": "/doctor/{{1.doctor.id}}/", "expected_status": 200, "expected_fields": {"doctor.name": "Dr Who"}},
-        {"method": "DELETE", "path": "/appointment/{{2.appointment.id}}/", "expected_status": 200},
-        {"method": "GET", "path": "/appointment/{{2.appointment.id}}/", "expected_status": 404},
+        {"method": "DELETE", "path": "/appointment/{{2.id}}/", "expected_status": 200},
+        {"method": "GET", "path": "/appointment/{{2.id}}/", "expected_status": 404},
     ]
 
 
