@@ -140,8 +140,8 @@ IMPOSSIBLE = Task(
         plan("Add GET /member/{id}/borrowing-history/ with each loan's date"),
         Turn("The model has no loan dates.", (call("query_class", {"name": "Book"}),)),
         Turn("", (call("task_list", {"action": "blocked", "blocked": [{"id": "T1", "reason": REASON}]}),)),
-        # the loop refuses "done" while a task is blocked (it stays required): the answer is repeated
-        *([Turn(f"This cannot be done on this model: {REASON}.")] * 4),
+        # every open task blocked with a reason: the loop accepts the answer (the run still ends blocked)
+        Turn(f"This cannot be done on this model: {REASON}."),
     ],
     wrong=lambda: turns(plan("Add GET /member/{id}/borrowing-history/ with each loan's date"),
                         [write("backend/routers/history.py", FAKE_HISTORY)],
