@@ -108,13 +108,22 @@ def parses(rel: str = "backend/Dockerfile") -> Check:
 
 
 def starts_the_app(rel: str = "backend/Dockerfile", entry: str = "main_api:app") -> Check:
-    """Installs requirements.txt, and its last CMD/ENTRYPOINT serves ``entry`` with uvicorn on an EXPOSEd port."""
+    """The build context holds the app, a COPY brings it in, a RUN installs requirements.txt, and the
+    CMD/ENTRYPOINT serves ``entry`` with uvicorn on 0.0.0.0 and an EXPOSEd port."""
 
     def run(produced: Produced) -> Outcome:
         try:
             found = _read(produced, rel)
         except DockerfileError as exc:
             return False, str(exc)
+        module = entry.split(":", 1)[0].replace(".", "/") + ".py"
+        folder = rel.rpartition("/")[0]
+        for needed in ("requirements.txt", module):  # the build context is the Dockerfile's folder
+            if produced.text(f"{folder}/{needed}" if folder else needed) is None:
+                return False, f"{needed} is not beside {rel} (the build context)"
+        copied = [w for i in found if i.keyword in ("COPY", "ADD") for w in i.words()[:-1] if not w.startswith("--")]
+        if not any(w in (".", "./", module, f"./{module}") for w in copied):
+            return False, f"no COPY/ADD brings {module} (or the whole folder) into the image"
         runs = " ".join(i.arguments for i in found if i.keyword == "RUN")
         if not re.search(r"pip3?\s+install\b[^&;|]*-r\s+\S*requirements\.txt", runs):
             return False, "no RUN installs requirements.txt with pip"

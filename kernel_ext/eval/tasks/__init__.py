@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kernel_ext.eval.tasks import blog, clinic, library, library_ops, shop, shop_more
+from kernel_ext.eval.tasks import blog, clinic, library, library_loans, library_ops, shop, shop_more
 from kernel_ext.eval.tasks.base import Task
 
-TASKS: dict[str, Task] = {t.id: t for module in (library, library_ops, shop, shop_more, clinic, blog) for t in module.TASKS}
+TASKS: dict[str, Task] = {t.id: t for module in (library, library_ops, library_loans, shop, shop_more, clinic, blog) for t in module.TASKS}
 
 
 def get_task(task_id: str) -> Task:

@@ -219,6 +219,19 @@ def _report(status: int, token: str | None) -> dict[str, Any]:
             **({"headers": headers} if headers else {})}
 
 
+def _report_counts(produced: Produced) -> Outcome:
+    """An admin reads the report after two appointments with the first doctor and one with the second."""
+    report = produced.scenario([*PEOPLE, book(1, 9, 200), book(1, 10, 200), book(2, 9, 200), *_account("root", "admin"),
+                                _report(200, "7")], "report counts")  # 7: the admin's login
+    if not report.passed:
+        return False, "; ".join(report.failures)
+    doctors = [r.response.body for r in report.requests[1:3]]
+    ids = [(d.get("doctor") or {}).get("id") if isinstance(d, dict) else None for d in doctors]  # {"doctor": {...}}
+    expected = {str(ids[0]): 2, str(ids[1]): 1}
+    body = report.requests[-1].response.body
+    return body == expected, f"the report read {body!r}, expected {expected!r}"
+
+
 def _roles_turns(code: str) -> list:
     return turns(plan("JWT accounts with roles; GET /reports/appointments-per-doctor/ for admins only"),
                  [write("backend/deps.py", DEPS), write("backend/roles.py", code)],
@@ -234,7 +247,8 @@ RBAC = Task(
              "401 without a token, 403 for staff."),
     covers="role-based access",
     checks=(
-        http("admin_reads_report", "an admin's token reads the report", [*_account("root", "admin"), _report(200, "1")]),
+        Check("admin_reads_report", "an admin's token reads the report, and it counts each doctor's appointments",
+              _report_counts),
         http("staff_forbidden", "a staff token is refused with 403", [*_account("sam", "staff"), _report(403, "1")]),
         http("anonymous_refused", "no token is refused with 401", [_report(401, None)]),
     ),

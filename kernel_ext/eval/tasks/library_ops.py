@@ -17,23 +17,28 @@ ORIGIN = "https://library.example.org"  # not "app.": the frontend intent reads 
 CORS_LINE = 'allow_origins=["*"],  # Or restrict to ["http://localhost:3000"]'
 
 
-def _allowed_origin(produced: Produced, origin: str) -> list[Any]:
-    """What Access-Control-Allow-Origin the app answers to ``origin`` on a GET and a preflight."""
+def _cors_answers(produced: Produced, origin: str, header: str) -> list[Any]:
+    """The ``header`` the app answers to ``origin`` on a GET and on a POST preflight."""
     headers = {"Origin": origin}
     report = produced.scenario([
         {"method": "GET", "path": "/book/", "headers": headers, "expected_status": 200},
         {"method": "OPTIONS", "path": "/book/", "headers": {**headers, "Access-Control-Request-Method": "POST"}},
     ], f"cors {origin}")
-    return [{k.lower(): v for k, v in r.response.headers.items()}.get("access-control-allow-origin") for r in report.requests]
+    return [{k.lower(): v for k, v in r.response.headers.items()}.get(header) for r in report.requests]
 
 
 def _named_origin_allowed(produced: Produced) -> Outcome:
-    seen = _allowed_origin(produced, ORIGIN)
+    seen = _cors_answers(produced, ORIGIN, "access-control-allow-origin")
     return seen == [ORIGIN, ORIGIN], f"Access-Control-Allow-Origin on GET, preflight: {seen}"
 
 
+def _credentials_allowed(produced: Produced) -> Outcome:
+    seen = _cors_answers(produced, ORIGIN, "access-control-allow-credentials")
+    return seen == ["true", "true"], f"Access-Control-Allow-Credentials on GET, preflight: {seen}"
+
+
 def _other_origin_refused(produced: Produced) -> Outcome:
-    seen = _allowed_origin(produced, "https://evil.example")
+    seen = _cors_answers(produced, "https://evil.example", "access-control-allow-origin")
     return not any(seen), f"https://evil.example was answered Access-Control-Allow-Origin {seen}"
 
 
@@ -52,6 +57,8 @@ CORS = Task(
     covers="CORS for a named origin",
     checks=(
         Check("named_origin_allowed", f"a GET and a preflight from {ORIGIN} are answered with that origin", _named_origin_allowed),
+        Check("credentials_allowed", f"{ORIGIN} is told credentials are allowed, on a GET and a preflight",
+              _credentials_allowed),
         Check("other_origin_refused", "another origin gets no Access-Control-Allow-Origin", _other_origin_refused),
     ),
     oracle=lambda: _cors_turns(f'["{ORIGIN}"]'),
