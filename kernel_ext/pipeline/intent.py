@@ -3,8 +3,9 @@
 A request for something people interact with (app, web app, UI, website, dashboard, portal)
 gets a frontend even without a GUI model; an explicitly headless request (API only, backend
 only, REST API, no UI) stays backend-only, and headless wins when both appear. In a modify
-run a bare "app" names the existing project, so only explicit interface words count there. Words inside a URL, a host or file name, a path or
-quoted code are not read (``https://app.example.org`` asks for no app).
+run a bare "app" names the existing project, so only explicit interface words count there.
+Words inside a URL, a host or file name, a path or quoted code are not read
+(``https://app.example.org`` asks for no app).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Minimal valid values for a JSON schema (an OpenAPI request body), for the create probe.
 
 Only required properties are filled; a value respects the schema's type, format, enum,
-bounds and lengths, and the bounds the domain model's OCL sets (passed in by the probe). Fields that hold ids of other entities are filled by the caller (the
-probe knows which entities exist); here they are reported as ``references``.
+bounds and lengths, and the bounds the domain model's OCL sets (passed in by the probe).
+Fields that hold ids of other entities are filled by the caller (the probe knows which
+entities exist); here they are reported as ``references``.
 Standard library only: runs in the sandboxed child.
 """
 

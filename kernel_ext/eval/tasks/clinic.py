@@ -83,7 +83,7 @@ from sql_alchemy import Appointment
 router = APIRouter(tags=["Appointment"])
 
 
-@router.get("/deleted-appointments/")
+@router.get("/deleted-appointments/", response_model=None)
 def deleted_appointments(database: Session = Depends(get_db)) -> list:
     return database.query(Appointment).filter(Appointment.deleted.is_(True)).all()
 '''
