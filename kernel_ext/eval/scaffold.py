@@ -129,8 +129,8 @@ def _blog() -> list[dict[str, Any]]:
         {"method": "PUT", "path": "/post/{{1.post.id}}/", "expected_status": 200,
          "json": {"title": "Hello again", "body": "Edited", "published": True, "author": "{{0.user.id}}"}},
         {"method": "GET", "path": "/post/count/", "expected_status": 200, "expected_fields": {"count": 1}},
-        {"method": "DELETE", "path": "/comment/{{2.comment.id}}/", "expected_status": 200},
-        {"method": "GET", "path": "/comment/{{2.comment.id}}/", "expected_status": 404},
+        {"method": "DELETE", "path": "/comment/{{2.id}}/", "expected_status": 200},
+        {"method": "GET", "path": "/comment/{{2.id}}/", "expected_status": 404},
     ]
 
 
