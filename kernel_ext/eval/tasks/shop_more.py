@@ -1,4 +1,5 @@
-"""Tasks on the shop's list and read routes: pagination and filtering, seed data, a computed field."""
+"""Tasks on the shop's list, read and update routes: pagination and filtering, seed data, a computed
+field, and a rule on updates (an order's status only moves forward)."""
 
 from __future__ import annotations
 
@@ -156,4 +157,55 @@ COMPUTED = Task(
     wrong_does="adds price and stock instead of multiplying",
 )
 
-TASKS = (PAGING, SEEDING, COMPUTED)
+# -- a rule on updates: an order's status only moves forward ------------------------------------------------
+
+UPDATE_ANCHOR = "    setattr(db_order, 'placed_on', order_data.placed_on)\n"
+FORWARD_ONLY = """    # orders move only forward, one step at a time: PENDING -> PAID -> SHIPPED
+    flow = ["PENDING", "PAID", "SHIPPED"]
+    current, wanted = getattr(db_order.status, "name", db_order.status), order_data.status.name
+    if flow.index(wanted) not in (flow.index(current), flow.index(current) + 1):
+        raise HTTPException(status_code=409, detail=f"an order cannot go from {current} to {wanted}")
+"""
+# The plausible mistake: going back is refused, skipping a step (shipping an unpaid order) is not.
+NOT_BACKWARD = FORWARD_ONLY.replace("not in (flow.index(current), flow.index(current) + 1)", "< flow.index(current)")
+ORDER_SETUP = [{"method": "POST", "path": "/customer/", "json": {"name": "Ada", "email": "ada@example.org"}, "expected_status": 200},
+               {"method": "POST", "path": "/order/", "expected_status": 200,
+                "json": {"placed_on": "2024-05-01", "status": "PENDING", "customer": "{{0.customer.id}}"}}]
+
+
+def _move(status: str, expected: int) -> dict[str, Any]:
+    return {"method": "PUT", "path": "/order/{{1.order.id}}/", "expected_status": expected,
+            "json": {"placed_on": "2024-05-01", "status": status, "customer": "{{0.customer.id}}"}}
+
+
+def _status_is(status: str) -> dict[str, Any]:
+    return {"method": "GET", "path": "/order/{{1.order.id}}/", "expected_status": 200, "expected_fields": {"order.status": status}}
+
+
+def _status_turns(rule: str) -> list:
+    return turns(plan("PUT /order/{id}/: the status moves only forward one step (PENDING, PAID, SHIPPED), else 409"),
+                 [edit("backend/routers/order.py", UPDATE_ANCHOR, rule + UPDATE_ANCHOR)],
+                 close([("backend/routers/order.py", 'flow = ["PENDING", "PAID", "SHIPPED"]')]))
+
+
+STATUS = Task(
+    id="shop-order-status",
+    model="shop",
+    request=("An order's status only moves forward, one step at a time: PENDING, then PAID, then SHIPPED. PUT "
+             "/order/{id}/ with any other status change answers 409 and changes nothing (keeping the same status is fine)."),
+    covers="a business rule on updates (a status that only moves forward)",
+    checks=(
+        http("forward_steps_allowed", "PENDING -> PAID -> SHIPPED is accepted step by step, and the same status again",
+             [*ORDER_SETUP, _move("PAID", 200), _move("PAID", 200), _move("SHIPPED", 200), _status_is("SHIPPED")]),
+        http("skipping_refused", "PENDING -> SHIPPED answers 409 and the order stays PENDING",
+             [*ORDER_SETUP, _move("SHIPPED", 409), _status_is("PENDING")]),
+        http("going_back_refused", "PAID -> PENDING answers 409 and the order stays PAID",
+             [*ORDER_SETUP, _move("PAID", 200), _move("PENDING", 409), _status_is("PAID")]),
+    ),
+    oracle=lambda: _status_turns(FORWARD_ONLY),
+    wrong=lambda: _status_turns(NOT_BACKWARD),
+    wrong_fails="skipping_refused",
+    wrong_does="refuses going back but lets an unpaid order ship",
+)
+
+TASKS = (PAGING, SEEDING, COMPUTED, STATUS)
