@@ -28,7 +28,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 DEFAULT_TIMEOUT_S = 1200.0
 TIMEOUTS_S = {"bench_test_api.py": 1800.0, "bench_shell.py": 1800.0, "bench_concurrency.py": 2400.0,
-              "bench_hub_capacity.py": 900.0, "bench_export.py": 1800.0}
+              "bench_hub_capacity.py": 900.0, "bench_export.py": 1800.0, "bench_eval.py": 5400.0}
 MAX_LOG_LINES = 60
 
 

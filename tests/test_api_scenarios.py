@@ -105,6 +105,19 @@ def test_allowed_headers_reach_the_app(run):
     assert result.ok and result.data["passed"], result.observation
 
 
+def test_a_cors_request_and_its_preflight_reach_the_app(run):
+    """Origin and the preflight headers are plain request headers: the scenario sees the app's CORS answer."""
+    executor, _ = run
+    origin = {"Origin": "https://library.example.org"}
+    requests = [{"method": "GET", "path": "/book/", "headers": origin, "expected_status": 200},
+                {"method": "OPTIONS", "path": "/book/", "expected_status": 200,
+                 "headers": {**origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"}}]
+    result = call(executor, "test_api", {"requests": requests})
+    assert result.ok and result.data["passed"], result.observation
+    answered = [{k.lower(): v for k, v in r["response"]["headers"].items()} for r in result.data["report"]["requests"]]
+    assert all(h.get("access-control-allow-origin") for h in answered), answered  # the scaffold allows any origin
+
+
 @pytest.mark.parametrize("path", ["http://example.com/book/", "https://127.0.0.1:8000/", "//example.com/book/", "ftp://x/y"])
 def test_external_urls_are_refused(run, host, path):
     executor, _ = run

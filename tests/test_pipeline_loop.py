@@ -41,6 +41,28 @@ def test_declaring_victory_with_open_tasks_is_refused(tmp_path):
     assert len(refusals) == 3
 
 
+def test_victory_is_accepted_when_every_open_task_is_blocked_with_a_reason(tmp_path):
+    """An honest "this cannot be done" ends the loop at once (the run itself still ends blocked)."""
+    tasks = TaskList()
+    tasks.add("add the borrowing history", origin="request")
+    turns = [Turn("", (call("task_list", {"action": "blocked", "blocked": [{"id": "T1", "reason": "the model has no loan dates"}]}),)),
+             Turn("This cannot be done on this model.")]
+    result, _, conversation, _ = harness(tmp_path, turns, tasks=tasks)
+    assert result.stop == "finished" and result.turns == 2
+    assert not [m for m in conversation.messages if m.role == "user" and m.text.startswith("[host] Not done yet")]
+    assert [t.status for t in tasks.open_tasks()] == ["blocked"]  # still required: the run's ending says so
+
+
+def test_a_blocked_task_does_not_excuse_another_open_one(tmp_path):
+    tasks = TaskList()
+    tasks.add("add the borrowing history", origin="request")
+    tasks.add("add the loan dates", origin="request")
+    turns = [Turn("", (call("task_list", {"action": "blocked", "blocked": [{"id": "T1", "reason": "no loan dates"}]}),)),
+             *[Turn("Done.")] * 4]
+    result, _, _, _ = harness(tmp_path, turns, tasks=tasks)
+    assert result.stop == "unfinished" and "T2 add the loan dates" in result.reason and "T1" not in result.reason
+
+
 def test_victory_is_accepted_once_work_is_proven(tmp_path):
     tasks = TaskList()
     tasks.add("write the module", origin="request")

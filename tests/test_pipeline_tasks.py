@@ -70,6 +70,18 @@ def test_blocked_needs_a_reason_and_a_later_check_clears_it(setup):
     assert tasks.get("T1").status == "verified" and not tasks.open_tasks()
 
 
+def test_blocked_takes_items_each_with_its_reason(setup):
+    """action=blocked reads the ``blocked`` items its schema offers (the eval's oracle path), one call."""
+    _root, tasks, call = setup
+    tasks.add("a", origin="request")
+    tasks.add("b", origin="request")
+    assert call("task_list", action="blocked").error.code == "missing_argument"
+    assert call("task_list", action="blocked", blocked=[{"id": "T1", "reason": "no loan dates in the model"},
+                                                        {"id": "T2", "reason": "needs a key"}]).ok
+    assert [(t.status, t.reason) for t in tasks.tasks.values()] == [("blocked", "no loan dates in the model"),
+                                                                     ("blocked", "needs a key")]
+
+
 def test_a_verifier_exception_is_a_failed_check(setup):
     root, tasks, call = setup
 

@@ -166,3 +166,32 @@ def test_a_workspace_without_a_fastapi_backend_is_not_an_error(tmp_path, host):
     result = validate_app(tmp_path, host=host)
     assert result.report.boots is None and result.report.blockers == ()
     assert [f.code for f in result.report.findings] == ["no_backend"]
+
+
+def test_the_probe_reads_the_models_ocl_ranges(tmp_path, host):
+    """The clinic's OCL keeps duration_minutes in 10..120 (a validator the OpenAPI schema does not show):
+    the create probe sends a value inside the range, so a clean scaffold has no create blocker."""
+    from kernel_ext.eval.models import eval_model
+    from kernel_ext.generation import run_phase1
+
+    model = eval_model("clinic").load()
+    run_phase1(model, tmp_path / "clinic", check=False)
+    result = validate_app(tmp_path / "clinic", model=model, host=host)
+    assert result.report.blockers == () and result.report.cannot_create == (), result.to_text()
+    created = {e["entity"]: (e["verdict"], (e.get("payload") or {}).get("duration_minutes")) for e in result.entities}
+    assert created["Appointment"] == ("created", 10), created
+
+
+@pytest.mark.parametrize(("expression", "bounds"), [
+    ("context A inv r: self.duration_minutes >= 10 and self.duration_minutes <= 120",
+     {"duration_minutes": {"minimum": 10, "maximum": 120}}),
+    ("self.pages > 0", {"pages": {"exclusiveMinimum": 0}}),
+    ("0.5 <= self.price", {"price": {"minimum": 0.5}}),
+    ("self.a > 0 or self.b > 0", {}),  # a disjunction sets no bound
+    ("self.owner.age >= 18", {}),  # navigation: not this class's attribute
+    ("not (self.a > 3)", {}),
+])
+def test_ocl_bounds_reads_only_conjunctions_of_comparisons(expression, bounds):
+    from kernel_ext.validation.hints import ocl_bounds
+
+    assert ocl_bounds(expression) == bounds

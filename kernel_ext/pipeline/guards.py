@@ -4,7 +4,8 @@
 - ``condense_context``: keeps the conversation inside a context budget by shortening older
   tool results (then evicting the oldest exchanges), keeping the request and recent turns.
 - ``EditChurn``: the same file edited again and again without progress is refused.
-- ``victory_refusal``: "done" while tasks are open or retained scenarios fail is refused.
+- ``victory_refusal``: "done" while tasks are open (not blocked with a reason) or retained
+  scenarios fail is refused.
 - ``truncated_call``: a call cut off by the output limit is refused, never applied.
 """
 

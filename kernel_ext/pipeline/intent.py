@@ -4,6 +4,8 @@ A request for something people interact with (app, web app, UI, website, dashboa
 gets a frontend even without a GUI model; an explicitly headless request (API only, backend
 only, REST API, no UI) stays backend-only, and headless wins when both appear. In a modify
 run a bare "app" names the existing project, so only explicit interface words count there.
+Words inside a URL, a host or file name, a path or quoted code are not read
+(``https://app.example.org`` asks for no app).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ _INTERFACE = re.compile(
     r"|front[- ]?ends?|web\s+pages?|screens?)\b",
     re.IGNORECASE,
 )
+# Names that are not prose: URLs, host and file names, dotted attributes, paths, `code`, module:attr.
+# Their words say nothing about an interface ("https://app.example.org", "main_api:app", "/ui/").
+_NOT_PROSE = re.compile(r"`[^`]*`|\S+://\S*|[\w-]+(?:\.[\w-]+)+|(?<!\S)/\S*|\w+:\w+")
 # "app" alone, but not when it is an API's or backend's app ("a FastAPI app", "backend app").
 _BARE_APP = re.compile(r"(?<!fastapi\s)(?<!api\s)(?<!backend\s)(?<!django\s)(?<!flask\s)\b(apps?|applications?)\b", re.IGNORECASE)
 
@@ -32,7 +37,7 @@ class FrontendIntent:
 
 
 def frontend_intent(request: str, *, modify: bool = False, has_gui_model: bool = False) -> FrontendIntent:
-    text = " ".join(request.split())
+    text = " ".join(_NOT_PROSE.sub(" ", request).split())
     headless = _HEADLESS.search(text)
     if headless:
         return FrontendIntent(False, f"explicitly headless: {headless.group(0)!r}")

@@ -100,7 +100,8 @@ async def customize(
         _emit_cost(events, provider, budgets)
 
         if not calls:
-            open_work = [f"{t.id} {t.text}" for t in tasks.open_tasks()]
+            # a task blocked with a reason is answered for: the loop may end, and the run still ends blocked
+            open_work = [f"{t.id} {t.text}" for t in tasks.open_tasks() if not (t.status == "blocked" and t.reason.strip())]
             refusal = victory_refusal(open_work, failing_scenarios())
             if refusal is None:
                 return LoopResult("finished", "the model finished with no open work", budgets.turns)

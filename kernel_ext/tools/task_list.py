@@ -149,11 +149,15 @@ async def _task_list(args: TaskListArgs, ctx: ToolContext) -> ToolOutcome:
             raise ToolFailure("missing_argument", "add needs text or texts")
     elif args.action == "done":
         notes += await _close(tasks, ctx, single + args.ids, args)
-    elif args.action == "blocked":
+    elif args.action == "blocked":  # ids with one reason, or ``blocked`` items each with its own
         reason = (args.reason or "").strip()
-        if not reason:
-            raise ToolFailure("missing_argument", "blocked needs a reason; the work stays required")
+        if (single or args.ids) and not reason:
+            raise ToolFailure("missing_argument", "blocked needs a reason: give reason with id/ids, or blocked=[{id, reason}]; "
+                              "the work stays required")
+        if not (single or args.ids or args.blocked):
+            raise ToolFailure("missing_argument", "blocked needs id/ids with a reason, or blocked=[{id, reason}]")
         notes += [_block(tasks, tid, reason) for tid in single + args.ids]
+        notes += [_block(tasks, item.id, item.reason) for item in args.blocked]
     elif args.action == "drop":
         notes += [_drop(tasks, tid, args.reason or "") for tid in single + args.ids]
     elif args.action == "mixed":

@@ -1,8 +1,9 @@
 """Minimal valid values for a JSON schema (an OpenAPI request body), for the create probe.
 
 Only required properties are filled; a value respects the schema's type, format, enum,
-bounds and lengths. Fields that hold ids of other entities are filled by the caller (the
-probe knows which entities exist); here they are reported as ``references``.
+bounds and lengths, and the bounds the domain model's OCL sets (passed in by the probe).
+Fields that hold ids of other entities are filled by the caller (the probe knows which
+entities exist); here they are reported as ``references``.
 Standard library only: runs in the sandboxed child.
 """
 
@@ -64,9 +65,11 @@ class Schemas:
         return ""
 
 
-def minimal(schemas: Schemas, schema: Any, *, depth: int = 0) -> Any:
-    """A small valid value for ``schema``."""
+def minimal(schemas: Schemas, schema: Any, *, depth: int = 0, bounds: dict[str, Any] | None = None) -> Any:
+    """A small valid value for ``schema``; ``bounds`` (the model's OCL ranges) narrow a number's."""
     resolved = schemas.variant(schemas.resolve(schema))
+    if bounds:
+        resolved = {**resolved, **bounds}
     if "const" in resolved:
         return resolved["const"]
     if resolved.get("enum"):

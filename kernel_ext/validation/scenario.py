@@ -26,8 +26,10 @@ MAX_HEADERS = 10
 MAX_INPUT_BYTES = 64 * 1024
 MAX_HEADER_VALUE = 8192
 MAX_PATH = 2048
+# Origin and the preflight's two headers: a plain request header to the sandboxed app, which only
+# echoes what its CORS settings allow; a scenario can then test CORS as a browser would ask.
 ALLOWED_HEADERS = frozenset({"authorization", "accept", "content-type", "accept-language", "if-match", "if-none-match",
-                             "idempotency-key"})
+                             "idempotency-key", "origin", "access-control-request-method", "access-control-request-headers"})
 REFUSED_HEADERS = {
     "host": "the in-process transport sets Host",
     "cookie": "cookies come from the app's own responses and are kept for the rest of the scenario",
@@ -101,7 +103,8 @@ def check_header(name: str, value: str) -> None:
     if lower not in ALLOWED_HEADERS and not lower.startswith("x-"):
         raise ToolFailure(ErrorCode.HEADER_REFUSED,
                           f"header {name!r} is not allowed: use Authorization, Accept, Content-Type, "
-                          "Accept-Language, If-Match, If-None-Match, Idempotency-Key or X-* API headers",
+                          "Accept-Language, If-Match, If-None-Match, Idempotency-Key, Origin, "
+                          "Access-Control-Request-Method/-Headers or X-* API headers",
                           {"header": name})
     if any(c in value for c in "\r\n\x00") or len(value) > MAX_HEADER_VALUE:
         raise ToolFailure(ErrorCode.HEADER_REFUSED,

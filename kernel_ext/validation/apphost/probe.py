@@ -108,11 +108,12 @@ class Probe:
         props = schema.get("properties") or {}
         body: dict[str, Any] = {}
         waiting: list[str] = []
+        bounds = {norm(k): v for k, v in ((self.hints.get(key) or {}).get("bounds") or {}).items()}
         for name in schema.get("required") or []:
             field_schema = props.get(name, {})
             target = self.target_of(key, name, field_schema)
             if target is None:
-                body[name] = minimal(self.schemas, field_schema)
+                body[name] = minimal(self.schemas, field_schema, bounds=bounds.get(norm(name)))
                 continue
             if target not in self.created:
                 waiting.append(target)
