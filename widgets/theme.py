@@ -100,6 +100,17 @@ def stylesheet() -> str:
 .besser-task-verified .besser-task-mark {{color: {TEXT}; font-weight: 700}}
 .besser-task-implemented .besser-task-mark {{color: {META}}}
 .besser-run a, .besser-card a {{color: {INFO}}}
+.besser-eval {{color: {TEXT}}}
+.besser-eval .besser-table td {{white-space: nowrap}}
+.besser-eval-overall td {{border-top: 2px solid {STRONG_BORDER}; font-weight: 600}}
+.besser-eval-chart {{display: block; margin: 6px 0}}
+.besser-eval-label {{fill: {TEXT}; font-size: 12px}}
+.besser-eval-track {{fill: {RAISED}}}
+.besser-eval-pass {{fill: {OK}}}
+.besser-eval-some {{fill: {WARN}}}
+.besser-eval-fail {{fill: {BAD}}}
+.besser-eval-whisker {{stroke: {TEXT}; stroke-width: 1.5}}
+.besser-eval-grid {{stroke: {BORDER}}}
 {syntax}
 """
 
