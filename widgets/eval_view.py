@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernel_ext.eval.results import COLUMNS, INTERVAL, SuiteResults, Tally, counts, percent, refusal_lines, table_rows, to_text, who_answered
+from kernel_ext.eval import results as res
+from kernel_ext.eval.results import INTERVAL, SuiteResults, Tally, percent, to_text
 from kernel_ext.safetext import shown_text
 from widgets.render import badge, esc
 from widgets.theme import STYLE
@@ -45,15 +46,16 @@ def chart_svg(results: SuiteResults) -> str:
             f'<line class="besser-eval-whisker" x1="{LABEL + BAR * low:.1f}" y1="{mid:.1f}" x2="{LABEL + BAR * high:.1f}" y2="{mid:.1f}"/>',
             *(f'<line class="besser-eval-whisker" x1="{x:.1f}" y1="{mid - 4:.1f}" x2="{x:.1f}" y2="{mid + 4:.1f}"/>'
               for x in (LABEL + BAR * low, LABEL + BAR * high)),
-            f'<text class="besser-eval-label" x="{LABEL + BAR + 6}" y="{mid + 4:.1f}">{tally.passes}/{tally.runs} {percent(tally.rate)}</text>',
+            f'<text class="besser-eval-label" x="{LABEL + BAR + 6}" y="{mid + 4:.1f}">'
+            f"{tally.passes}/{tally.runs} {percent(tally.rate)}</text>",
         ]
     parts.append("</svg>")
     return "".join(parts)
 
 
 def table_html(results: SuiteResults) -> str:
-    rows = table_rows(results)
-    head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS)
+    rows = res.table_rows(results)
+    head = "".join(f"<th>{esc(c)}</th>" for c in res.COLUMNS)
     body = []
     for index, row in enumerate(rows):
         tally_row = "besser-eval-overall" if index == len(rows) - 1 else ""
@@ -67,10 +69,10 @@ def table_html(results: SuiteResults) -> str:
 
 def results_html(results: SuiteResults) -> str:
     overall = results.overall()
-    header = "<br>".join(esc(line.strip()) for line in who_answered(results))
-    notes = [f"tool calls: {counts(overall.tool_calls)}",
-             "refusals by code: " + ("; ".join(refusal_lines(overall)) or "none"),
-             f"Phase 3 repair rounds: {overall.repairs}; runs ended: {counts(overall.ended)}; cards: {counts(overall.approvals)}"]
+    header = "<br>".join(esc(line.strip()) for line in res.who_answered(results))
+    notes = [f"tool calls: {res.counts(overall.tool_calls)}",
+             "refusals by code: " + ("; ".join(res.refusal_lines(overall)) or "none"),
+             f"Phase 3 repair rounds: {overall.repairs}; runs ended: {res.counts(overall.ended)}; cards: {res.counts(overall.approvals)}"]
     return (f'{STYLE}<div class="besser-eval"><div class="besser-meta">{header}</div>{chart_svg(results)}'
             f"{table_html(results)}<div class=\"besser-meta\">{'<br>'.join(esc(n) for n in notes)}</div></div>")
 

@@ -45,10 +45,12 @@ def handle(args: argparse.Namespace) -> int:
     from kernel_ext.eval.live import ProviderChoice
 
     if args.list:
+        from kernel_ext.eval.live import SHIPPED
         from kernel_ext.eval.tasks import TASKS
 
         for task in TASKS.values():
             print(f"{task.id:28} {task.model:8} {task.covers}")
+        print(f"shipped cassettes (each task's oracle script, recorded; not a model): replay:{SHIPPED}")
         return 0
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] or None
     try:

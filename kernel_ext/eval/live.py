@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.eval.results import SuiteResults
 from kernel_ext.eval.scripts import KINDS
-from kernel_ext.providers.replay import ReplayProvider, first_difference
 from kernel_ext.providers.recording import request_record
+from kernel_ext.providers.replay import ReplayProvider, first_difference
 
 if TYPE_CHECKING:
     from kernel_ext.eval.runner import TaskOutcome
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from kernel_ext.providers.messages import Request
     from kernel_ext.validation.apphost.host import AppHost
 
+SHIPPED = Path(__file__).resolve().parent / "data" / "cassettes"  # each task's oracle script, recorded (not a model)
 CASSETTE = re.compile(r"^(?P<task>[a-z0-9][a-z0-9-]*)\.r(?P<repeat>[1-9][0-9]{0,3})\.jsonl$")
 MAX_REPEAT = 100
 POLICY = "approve=all: every card answered by the host's policy, no person (each call still inside the sandbox)"

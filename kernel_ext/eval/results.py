@@ -176,7 +176,7 @@ COLUMNS = ("task", "pass", "rate", "95% CI (Wilson)", "turns", "in tok", "out to
 
 def table_rows(results: SuiteResults) -> list[tuple[str, ...]]:
     """The table's rows (tasks, then ``overall``): the same cells for the terminal and the notebook."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     named = [*results.tasks().items(), ("overall", results.overall())]
     for name, tally in named:
         failed = ", ".join(f"{check}" + (f" x{n}" if n > 1 else "") for check, n in tally.failed_checks.most_common()) or "-"
@@ -190,7 +190,7 @@ def to_text(results: SuiteResults) -> str:
     """The results as a terminal table, with the header saying who answered and the counters below."""
     rows = [COLUMNS, *table_rows(results)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
-    lines = who_answered(results) + [""]
+    lines = [*who_answered(results), ""]
     for index, row in enumerate(rows):
         if index == len(rows) - 1:
             lines.append("-" * (sum(widths) + 2 * len(widths) + 13))
