@@ -92,8 +92,8 @@ def test_the_shipped_cassettes_cover_every_task_and_say_they_came_from_scripts()
 @pytest.mark.slow
 @requires_sandbox
 def test_replaying_the_shipped_cassettes_prints_the_table(tmp_path):
-    done = besser_eval("--provider", f"replay:{SHIPPED}", "--tasks", QUICK, "--runs", str(tmp_path / "runs"),
-                       "--json", str(tmp_path / "results.json"))
+    done = besser_eval("--provider", f"replay:{SHIPPED / f'{QUICK}.r1.jsonl'}", "--runs", str(tmp_path / "runs"),
+                       "--json", str(tmp_path / "results.json"))  # one cassette (the notebook replays a folder)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert f"[1/1] {QUICK} r1: passed" in out
@@ -127,3 +127,21 @@ def test_a_recording_replays_to_the_same_verdicts(tmp_path):
     verdicts = [[(c["name"], c["passed"]) for c in run["report"]["checks"]] for run in (first, second)]
     assert verdicts[0] == verdicts[1] and second["provider"] == f"replay:{QUICK}.r1.jsonl"
     assert first["metrics"]["tool_calls"] == second["metrics"]["tool_calls"]
+
+
+@pytest.mark.slow
+@requires_sandbox
+def test_a_changed_prompt_is_noted_and_the_recorded_answers_still_judged(tmp_path):
+    """A regression test outlives a prompt change: the answers are replayed regardless, the note says where."""
+    lines = (SHIPPED / f"{QUICK}.r1.jsonl").read_text().splitlines()
+    first = json.loads(lines[1])
+    first["system"] = "A planning prompt someone rewrote. " + first["system"]
+    tapes = tmp_path / "tapes"
+    tapes.mkdir()
+    (tapes / f"{QUICK}.r1.jsonl").write_text("\n".join([lines[0], json.dumps(first), *lines[2:]]) + "\n")
+    done = besser_eval("--provider", f"replay:{tapes}", "--runs", str(tmp_path / "r"), "--json", str(tmp_path / "r.json"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run,) = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert run["passed"] and run["replay_note"] == ("request #1 differs from the recording at request.system; "
+                                                    "answers replayed regardless")
+    assert f"replay note: {QUICK} r1: request #1 differs from the recording at request.system" in done.stdout

@@ -72,7 +72,8 @@ def results_html(results: SuiteResults) -> str:
     header = "<br>".join(esc(line.strip()) for line in res.who_answered(results))
     notes = [f"tool calls: {res.counts(overall.tool_calls)}",
              "refusals by code: " + ("; ".join(res.refusal_lines(overall)) or "none"),
-             f"Phase 3 repair rounds: {overall.repairs}; runs ended: {res.counts(overall.ended)}; cards: {res.counts(overall.approvals)}"]
+             f"Phase 3 repair rounds: {overall.repairs}; runs ended: {res.counts(overall.ended)}; cards: {res.counts(overall.approvals)}",
+             *res.replay_notes(results)]
     return (f'{STYLE}<div class="besser-eval"><div class="besser-meta">{header}</div>{chart_svg(results)}'
             f"{table_html(results)}<div class=\"besser-meta\">{'<br>'.join(esc(n) for n in notes)}</div></div>")
 

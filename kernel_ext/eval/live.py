@@ -215,11 +215,13 @@ async def run_suite(choice: ProviderChoice, runs: Sequence[PlannedRun], runs_dir
         provider = choice.build(planned)
         providers.append(provider)
         cassette = record / cassette_name(planned.task.id, planned.repeat) if record is not None else None
-        if cassette is not None:
-            provider.record(cassette)
+        if cassette is not None:  # a recording that cannot be written stops and is removed; the run goes on
+            provider.record(cassette, best_effort=True)
         run_dir = runs_dir / f"{planned.task.id}.r{planned.repeat}"
         outcome = await run_task_async(planned.task, provider, run_dir, host, shell=shell)
         await provider.aclose()
+        if provider.recorder is not None and provider.recorder.failed:
+            cassette = None
         rows.append({**outcome.as_dict(), "repeat": planned.repeat,
                      "cassette": str(cassette or planned.cassette or "") or None,
                      "replay_note": getattr(provider, "note", "") or None})

@@ -200,5 +200,12 @@ def to_text(results: SuiteResults) -> str:
               f"tool calls: {counts(overall.tool_calls)}",
               "refusals by code: " + ("; ".join(refusal_lines(overall)) or "none"),
               f"Phase 3 repair rounds: {overall.repairs}; runs ended: {counts(overall.ended)}",
-              f"cards: {counts(overall.approvals)} ('auto' is the {results.approvals.get('policy', '?').split(':')[0]} policy)"]
+              f"cards: {counts(overall.approvals)} ('auto' is the {results.approvals.get('policy', '?').split(':')[0]} policy)",
+              *replay_notes(results)]
     return "\n".join(lines)
+
+
+def replay_notes(results: SuiteResults) -> list[str]:
+    """Where a replayed run's requests first differed from its recording (a prompt or a tool changed)."""
+    return [f"replay note: {run['task_id']} r{run.get('repeat', 1)}: {run['replay_note']}"
+            for run in results.runs if run.get("replay_note")]
