@@ -27,7 +27,7 @@ from widgets.lesson import approver_mode
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 SERVER_VARIABLES = ("BESSER_AGENT_URL", "BESSER_AGENT_TOKEN", "JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN")
-SLOW = {"01-library-prototyping"}  # a whole generation run with Phase 3
+SLOW = {"01-library-prototyping", "05-evaluating-the-agent"}  # whole generation runs with Phase 3 (05: three, verified)
 
 
 def notebook_names() -> list:
@@ -117,11 +117,11 @@ def test_approver_mode_is_person_unless_scripted():
 @pytest.mark.parametrize("flavour", FLAVOURS)
 @pytest.mark.parametrize("name", notebook_names())
 async def test_notebook_runs_clean_offline(name, flavour, tmp_path, canaries):
-    if name == "04-shell-tools-tour":
+    if name in ("04-shell-tools-tour", "05-evaluating-the-agent"):
         from kernel_ext.sandbox.tiers import choose_tier
 
         if not choose_tier("auto").available:
-            pytest.skip("the shell-tools tour needs a sandbox tier, and none can start on this machine")
+            pytest.skip(f"{name} needs a sandbox tier (the app hosts), and none can start on this machine")
     notebook = await execute(name, tmp_path, flavour)
 
     errors = [
@@ -249,9 +249,25 @@ def check_shell_tour(notebook, workdir: Path) -> None:
     assert "after the restore: ['catalogue.csv', 'count.txt', 'index.html']" in cell_text(notebook, 'await call("sh_restore"')
 
 
+def check_eval(notebook, workdir: Path) -> None:
+    claims = cell_text(notebook, "import json")  # the wrong script claims success...
+    assert "T1 implemented" in claims and "agent's last words: Done." in claims and "the run ended: completed" in claims
+    report = cell_text(notebook, "print(wrong.report.to_text())")  # ...and its verifier, reading none of it, fails it
+    assert report.startswith("library-impossible: FAILED (no_fabricated_route") and "got 200" in report
+    assert "every run passed its verifier: True" in cell_text(notebook, "from kernel_ext.eval.live import ProviderChoice")
+    view = next(c for c in notebook.cells if c.source.startswith("from widgets.eval_view"))
+    page = view.outputs[0]["data"]["text/html"]
+    assert "<svg" in page and "2/2 100%" in page and "replayed from recordings, not a live model" in page
+    assert re.search(r"^library-cors\s+1/1\s+100%\s+\[21%, 100%\]", view.outputs[0]["data"]["text/plain"], re.MULTILINE)
+    failing = cell_text(notebook, "from kernel_ext.eval.results import")
+    assert re.search(r"^library-impossible\s+0/1\s+0%\s+\[0%, 79%\].*no_fabricated_route", failing, re.MULTILINE)
+    assert json.loads((workdir / "eval-results.json").read_text())["overall"]["passes"] == 2
+
+
 CHECKS = {
     "01-library-prototyping": check_library,
     "02-controlling-side-effects": check_side_effects,
     "03-tool-runtime-gaps": check_runtime_gaps,
     "04-shell-tools-tour": check_shell_tour,
+    "05-evaluating-the-agent": check_eval,
 }

@@ -121,6 +121,17 @@ def stylesheet() -> str:
 .besser-run.jupyter-widgets-disconnected .besser-live, .besser-run.jupyter-widgets-disconnected .besser-card-note {{display: none}}
 .besser-run.jupyter-widgets-disconnected button {{pointer-events: none; cursor: not-allowed; opacity: .45}}
 .besser-run.jupyter-widgets-disconnected::before, .besser-run .jupyter-widgets-disconnected::before {{content: none; display: none}}
+.besser-eval {{color: {TEXT}}}
+.besser-eval .besser-table td {{white-space: nowrap}}
+.besser-eval-overall td {{border-top: 2px solid {STRONG_BORDER}; font-weight: 600}}
+.besser-eval-chart {{display: block; margin: 6px 0}}
+.besser-eval-label {{fill: {TEXT}; font-size: 12px}}
+.besser-eval-track {{fill: {RAISED}}}
+.besser-eval-pass {{fill: {OK}}}
+.besser-eval-some {{fill: {WARN}}}
+.besser-eval-fail {{fill: {BAD}}}
+.besser-eval-whisker {{stroke: {TEXT}; stroke-width: 1.5}}
+.besser-eval-grid {{stroke: {BORDER}}}
 {syntax}
 """
 

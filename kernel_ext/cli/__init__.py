@@ -14,6 +14,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "kernel_ext.cli.demo",
     "kernel_ext.cli.providers",
     "kernel_ext.cli.export",
+    "kernel_ext.cli.eval",
 )
 
 

@@ -36,6 +36,8 @@ class RunMetrics:
     turns: int = 0
     tool_calls: dict[str, int] = field(default_factory=dict)
     refusals: dict[str, int] = field(default_factory=dict)  # tool results that failed, by error code
+    recovered: dict[str, int] = field(default_factory=dict)  # of those, followed by a success of the same tool
+    approvals: dict[str, int] = field(default_factory=dict)  # cards by outcome and who answered ("approved by policy")
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
@@ -77,14 +79,16 @@ def verifier_host() -> Iterator[AppHost]:
 
 
 async def run_task_async(task: Task, provider: Provider | None, run_dir: Path, host: AppHost,
-                         *, timeout: float = RUN_TIMEOUT_S) -> TaskOutcome:
-    """Run ``task`` with ``provider`` into ``run_dir`` (a fresh folder), then verify it with ``host``."""
+                         *, timeout: float = RUN_TIMEOUT_S, shell: bool | None = None) -> TaskOutcome:
+    """Run ``task`` with ``provider`` into ``run_dir`` (a fresh folder), then verify it with ``host``.
+    ``shell``: the run's shell tools on or off (None: the operator's environment decides)."""
     from kernel_ext.eval.models import eval_model
     from kernel_ext.pipeline.generation import generate
 
     started = time.monotonic()
     run = generate(eval_model(task.model).load(), task.request, run_dir=run_dir,
-                   provider=provider if provider is not None else "none", target=task.target, approve="all")
+                   provider=provider if provider is not None else "none", target=task.target, approve="all",
+                   allow_shell_tools=shell)
     done = await asyncio.wait_for(run.wait(), timeout)
     metrics = run_metrics(run, time.monotonic() - started)
     status = str(getattr(done, "status", "") or "")
@@ -107,12 +111,21 @@ def run_metrics(run: Run, wall_s: float) -> RunMetrics:
     metrics = RunMetrics(wall_s=round(wall_s, 3))
     calls: Counter[str] = Counter()
     refusals: Counter[str] = Counter()
+    recovered: Counter[str] = Counter()
+    approvals: Counter[str] = Counter()
+    open_refusals: dict[str, list[str]] = {}  # tool -> codes of its refusals not yet followed by a success
     for event in run.events.events:
         kind = event.type
         if kind == "tool_call":
             calls[str(getattr(event, "name", ""))] += 1
         elif kind == "tool_result" and not getattr(event, "ok", True):
-            refusals[str(getattr(event, "error_code", None) or "unknown")] += 1
+            code = str(getattr(event, "error_code", None) or "unknown")
+            refusals[code] += 1
+            open_refusals.setdefault(str(getattr(event, "name", "")), []).append(code)
+        elif kind == "tool_result":
+            recovered.update(open_refusals.pop(str(getattr(event, "name", "")), []))
+        elif kind == "approval_resolved":
+            approvals[f"{'approved' if getattr(event, 'approved', False) else 'denied'} by {getattr(event, 'by', 'host')}"] += 1
         elif kind == "cost":
             metrics.turns = max(metrics.turns, int(getattr(event, "turns", 0)))
             metrics.input_tokens = int(getattr(event, "input_tokens", 0))
@@ -126,4 +139,5 @@ def run_metrics(run: Run, wall_s: float) -> RunMetrics:
         elif kind == "done":
             metrics.status = str(getattr(event, "status", ""))
     metrics.tool_calls, metrics.refusals = dict(calls), dict(refusals)
+    metrics.recovered, metrics.approvals = dict(recovered), dict(approvals)
     return metrics
