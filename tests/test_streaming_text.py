@@ -71,3 +71,29 @@ def test_a_long_reply_streams_up_to_the_limit_and_at_most_once_per_interval():
     stream.add("more")
     assert len(events.events) == 2 and stream.final_id == "r2"
     assert TextStream(events, "r3").final_id == ""  # nothing streamed: the final text carries no stream id
+
+
+async def test_a_key_streamed_one_character_at_a_time_shows_no_prefix_in_any_partial_or_the_view(server):
+    """After ordinary text, a known key arrives one character per stream event over a real HTTP
+    stream; a partial event follows every piece. No prefix of 3 or more of the key's characters
+    may show in any partial or in the view at any moment: the held-back tail must outlast the
+    matcher's shortest cut (the figure is not imported: a smaller hold-back must fail here)."""
+    pieces = ["Here is the plan for the router, then ", *KEY, " and the rest of the reply."]
+    server.plan(Plan(chunks=openai_stream(pieces, [], finish="stop")))
+    events, state = EventLog("run-4", known_secrets=(KEY,)), RunViewState()
+    seen: list[str] = []
+
+    def view(event) -> None:
+        state.apply(event)
+        seen.extend(state.texts)
+
+    events.add_listener(view)
+    stream = TextStream(events, "r1", interval=0)
+    p = provider(server)
+    await p.complete(conversation(), on_text=stream.add)
+    await p.aclose()
+    partial = [e.text for e in events.events if e.type == "text" and e.partial]
+    assert len(partial) >= len(KEY)  # a partial for (nearly) every piece: each prefix had its moment
+    assert any("Here is the plan" in t for t in partial)
+    prefixes = [KEY[:n] for n in range(3, len(KEY) + 1)]
+    assert not [t for t in partial + seen if any(prefix in t for prefix in prefixes)]
