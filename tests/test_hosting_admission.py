@@ -42,8 +42,7 @@ async def test_runs_past_the_limit_wait_in_order_with_their_position_and_a_waiti
     releases = [asyncio.Event() for _ in range(5)]
     started: list[str] = []
     runs = [manager.start_body(gated(release, started), options=RunRequest(request=f"app {i}")) for i, release in enumerate(releases)]
-    await until(lambda: len(started) == 2)
-    await asyncio.sleep(0.05)
+    await until(lambda: len(started) == 2 and [run.queue_position for run in runs[2:]] == [1, 2, 3])  # every run placed
     assert started == [runs[0].id, runs[1].id]
     assert [run.status for run in runs] == ["running", "running", "queued", "queued", "queued"]
     assert [run.queue_position for run in runs] == [None, None, 1, 2, 3]

@@ -112,6 +112,7 @@ async def test_a_rest_run_loads_the_model_off_the_loop_and_refuses_it(jp_fetch, 
                                                                      payload, frozen_heap):
     source = write(jp_root_dir, payload)  # REST model paths lie under the server's root (test_sec_model_path.py)
     before = tree_state(source.parent)
+    baseline = await _max_lag_while(asyncio.ensure_future(asyncio.sleep(0.5)))  # the machine's own share, this test, idle
     body = {"kind": "generate", "request": "A FastAPI backend", "provider": "none", "model_path": str(source)}
     response = await jp_fetch("besser-agent", "runs", method="POST", body=json.dumps(body))
     assert response.code == 201
@@ -122,7 +123,7 @@ async def test_a_rest_run_loads_the_model_off_the_loop_and_refuses_it(jp_fetch, 
     assert done is not None and done.status == "failed"
     errors = [e for e in run.events.events if e.type == "error"]
     assert [e.code for e in errors] == [PAYLOADS[payload][2].upper()]
-    assert lag < 0.1, f"the server's event loop stalled {lag:.3f} s while the model loaded"
+    assert lag < 0.1 + baseline, f"the server's event loop stalled {lag:.3f} s while the model loaded (idle baseline {baseline:.3f} s)"
     app = run.context.layout.app_dir
     assert not app.exists() or not any(p.is_file() for p in app.rglob("*"))
     assert sorted(p.name for p in runs_dir.iterdir()) == [run.id]
