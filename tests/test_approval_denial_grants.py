@@ -119,3 +119,40 @@ async def test_over_rest_a_denial_with_the_rest_of_kind_flag_grants_nothing(tmp_
     results: list = []
     run = jp_serverapp.web_app.settings[STATE_KEY].manager.start_body(body(results))
     await denial_flow(tmp_path, run, results, rest_decide(jp_fetch))
+
+
+# -- the grant rules themselves (boundary/grants.py), on frozen requests as the approver holds them --
+
+
+def frozen(name: str, category: str, call_id: str = "c1"):
+    from kernel_ext.boundary.approval import ApprovalRequest
+
+    return ApprovalRequest(call_id, name, category, ())
+
+
+@pytest.mark.parametrize(("name", "category"), [
+    ("custom_tool", "shell"),  # shell by category alone
+    ("sh_anything", "edit"),  # by the sh_ prefix alone
+    ("run_command", "edit"), ("install_dependencies", "generate"),  # by name alone
+])
+def test_a_shell_call_by_category_or_by_name_is_never_granted_nor_covered(name, category):
+    from kernel_ext.boundary.grants import KindGrants, is_shell, refusal
+
+    assert is_shell(name, category)
+    assert refusal(name, category) == f"{name!r} is a shell command: each one is approved on its own card"
+    grants = KindGrants()
+    with pytest.raises(ValueError, match="shell command"):
+        grants.add(frozen(name, category), "card")
+    grants.add(frozen("put", "edit"), "card")
+    assert grants.covering(frozen(name, "edit", "c2")) is None or not is_shell(name, "edit")
+    assert not is_shell("put", "edit") and not is_shell("shell_notes", "edit")
+
+
+def test_a_second_grant_of_a_category_keeps_the_first():
+    from kernel_ext.boundary.grants import KindGrants
+
+    grants = KindGrants()
+    first = grants.add(frozen("put", "edit", "c1"), "card")
+    again = grants.add(frozen("put", "edit", "c2"), "rest")
+    assert again is first and grants.all() == (first,) and first.call_id == "c1"
+    assert grants.covering(frozen("put", "edit", "c3")) is first and grants.covering(frozen("gen", "generate", "c4")) is None
