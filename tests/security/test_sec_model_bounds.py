@@ -72,6 +72,7 @@ def write(tmp_path: Path, payload: str) -> Path:
     return path
 
 
+@pytest.mark.timeout(600)  # the CLI's own bound is 300 s
 @pytest.mark.parametrize("payload", list(PAYLOADS))
 @pytest.mark.parametrize("entry", ["api", "cli"])
 def test_an_expensive_model_file_is_refused_by_name(tmp_path, payload, entry):
