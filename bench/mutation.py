@@ -80,7 +80,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "requirements": ("kernel_ext/appenv/requirements.py", ("tests/test_appenv_requirements.py", "tests/test_appenv.py")),
     "treewalk": ("kernel_ext/workspace/treewalk.py", (
         "tests/security/test_sec_tree_links.py", "tests/security/test_sec_tree_folder_flip.py",
-        "tests/security/test_sec_tree_inflation.py", "tests/test_workspace_walk.py", "tests/test_checkpoint_store.py")),
+        "tests/security/test_sec_tree_inflation.py", "tests/test_workspace_walk.py", "tests/test_checkpoint_store.py",
+        "tests/test_treewalk_rules.py")),
     "treecopy": ("kernel_ext/workspace/treecopy.py", (
         "tests/security/test_sec_tree_links.py", "tests/security/test_sec_tree_folder_flip.py",
         "tests/security/test_sec_tree_inflation.py", "tests/test_checkpoint_store.py", "tests/test_shell_tools_checkpoints.py")),

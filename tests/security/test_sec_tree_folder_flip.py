@@ -95,9 +95,11 @@ def test_the_manifest_never_hashes_a_folder_swapped_for_a_link(tmp_path, flip):
     app = tmp_path / "app"
     folder_to_flip(app)
     (app / "main.py").write_text("print('app')\n")
+    (app / "zzz").mkdir()
+    (app / "zzz" / "after.py").write_text("X = 1\n")  # listed after the flipped folder: still walked
     before = tree_state(outside)
     hashes = no_hang(tree_hashes, app, release=app)
-    assert flipped and sorted(hashes) == ["main.py"]
+    assert flipped and sorted(hashes) == ["main.py", "zzz/after.py"]
     assert tree_state(outside) == before
 
 
