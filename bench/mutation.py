@@ -64,7 +64,35 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_file_tools_modify.py",
         "tests/security/test_sec_file_tools.py", "tests/faults/test_fault_disk_full.py")),
     "approval": ("kernel_ext/boundary/approval.py", (
-        "tests/test_boundary_approval.py", "tests/test_boundary_executor.py", "tests/test_boundary_approvers.py")),
+        "tests/test_boundary_approval.py", "tests/test_boundary_executor.py", "tests/test_boundary_approvers.py",
+        "tests/test_approval_grants.py", "tests/test_approval_denial_grants.py")),
+    "grants": ("kernel_ext/boundary/grants.py", (
+        "tests/test_approval_grants.py", "tests/test_approval_denial_grants.py", "tests/test_boundary_approval.py")),
+    "decisions": ("kernel_ext/server/handlers/decisions.py", (
+        "tests/test_approval_grants.py", "tests/test_approval_denial_grants.py", "tests/test_server_api.py",
+        "tests/security/test_sec_approvals.py", "tests/security/test_sec_rest.py")),
+    "run": ("kernel_ext/hosting/run.py", (
+        "tests/test_pipeline_run.py", "tests/test_pipeline_events.py", "tests/test_approval_grants.py",
+        "tests/test_approval_denial_grants.py", "tests/test_audit_survivors.py", "tests/security/test_sec_call_identity.py")),
+    "manager": ("kernel_ext/hosting/manager.py", (
+        "tests/test_hosting_admission.py", "tests/test_hosting_models.py", "tests/test_server_api.py", "tests/test_audit_survivors.py")),
+    "admission": ("kernel_ext/hosting/admission.py", ("tests/test_hosting_admission.py",)),
+    "requirements": ("kernel_ext/appenv/requirements.py", ("tests/test_appenv_requirements.py", "tests/test_appenv.py")),
+    "treewalk": ("kernel_ext/workspace/treewalk.py", (
+        "tests/security/test_sec_tree_links.py", "tests/security/test_sec_tree_folder_flip.py",
+        "tests/security/test_sec_tree_inflation.py", "tests/test_workspace_walk.py", "tests/test_checkpoint_store.py",
+        "tests/test_treewalk_rules.py")),
+    "treecopy": ("kernel_ext/workspace/treecopy.py", (
+        "tests/security/test_sec_tree_links.py", "tests/security/test_sec_tree_folder_flip.py",
+        "tests/security/test_sec_tree_inflation.py", "tests/test_checkpoint_store.py", "tests/test_shell_tools_checkpoints.py")),
+    "streaming": ("kernel_ext/pipeline/streaming.py", ("tests/test_streaming_text.py",)),
+    "netseal": ("kernel_ext/sandbox/netseal.py", (
+        "tests/test_sandbox_network.py", "tests/test_sandbox_network_watch.py", "tests/test_sandbox_network_reseal.py",
+        "tests/test_sandbox_network_reach.py")),
+    "netwatch": ("kernel_ext/sandbox/netwatch.py", (
+        "tests/test_sandbox_network_watch.py", "tests/test_sandbox_network_reseal.py", "tests/test_sandbox_network.py")),
+    "export": ("kernel_ext/hosting/export/*.py", ("tests/test_export.py",)),  # the export's builders, one run
+    "bounds": ("kernel_ext/providers/bounds.py", ("tests/test_providers_bounds.py",)),
     "executor": ("kernel_ext/boundary/executor.py", (
         "tests/test_boundary_executor.py", "tests/test_boundary_executor_edges.py", "tests/test_boundary_executor_arguments.py",
         "tests/test_boundary_approvers.py")),

@@ -4,8 +4,9 @@ from pathlib import Path
 import pytest
 
 # Fixtures for the Jupyter server tests (jp_serverapp, jp_fetch, base url "/a%40b/"); the
-# session's fresh install environments (install_fixtures: shared by every test that needs one).
-pytest_plugins = ("pytest_jupyter.jupyter_server", "install_fixtures")
+# session's fresh install environments (install_fixtures: shared by every test that needs one);
+# the deadlines of slow tests and of every teardown (timeouts).
+pytest_plugins = ("pytest_jupyter.jupyter_server", "install_fixtures", "timeouts")
 
 sys.path.insert(0, str(Path(__file__).parent))
 

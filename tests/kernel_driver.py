@@ -18,6 +18,7 @@ from typing import Any
 from jupyter_client.manager import AsyncKernelManager
 
 BESSER_VARIABLES = ("BESSER_AGENT_URL", "BESSER_AGENT_TOKEN")
+STOP_TIMEOUT_S = 60.0  # a kernel's shutdown in a test's teardown: bounded, a named failure past it
 
 
 def kernel_env(*, with_server: bool) -> dict[str, str]:
@@ -36,6 +37,7 @@ class KernelDriver:
         self.clicked: set[str] = set()
         self.printed: dict[str, str] = {}  # request msg_id -> its stream text
         self._replies: dict[str, asyncio.Future] = {}
+        self._idle: dict[str, asyncio.Event] = {}  # request msg_id -> set at its IOPub ``status: idle``
         self._readers: list[asyncio.Task] = []
 
     @classmethod
@@ -48,19 +50,27 @@ class KernelDriver:
         driver._readers = [asyncio.ensure_future(driver._read_iopub()), asyncio.ensure_future(driver._read_shell())]
         return driver
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """Stop the readers and the kernel; a kernel that will not stop within ``timeout`` is a named failure."""
         for reader in self._readers:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
         self.client.stop_channels()
-        await self.manager.shutdown_kernel(now=True)
+        try:
+            await asyncio.wait_for(self.manager.shutdown_kernel(now=True), timeout)
+        except TimeoutError:
+            raise AssertionError(f"the kernel did not shut down within {timeout} s") from None
 
     async def _read_iopub(self) -> None:
         while True:
             message = await self.client.get_iopub_msg()
             kind, content = message["header"]["msg_type"], message["content"]
-            if kind == "stream":
+            if kind == "status" and content.get("execution_state") == "idle":
+                idle = self._idle.get(message["parent_header"].get("msg_id", ""))
+                if idle is not None:
+                    idle.set()
+            elif kind == "stream":
                 parent = message["parent_header"].get("msg_id", "")
                 self.printed[parent] = self.printed.get(parent, "") + content.get("text", "")
             elif kind == "comm_open" and content.get("target_name") == "jupyter.widget":
@@ -81,11 +91,17 @@ class KernelDriver:
         """Queue ``code`` for execution without waiting; its request id."""
         msg_id = self.client.execute(code, user_expressions=expressions)
         self._replies[msg_id] = asyncio.get_running_loop().create_future()
+        self._idle[msg_id] = asyncio.Event()
         return msg_id
 
     async def reply(self, msg_id: str, timeout: float = 60) -> dict[str, Any]:
-        """The reply to a request sent earlier; the values of its ``expressions``. Fails on an error."""
-        reply = await asyncio.wait_for(self._replies[msg_id], timeout)
+        """The reply to a request sent earlier, once all its output has arrived too; the values of its
+        ``expressions``. Fails on an error.
+
+        The shell reply and the IOPub output travel on different sockets: a reply can arrive before
+        the request's last print. The kernel publishes ``status: idle`` for a request after all its
+        output, so that is waited for as well (on a busy machine the order is anyone's)."""
+        reply, _ = await asyncio.wait_for(asyncio.gather(asyncio.shield(self._replies[msg_id]), self._idle[msg_id].wait()), timeout)
         content = reply["content"]
         assert content["status"] == "ok", f"{content.get('ename')}: {content.get('evalue')}"
         values = {}

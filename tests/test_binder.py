@@ -95,8 +95,8 @@ def test_readme_ways_in_are_real():
     from kernel_ext.scenarios import library_jwt
 
     readme = (ROOT / "README.md").read_text()
-    targets = set(re.findall(r"^([a-z]+):", (ROOT / "Makefile").read_text(), re.MULTILINE))
-    assert {"lab", "test", "demo"} <= targets
+    targets = set(re.findall(r"^([a-z-]+):", (ROOT / "Makefile").read_text(), re.MULTILINE))
+    assert {"lab", "test", "demo", "test-under-load"} <= targets and "make test-under-load" in readme
     assert re.search(r"^make lab\s.*\nmake test\s", readme, re.MULTILINE)  # the two set-up commands, first
     (block,) = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
     first, model, generate = block.strip().splitlines()
@@ -109,6 +109,7 @@ def test_readme_ways_in_are_real():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3000)  # binder_env's postBuild runs inside it (its own bound: 1,800 s)
 def test_postbuild_installs_and_enables_in_a_fresh_environment(binder_env, tmp_path):
     """``postBuild`` as repo2docker runs it, in a new virtual environment (``binder_env``, shared
     with test_install_paths, which runs notebook 01 there); then ``start`` in it."""

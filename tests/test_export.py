@@ -228,6 +228,7 @@ async def test_the_rest_route_names_an_unknown_run(runs_dir, jp_fetch):
 # -- the recording every run keeps ---------------------------------------------------------
 
 
+@pytest.mark.timeout(600)  # the demo run's own bound is 300 s
 def test_the_run_keeps_its_request_model_code_and_turns(demo_run):
     """What an export replays is kept by the run itself, cut of keys, beside its state."""
     from kernel_ext.model.loading import load_model

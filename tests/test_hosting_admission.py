@@ -30,7 +30,7 @@ def gated(release: asyncio.Event, started: list[str]):
     return body
 
 
-async def until(predicate, timeout: float = 10.0):
+async def until(predicate, timeout: float = 30.0):
     deadline = asyncio.get_running_loop().time() + timeout
     while not predicate():
         assert asyncio.get_running_loop().time() < deadline, "condition not met"
@@ -42,8 +42,7 @@ async def test_runs_past_the_limit_wait_in_order_with_their_position_and_a_waiti
     releases = [asyncio.Event() for _ in range(5)]
     started: list[str] = []
     runs = [manager.start_body(gated(release, started), options=RunRequest(request=f"app {i}")) for i, release in enumerate(releases)]
-    await until(lambda: len(started) == 2)
-    await asyncio.sleep(0.05)
+    await until(lambda: len(started) == 2 and [run.queue_position for run in runs[2:]] == [1, 2, 3])  # every run placed
     assert started == [runs[0].id, runs[1].id]
     assert [run.status for run in runs] == ["running", "running", "queued", "queued", "queued"]
     assert [run.queue_position for run in runs] == [None, None, 1, 2, 3]
@@ -54,7 +53,7 @@ async def test_runs_past_the_limit_wait_in_order_with_their_position_and_a_waiti
 
     # cancelled while it waits: it ends cancelled, never started, generated nothing; the others move up
     assert runs[3].cancel()
-    done = await asyncio.wait_for(runs[3].wait(), 5)
+    done = await asyncio.wait_for(runs[3].wait(), 30)
     assert done is not None and done.status == "cancelled" and "never started" in done.summary
     assert runs[3].id not in started and not any(runs[3].context.layout.app_dir.iterdir())
     assert [run.queue_position for run in (runs[2], runs[4])] == [1, 2]
@@ -78,7 +77,7 @@ async def test_runs_past_the_limit_wait_in_order_with_their_position_and_a_waiti
     for release in releases:
         release.set()
     for run in runs:
-        await asyncio.wait_for(run.wait(), 5)
+        await asyncio.wait_for(run.wait(), 30)
     assert [run.status for run in runs] == ["completed", "completed", "completed", "cancelled", "completed"]
     assert manager.live() == [] and manager.admission.running == 0 and manager.admission.waiting == 0
     listed = {s.id: s for s in manager.list()}
@@ -97,7 +96,7 @@ async def test_a_run_cancelled_as_it_was_admitted_hands_its_place_on(tmp_path):
     release.set()  # the first ends; the second is admitted in the same step it is cancelled
     await until(lambda: first.task.done())
     second.cancel()
-    await asyncio.wait_for(asyncio.gather(second.wait(), third.wait()), 5)
+    await asyncio.wait_for(asyncio.gather(second.wait(), third.wait()), 30)
     assert third.status == "completed" and manager.admission.running == 0
 
 

@@ -20,7 +20,9 @@ import pytest
 from install_fixtures import Env, failed
 from test_notebooks import check_library, output_texts
 
-pytestmark = pytest.mark.slow
+# The session's fresh environments are built inside the first test that asks (pip's own bounds: 600 s
+# for the wheel, 1,800 s for an install), so these tests get those bounds and some room.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]
 
 NOTEBOOK_01 = "notebooks/01-library-prototyping.ipynb"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

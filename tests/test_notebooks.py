@@ -114,6 +114,7 @@ def test_approver_mode_is_person_unless_scripted():
 # -- executed -----------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(900)  # a notebook's own bound is 600 s
 @pytest.mark.parametrize("flavour", FLAVOURS)
 @pytest.mark.parametrize("name", notebook_names())
 async def test_notebook_runs_clean_offline(name, flavour, tmp_path, canaries):

@@ -67,8 +67,8 @@ async def test_follow_resumes_after_a_sequence_and_streams_live():
     events.emit("text", text="two")
     await asyncio.sleep(0.01)
     events.emit("done", status="completed")
-    assert await asyncio.wait_for(early, 2) == [1, 2, 3, 4]
-    assert await asyncio.wait_for(resumed, 2) == [2, 3, 4]
+    assert await asyncio.wait_for(early, 30) == [1, 2, 3, 4]
+    assert await asyncio.wait_for(resumed, 30) == [2, 3, 4]
 
 
 def test_every_string_of_every_event_is_made_valid_and_written_as_ascii(tmp_path):

@@ -86,7 +86,7 @@ async def test_policy_without_test_category_denies_without_asking(tmp_path):
 async def test_cancelled_before_its_first_step_still_ends(tmp_path):
     run = start_run(side_effects_body(), RunLayout.create(tmp_path))
     run.cancel()  # same step as the start: the body never runs
-    done = await asyncio.wait_for(run.wait(), 5)
+    done = await asyncio.wait_for(run.wait(), 30)
     assert done is not None and done.status == "cancelled"
 
 

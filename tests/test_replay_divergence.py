@@ -126,6 +126,7 @@ async def test_a_strict_replay_meeting_another_tool_result_ends_the_run_once(tmp
     assert "Traceback" not in (tmp_path / "run" / "events.jsonl").read_text()
 
 
+@pytest.mark.timeout(600)  # the CLI's own bound is 300 s
 def test_the_cli_prints_one_line_for_a_divergence_and_exits_non_zero(tmp_path):
     """Shell tools on here, off when the recording was made: the model is offered something
     else from the first customising request on."""

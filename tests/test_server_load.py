@@ -23,7 +23,7 @@ from server_process import start_server
 N = 30
 CONFIG_P95_MS = 100.0
 
-pytestmark = [pytest.mark.slow, requires_sandbox]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800), requires_sandbox]  # N whole runs at once on one server
 
 
 async def cancel_one_while_queued(client) -> dict:

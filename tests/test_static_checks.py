@@ -31,6 +31,7 @@ def _check(*argv: str) -> subprocess.CompletedProcess[str]:
         pytest.param(("mypy",), id="mypy"),  # files, strictness and third-party exceptions: [tool.mypy]
     ],
 )
+@pytest.mark.timeout(1200)  # ruff and mypy get 900 s each (their own bound)
 def test_the_code_passes_its_static_checks(argv):
     done = _check(*argv)
     assert done.returncode == 0, f"`{' '.join(argv)}` found problems:\n{done.stdout}{done.stderr}"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+import pytest
+
 from provider_server import Plan, loopback_only, openai_stream, server  # noqa: F401
 from test_providers_openai import KEY, conversation, provider
 
@@ -28,10 +30,12 @@ async def test_text_shows_in_the_view_before_the_reply_ends(server):
     reply = asyncio.ensure_future(p.complete(conversation(), on_text=stream.add))
     while not server.stalled.is_set():
         await asyncio.sleep(0.01)
-    await asyncio.sleep(0.1)
-    assert not reply.done()
     shown = "Reading the"  # what has arrived, less its last HOLD characters as read (spaces and commas are read past)
-    assert state.texts == [shown]  # while the reply waits
+    deadline = asyncio.get_running_loop().time() + 30
+    while state.texts != [shown]:  # the pieces sent before the stall reach the view (however busy the machine)
+        assert not reply.done() and asyncio.get_running_loop().time() < deadline, state.texts
+        await asyncio.sleep(0.01)
+    assert not reply.done()  # while the reply waits
     partial = [e for e in events.events if e.type == "text"]
     assert all(e.partial and e.stream == "r1" for e in partial) and len(partial) == 1  # "Reading the model, " is all held back (15 characters as read)
     server.release.set()
@@ -71,3 +75,35 @@ def test_a_long_reply_streams_up_to_the_limit_and_at_most_once_per_interval():
     stream.add("more")
     assert len(events.events) == 2 and stream.final_id == "r2"
     assert TextStream(events, "r3").final_id == ""  # nothing streamed: the final text carries no stream id
+
+
+# A provider key (key-shaped: redacted by shape too) and an operator's secret with no key shape
+# (only the known-secret matcher finds it, and only once 12 of its characters are there).
+STREAMED_SECRETS = {"provider-key": KEY, "passphrase": "correct horse battery staple 42"}
+
+
+@pytest.mark.parametrize("secret", list(STREAMED_SECRETS.values()), ids=list(STREAMED_SECRETS))
+async def test_a_key_streamed_one_character_at_a_time_shows_no_prefix_in_any_partial_or_the_view(server, secret):
+    """After ordinary text, a known key arrives one character per stream event over a real HTTP
+    stream; a partial event follows every piece. No prefix of 3 or more of the key's characters
+    may show in any partial or in the view at any moment: the held-back tail must outlast the
+    matcher's shortest cut (the figure is not imported: a smaller hold-back must fail here)."""
+    pieces = ["Here is the plan for the router, then ", *secret, " and the rest of the reply."]
+    server.plan(Plan(chunks=openai_stream(pieces, [], finish="stop")))
+    events, state = EventLog("run-4", known_secrets=(secret,)), RunViewState()
+    seen: list[str] = []
+
+    def view(event) -> None:
+        state.apply(event)
+        seen.extend(state.texts)
+
+    events.add_listener(view)
+    stream = TextStream(events, "r1", interval=0)
+    p = provider(server)
+    await p.complete(conversation(), on_text=stream.add)
+    await p.aclose()
+    partial = [e.text for e in events.events if e.type == "text" and e.partial]
+    assert len(partial) >= len(secret) and stream.emitted == len(partial)  # a partial for (nearly) every piece
+    assert any("Here is the plan" in t for t in partial)
+    prefixes = [secret[:n] for n in range(3, len(secret) + 1)]
+    assert not [t for t in partial + seen if any(prefix in t for prefix in prefixes)]

@@ -116,7 +116,7 @@ async def test_an_async_decision_is_awaited():
 
     card = ApprovalCard(ApprovalView("c", "edit", "edit", {}), decide)
     card.approve()
-    await asyncio.wait_for(decided.wait(), 5)
+    await asyncio.wait_for(decided.wait(), 30)
     await poll(lambda: "already decided" in card.to_html())
     assert card.deny_button.disabled
 

@@ -106,7 +106,12 @@ def test_a_background_job_rewriting_a_file_during_approval_makes_it_stale(world,
     target = world.ws / "app.py"
 
     def slow_yes(request) -> bool:
-        time.sleep(0.4)  # a person reading the card
+        """A person reading the card while the job rewrites the file: approves once it has (at least twice)."""
+        shown = target.read_text()
+        deadline = time.monotonic() + 60
+        while target.read_text().count("# tick") < shown.count("# tick") + 2:
+            assert time.monotonic() < deadline, "the background job never rewrote the file"
+            time.sleep(0.02)
         return True
 
     executor = shell_executor(world, registry, policy, approver=slow_yes)

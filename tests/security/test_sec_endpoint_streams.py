@@ -198,6 +198,11 @@ async def test_python_api_contains_each_misbehaving_stream(server, tmp_path, mon
 
     for name, value in {**endpoint_env(server, protocol), **case_env(c)}.items():
         monkeypatch.setenv(name, value)
+    idle = asyncio.Event()
+    baseline = asyncio.ensure_future(loop_lag(idle))  # the machine's own share, this test, before the run
+    await asyncio.sleep(0.5)
+    idle.set()
+    baseline_s = await baseline
     stop = serve(server, c, protocol)
     ended = asyncio.Event()
     view = None
@@ -215,7 +220,7 @@ async def test_python_api_contains_each_misbehaving_stream(server, tmp_path, mon
     finally:
         stop.set()
         ended.set()
-    assert await lag < 1.0
+    assert await lag < 1.0 + baseline_s
     events = check_run(tmp_path / "run", c, server)
     if view is not None:  # the view took every event, ended where the log ended, and shows no key
         assert not [r for r in caplog.records if "could not apply" in r.getMessage()]
@@ -240,7 +245,12 @@ async def test_rest_contains_each_misbehaving_stream(server, jp_fetch, jp_server
     stop = serve(server, c, protocol)
     body = {"kind": "generate", "request": REQUEST, "model_path": "example:library", "target": "pydantic",
             "provider": protocol, "max_runtime_s": c.max_runtime_s, "max_cost_usd": c.max_cost_usd}
-    slowest = 0.0
+    slowest = baseline = 0.0
+    async with async_client(jp_serverapp) as client:  # the same request before the run: this test's baseline
+        for _ in range(3):
+            asked = time.monotonic()
+            assert (await client.get("config")).status_code == 200
+            baseline = max(baseline, time.monotonic() - asked)
     try:
         started = await jp_fetch("besser-agent", "runs", method="POST", body=json.dumps(body))
         assert started.code == 201
@@ -257,5 +267,5 @@ async def test_rest_contains_each_misbehaving_stream(server, jp_fetch, jp_server
                 await asyncio.sleep(0.1)
     finally:
         stop.set()
-    assert slowest < 1.0, f"GET config took {slowest:.2f} s"
+    assert slowest < 1.0 + baseline, f"GET config took {slowest:.2f} s (before the run: {baseline:.2f} s)"
     check_run(runs_dir / run_id, c, server)

@@ -72,6 +72,7 @@ def write(tmp_path: Path, payload: str) -> Path:
     return path
 
 
+@pytest.mark.timeout(600)  # the CLI's own bound is 300 s
 @pytest.mark.parametrize("payload", list(PAYLOADS))
 @pytest.mark.parametrize("entry", ["api", "cli"])
 def test_an_expensive_model_file_is_refused_by_name(tmp_path, payload, entry):
@@ -98,12 +99,15 @@ def test_an_expensive_model_file_is_refused_by_name(tmp_path, payload, entry):
 
 
 async def _max_lag_while(task: asyncio.Future, tick: float = 0.01) -> float:
-    """The longest an ``asyncio.sleep(tick)`` overslept on this loop until ``task`` ended."""
+    """The longest this loop's thread was kept busy while an ``asyncio.sleep(tick)`` overslept, until
+    ``task`` ended: each oversleep counts no more than the CPU the loop's thread spent in it, so a
+    loop only descheduled by a busy machine (or waiting on the GIL while a worker did the work off
+    the loop) is not charged (``tests/security/loop_lag.py`` says why)."""
     worst = 0.0
     while not task.done():
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         await asyncio.sleep(tick)
-        worst = max(worst, time.perf_counter() - started - tick)
+        worst = max(worst, min(time.perf_counter() - started - tick, time.thread_time() - cpu))
     return worst
 
 
@@ -122,7 +126,7 @@ async def test_a_rest_run_loads_the_model_off_the_loop_and_refuses_it(jp_fetch, 
     assert done is not None and done.status == "failed"
     errors = [e for e in run.events.events if e.type == "error"]
     assert [e.code for e in errors] == [PAYLOADS[payload][2].upper()]
-    assert lag < 0.1, f"the server's event loop stalled {lag:.3f} s while the model loaded"
+    assert lag < 0.1, f"the server's event loop was kept busy {lag:.3f} s while the model loaded"
     app = run.context.layout.app_dir
     assert not app.exists() or not any(p.is_file() for p in app.rglob("*"))
     assert sorted(p.name for p in runs_dir.iterdir()) == [run.id]

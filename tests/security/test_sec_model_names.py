@@ -106,6 +106,7 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300, check=False)
 
 
+@pytest.mark.timeout(600)  # the CLI's own bound is 300 s
 @pytest.mark.parametrize("case", ALL)
 @pytest.mark.parametrize("entry", ["cli_phase1", "cli_pipeline", "api_run_phase1", "api_generate"])
 def test_a_bad_name_is_refused_by_name_with_nothing_written(tmp_path, case, entry):
