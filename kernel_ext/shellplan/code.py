@@ -20,11 +20,13 @@ from kernel_ext.shellplan.verdict import (
     mut,
     net,
     ro,
+    runs_script,
     unknown,
     value_of,
     worst,
 )
 
+STDIN_NAMES = frozenset(["-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"])  # a script operand that is the input
 _PYTHON = re.compile(r"^(?:python|pypy)[0-9.]*$")
 _OTHER_INTERPRETERS = frozenset({"node", "nodejs", "ruby", "perl", "php", "Rscript", "lua"})
 
@@ -140,8 +142,8 @@ def interpreter_verdict(name: str, texts: list[str], heredocs: list[str]) -> Ver
     if any(t in ("-V", "--version", "-v", "--help", "-h") for t in texts) and len(texts) == 1:
         return ro()
     script = next((t for t in texts if not t.startswith("-")), None)
-    if script is not None and script != "-":
-        return unknown(f"runs the {lang} script {script!r}")
+    if script is not None and script not in STDIN_NAMES:
+        return runs_script(script, f"runs the {lang} script {script!r}")
     if heredocs:
         return worst([code_verdict(lang, body) for body in heredocs])
     return Verdict(UNKNOWN, False, notes=(f"{name} reading code from its input",), runs_stdin=True)

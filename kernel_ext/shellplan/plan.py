@@ -14,10 +14,11 @@ backs it up. Every doubt resolves toward the worse class.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from dataclasses import replace
 
-from kernel_ext.shellplan.code import interpreter_verdict, is_interpreter, raw_scan
+from kernel_ext.shellplan.code import STDIN_NAMES, interpreter_verdict, is_interpreter, raw_scan
 from kernel_ext.shellplan.deletion import deletion
 from kernel_ext.shellplan.git import classify_git
 from kernel_ext.shellplan.lexer import Parsed, Redirect, Segment, Word, parse
@@ -28,6 +29,7 @@ from kernel_ext.shellplan.segments import LEADING_KEYWORDS, assignment, cd_targe
 from kernel_ext.shellplan.undo import NO_CONTEXT, PlanContext
 from kernel_ext.shellplan.verdict import (
     COMPLEX,
+    RUNS_DOWNLOAD,
     DESTRUCTIVE,
     NETWORK,
     RANK,
@@ -39,6 +41,7 @@ from kernel_ext.shellplan.verdict import (
     mut,
     net,
     ro,
+    runs_script,
     unknown,
     value_of,
     worst,
@@ -72,6 +75,7 @@ def _command(parsed: Parsed, text: str, depth: int, reach: Reach = UNPLACED) -> 
     piped_network = False
     previous_op = ""
     feed: tuple[str, ...] = ()  # what a ``find`` earlier in this pipeline names on its output
+    downloaded: set[str] = set()  # files an earlier segment downloaded (``curl -o x.sh``, ``curl URL > x.sh``)
     for seg in parsed.segments:
         piped = previous_op in ("|", "|&")
         feed = feed if piped else ()
@@ -83,7 +87,11 @@ def _command(parsed: Parsed, text: str, depth: int, reach: Reach = UNPLACED) -> 
             raw = raw_scan(text, loose=True)
             verdict = worst([verdict, raw]) if raw else verdict
             if piped_network:
-                verdict = verdict.at_least(DESTRUCTIVE, "runs code downloaded from the network")
+                verdict = verdict.at_least(DESTRUCTIVE, RUNS_DOWNLOAD)
+        if downloaded.intersection(_fold(s) for s in verdict.scripts):
+            verdict = verdict.at_least(DESTRUCTIVE, f"{RUNS_DOWNLOAD} (a file an earlier command downloaded)")
+        if verdict.category == NETWORK:
+            downloaded.update(_downloads(seg, verdict))
         piped_network = (piped_network if previous_op in ("|", "|&") else False) or verdict.category == NETWORK
         roots = find_roots(seg)
         feed = reach.fed(roots).feed if roots is not None else feed
@@ -126,7 +134,7 @@ def _segment(seg: Segment, depth: int, reach: Reach = UNPLACED) -> Verdict:
     subs = [_classify_text(sub, depth + 1, inherited) for word in (*seg.words, *targets) for sub in word.subs]
     parts.extend(v.at_least(COMPLEX, "command substitution runs at run time") for v in subs)
     if any(v.category == NETWORK for v in subs) and _runs_code(seg.words):
-        parts.append(bad("run", (), "runs code downloaded from the network (fed through a substitution)"))
+        parts.append(bad("run", (), f"{RUNS_DOWNLOAD} (fed through a substitution)"))
     words = list(seg.words)
     while words and not words[0].quoted and words[0].text in LEADING_KEYWORDS:
         words.pop(0)
@@ -173,6 +181,18 @@ def _redirect(redirect: Redirect, reach: Reach = UNPLACED, bare: bool = False) -
 _CODE_RUNNERS = frozenset(["eval", "source", "."])
 
 
+def _fold(path: str) -> str:
+    return posixpath.normpath(path) if path else path
+
+
+def _downloads(seg: Segment, verdict: Verdict) -> list[str]:
+    """The files a network segment writes: its ``write`` effects (``curl -o``, ``wget -O``, the
+    remote name) and where its output is redirected (``curl URL > x.sh``)."""
+    named = [p for op, paths in verdict.effects if op == "write" for p in paths]
+    named += [r.target.text for r in seg.redirects if r.target is not None and r.op in (">", ">>", ">|", "&>", "&>>")]
+    return [_fold(p) for p in named if p]
+
+
 def _runs_code(words: list[Word]) -> bool:
     """Whether a segment runs code it is handed: a shell, an interpreter, eval or source anywhere in
     it (a wrapper may come first), or a program name that is itself a substitution."""
@@ -213,9 +233,10 @@ def _words(words: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED)
     if name == "eval":
         return worst([_classify_text(" ".join(texts), depth + 1, reach), *floor]) if texts else ro()
     if name in ("source", "."):
-        fed = _fed_code(seg) if texts[:1] in (["/dev/stdin"], ["-"], ["/proc/self/fd/0"], ["/dev/fd/0"]) else []
+        fed = _fed_code(seg) if texts[:1] and texts[0] in STDIN_NAMES else []
         read = [_classify_text(body, depth + 1, reach) for body in fed]
-        return worst([unknown("runs a script in the current shell"), *read, *floor])
+        sourced = runs_script(texts[0], "runs a script in the current shell") if texts else unknown("source with no file")
+        return worst([sourced, *read, *floor])
     if name == "script":
         code = value_of(texts, ("-c", "--command"))
         return _classify_text(code, depth + 1, reach) if code is not None else unknown("script records a shell")
@@ -239,8 +260,9 @@ def _words(words: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED)
         raw = raw_scan(" ".join(texts), loose=True)  # system("...") runs a shell command
         verdict = worst([verdict, raw]) if raw else verdict
     if verdict is None:
-        kind = "a local script" if "/" in program.text else f"{name!r}, a program not known to the planner"
-        verdict = unknown(f"runs {kind}")
+        local = "/" in program.text
+        kind = "a local script" if local else f"{name!r}, a program not known to the planner"
+        verdict = runs_script(program.text, f"runs {kind}") if local else unknown(f"runs {kind}")
     return worst([verdict, *floor])
 
 
@@ -289,6 +311,7 @@ def _shell(args: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED) 
             continue
         if text in ("--", "-"):
             i += 1
+            reads_stdin = reads_stdin or text == "-"
             break
         if text.startswith("-") and not text.startswith("--") and "c" in text[1:] and i + 1 < len(args):
             code = args[i + 1]
@@ -298,8 +321,8 @@ def _shell(args: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED) 
         if not text.startswith(("-", "+")):
             break
         i += 1
-    if code is None and not reads_stdin and i < len(args):
-        return unknown(f"runs the shell script {args[i].text!r}")
+    if code is None and not reads_stdin and i < len(args) and args[i].text not in STDIN_NAMES:
+        return runs_script(args[i].text, f"runs the shell script {args[i].text!r}")
     if code is not None:
         names = " ".join(reach.sweep)
         text = code.text

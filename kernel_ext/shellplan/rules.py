@@ -332,12 +332,24 @@ def _rsync(args: list[str]) -> Verdict:
 
 def _curl(args: list[str]) -> Verdict:
     out = _value_after_exact(args, ("-o", "--output"))
-    return net("downloads or uploads over the network", "write" if out or has(args, "-O", "--remote-name") else "", out)
+    remote = has(args, "-O", "--remote-name")
+    return net("downloads or uploads over the network", "write" if out or remote else "",
+               out or (_remote_names(positional(args, _CURL_VALUED)) if remote else []))
 
 
 def _wget(args: list[str]) -> Verdict:
     out = _value_after_exact(args, ("-O", "--output-document"))
-    return net("downloads over the network", "write", out or ["(downloaded file)"])
+    return net("downloads over the network", "write", out or _remote_names(positional(args, ("-P", "-o", "-a", "-e")))
+               or ["(downloaded file)"])
+
+
+_CURL_VALUED = ("-o", "--output", "-H", "--header", "-d", "--data", "-u", "--user", "-X", "--request", "-A", "-e", "-x", "-T",
+                "-F", "-b", "-c", "-m", "-w", "-r", "-K", "--retry", "--connect-timeout", "--max-time")
+
+
+def _remote_names(urls: list[str]) -> list[str]:
+    """The file a download keeps its remote name as (``curl -O``, ``wget URL``): the URL's last part."""
+    return [name for url in urls if (name := url.split("?", 1)[0].split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1])]
 
 
 def _value_after_exact(args: list[str], names: tuple[str, ...]) -> list[str]:
