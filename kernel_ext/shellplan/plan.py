@@ -277,7 +277,7 @@ def _wrapper(name: str, args: list[Word], depth: int, seg: Segment, reach: Reach
         split = value_of(texts, ("-S", "--split-string"))
         if split is not None:
             return _classify_text(split, depth + 1, reach)
-    if name == "flock":
+    if name in ("flock", "runuser"):
         code = value_of(texts, ("-c", "--command"))
         if code is not None:
             return _classify_text(code, depth + 1, reach)

@@ -10,7 +10,7 @@ wrappers, interpreters, ``find -exec``) lives in ``plan``, ``git`` in ``git``.
 from __future__ import annotations
 
 from kernel_ext.shellplan.deletion import delete_program, into_system
-from kernel_ext.shellplan.reach import UNPLACED, Reach, landing, worse_by_reach
+from kernel_ext.shellplan.reach import SEVERE_WRITE, UNPLACED, Reach, landing, literal_paths, resolve, worse_by_reach
 from kernel_ext.shellplan.verdict import (
     Verdict,
     bad,
@@ -54,7 +54,7 @@ DESTRUCTIVE_PROGRAMS = frozenset(
 )
 MUTATING_REVERSIBLE = frozenset(["mkdir", "touch", "mktemp", "rmdir", "mkfifo"])
 MUTATING_PROGRAMS = frozenset(
-    ["chmod", "chown", "chgrp", "chattr", "setfacl", "install", "patch", "kill", "pkill", "killall", "systemctl", "service",
+    ["chmod", "chown", "chgrp", "chattr", "setfacl", "install", "patch", "kill", "pkill", "killall",
      "useradd", "userdel", "usermod", "groupadd", "passwd", "chsh", "timedatectl", "hostnamectl", "update-alternatives",
      "ldconfig", "ctags", "etags"]
 )
@@ -75,7 +75,7 @@ def classify_program(name: str, args: list[str], reach: Reach = UNPLACED) -> Ver
     if worse is not None:
         return worse
     found = _by_table(name, args)
-    return into_system(name, found, reach) if found is not None else None
+    return into_system(name, found, reach, args) if found is not None else None
 
 
 def _by_table(name: str, args: list[str]) -> Verdict | None:
@@ -153,6 +153,9 @@ def _awk(args: list[str]) -> Verdict:
         return mut("edit", positional(args, ("-i", "-f", "-v", "-F"))[1:])
     program = next(iter(positional(args, ("-f", "-v", "-F", "-i"))), "")
     if "-f" in args or any(token in program for token in ("system", "|", ">", "getline")):
+        severe = [p for p in literal_paths(program) if landing(resolve(p, None)) in SEVERE_WRITE] if ">" in program else []
+        if severe:
+            return bad("write", severe, f"the awk program writes into {', '.join(severe)}, outside the workspace")
         return unknown("awk program may run commands or write files")
     return ro()
 
@@ -312,12 +315,29 @@ def _kill_by_name(args: list[str]) -> Verdict:
 def _crontab(args: list[str]) -> Verdict:
     if has(args, "-r"):
         return bad("delete", ["crontab"], "crontab -r removes every scheduled job")
-    return ro() if has(args, "-l") else mut("edit", ["crontab"])
+    if has(args, "-l"):
+        return ro()
+    return bad("edit", ["crontab"], "crontab replaces the user's scheduled jobs, a system file outside the workspace")
 
 
 def _systemctl(args: list[str]) -> Verdict:
     sub = next(iter(positional(args)), "")
-    return ro() if sub.startswith(("status", "show", "list", "is-", "cat")) or not sub else mut("service", positional(args)[1:])
+    if sub.startswith(("status", "show", "list", "is-", "cat")) or not sub:
+        return ro()
+    return bad("service", positional(args)[1:], f"systemctl {sub} changes the system's services, outside the workspace")
+
+
+def _service(args: list[str]) -> Verdict:
+    words = positional(args)
+    if has(args, "--status-all") or words[1:2] == ["status"]:
+        return ro()
+    return bad("service", words[:1], f"service {' '.join(words[:2])} changes the system's services, outside the workspace")
+
+
+def _sysctl(args: list[str]) -> Verdict:
+    if has(args, "-w", "--write", "-p", "--load", "--system") or any("=" in a for a in positional(args)):
+        return bad("write", positional(args), "sysctl changes kernel settings, outside the workspace")
+    return ro()
 
 
 def _rsync(args: list[str]) -> Verdict:
@@ -395,7 +415,7 @@ _RULES = {
     "pip": _pip, "pip3": _pip, "npm": _npm, "pnpm": _npm, "yarn": _npm, "bun": _npm, "uv": _uv,
     "cargo": _cargo_go, "go": _cargo_go, "poetry": _uv, "pipenv": _uv, "conda": _uv, "mamba": _uv,
     "docker": _docker, "podman": _docker, "kill": _kill, "pkill": _kill_by_name, "killall": _kill_by_name,
-    "crontab": _crontab, "systemctl": _systemctl,
+    "crontab": _crontab, "systemctl": _systemctl, "service": _service, "sysctl": _sysctl,
     "rsync": _rsync, "curl": _curl, "wget": _wget,
     "black": _formatter(("--check", "--diff")), "isort": _formatter(("--check", "--check-only", "--diff")),
     "autopep8": _formatter((), ("-i", "--in-place"), False), "yapf": _formatter((), ("-i", "--in-place"), False),
