@@ -14,7 +14,6 @@ backs it up. Every doubt resolves toward the worse class.
 from __future__ import annotations
 
 import os
-import posixpath
 import re
 from dataclasses import replace
 
@@ -25,15 +24,26 @@ from kernel_ext.shellplan.lexer import Parsed, Redirect, Segment, Word, parse
 from kernel_ext.shellplan.reach import SEVERE_WRITE, UNPLACED, Reach, write_landing
 from kernel_ext.shellplan.rules import classify_program
 from kernel_ext.shellplan.scan import Scan, fork_bomb
-from kernel_ext.shellplan.segments import LEADING_KEYWORDS, assignment, cd_target, find_roots, redefines, start_paths
+from kernel_ext.shellplan.segments import (
+    LEADING_KEYWORDS,
+    after_options,
+    assignment,
+    cd_target,
+    downloads,
+    find_roots,
+    fold,
+    redefines,
+    segment_text,
+    start_paths,
+)
 from kernel_ext.shellplan.undo import NO_CONTEXT, PlanContext
 from kernel_ext.shellplan.verdict import (
     COMPLEX,
-    RUNS_DOWNLOAD,
     DESTRUCTIVE,
     NETWORK,
     RANK,
     READ_ONLY,
+    RUNS_DOWNLOAD,
     UNKNOWN,
     Plan,
     Verdict,
@@ -88,10 +98,10 @@ def _command(parsed: Parsed, text: str, depth: int, reach: Reach = UNPLACED) -> 
             verdict = worst([verdict, raw]) if raw else verdict
             if piped_network:
                 verdict = verdict.at_least(DESTRUCTIVE, RUNS_DOWNLOAD)
-        if downloaded.intersection(_fold(s) for s in verdict.scripts):
+        if downloaded.intersection(fold(s) for s in verdict.scripts):
             verdict = verdict.at_least(DESTRUCTIVE, f"{RUNS_DOWNLOAD} (a file an earlier command downloaded)")
         if verdict.category == NETWORK:
-            downloaded.update(_downloads(seg, verdict))
+            downloaded.update(downloads(seg, verdict))
         piped_network = (piped_network if previous_op in ("|", "|&") else False) or verdict.category == NETWORK
         roots = find_roots(seg)
         feed = reach.fed(roots).feed if roots is not None else feed
@@ -100,7 +110,7 @@ def _command(parsed: Parsed, text: str, depth: int, reach: Reach = UNPLACED) -> 
             reach = reach.moved(folder) if is_cd else reach
         previous_op = seg.op
         parts.append(verdict)
-        shown.append((_segment_text(seg), verdict.category))
+        shown.append((segment_text(seg), verdict.category))
     if parsed.problem:
         parts.append(Verdict(COMPLEX, False, notes=(f"cannot be parsed as a shell would: {parsed.problem}",)))
         raw = raw_scan(text, loose=True)
@@ -181,18 +191,6 @@ def _redirect(redirect: Redirect, reach: Reach = UNPLACED, bare: bool = False) -
 _CODE_RUNNERS = frozenset(["eval", "source", "."])
 
 
-def _fold(path: str) -> str:
-    return posixpath.normpath(path) if path else path
-
-
-def _downloads(seg: Segment, verdict: Verdict) -> list[str]:
-    """The files a network segment writes: its ``write`` effects (``curl -o``, ``wget -O``, the
-    remote name) and where its output is redirected (``curl URL > x.sh``)."""
-    named = [p for op, paths in verdict.effects if op == "write" for p in paths]
-    named += [r.target.text for r in seg.redirects if r.target is not None and r.op in (">", ">>", ">|", "&>", "&>>")]
-    return [_fold(p) for p in named if p]
-
-
 def _runs_code(words: list[Word]) -> bool:
     """Whether a segment runs code it is handed: a shell, an interpreter, eval or source anywhere in
     it (a wrapper may come first), or a program name that is itself a substitution."""
@@ -247,13 +245,13 @@ def _words(words: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED)
         code = value_of(texts, ("-c", "--command"))
         return _classify_text(code, depth + 1, reach) if code is not None else unknown("su opens a root shell")
     if name == "ssh":
-        rest = _after_options(texts, _SSH_VALUED)
+        rest = after_options(texts, _SSH_VALUED)
         remote = [net("ssh talks to the network")]
         if len(rest) > 1:
             remote.append(_classify_text(" ".join(rest[1:]), depth + 1))
         return worst(remote + floor)
     if name == "watch":
-        rest = _after_options(texts, frozenset({"-n", "--interval", "-q", "--equexit", "-s", "--shell"}))
+        rest = after_options(texts, frozenset({"-n", "--interval", "-q", "--equexit", "-s", "--shell"}))
         return _classify_text(" ".join(rest), depth + 1, reach) if rest else ro()
     verdict = classify_git(texts, reach) if name == "git" else classify_program(name, texts, reach)
     if name in ("awk", "gawk", "mawk", "nawk") and verdict is not None and verdict.category != READ_ONLY:
@@ -393,22 +391,6 @@ def _xargs(args: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED) 
         return ro()
     inner = reach.swept(reach.feed, appends=True) if reach.feed else reach.fresh()  # names from a find in the pipe
     return _words(payload, depth + 1, seg, inner).at_least(READ_ONLY, "xargs runs the command on input it reads at run time")
-
-
-def _after_options(texts: list[str], valued: frozenset[str]) -> list[str]:
-    i = 0
-    while i < len(texts) and texts[i].startswith("-") and texts[i] != "-":
-        if texts[i] == "--":
-            return texts[i + 1 :]
-        i += 2 if texts[i] in valued else 1
-    return texts[i:]
-
-
-def _segment_text(seg: Segment) -> str:
-    parts = [w.raw for w in seg.words]
-    parts.extend(f"({g})" for g in seg.groups)
-    parts.extend(f"{r.fd}{r.op}{r.target.raw if r.target else ''}" for r in seg.redirects)
-    return " ".join(p for p in parts if p)[:200]
 
 
 def rank(category: str) -> int:

@@ -271,7 +271,8 @@ def landing(path: str) -> str:
     """Where a resolved path lands: ``neutral`` (/dev/null, the caller's streams), ``kernel`` (a
     device, /proc, /sys), ``home``, ``system`` (any other absolute path but scratch), ``scratch``
     (/tmp), ``root`` (the workspace itself), ``parent`` (out of it by ``..``), ``unknown`` (a
-    variable or substitution; ``system`` when it is the first part of an absolute path), ``protected`` (.git) or ``workspace`` (a named path inside it)."""
+    variable or substitution; ``system`` when it is the first part of an absolute path),
+    ``protected`` (.git) or ``workspace`` (a named path inside it)."""
     if not path or "$" in path or "`" in path:
         if _HOME_PREFIX.match(path):
             return "home"

@@ -10,6 +10,7 @@ wrappers, interpreters, ``find -exec``) lives in ``plan``, ``git`` in ``git``.
 from __future__ import annotations
 
 from kernel_ext.shellplan.deletion import delete_program, into_system
+from kernel_ext.shellplan.hostrules import HOST_RULES
 from kernel_ext.shellplan.reach import SEVERE_WRITE, UNPLACED, Reach, landing, literal_paths, resolve, worse_by_reach
 from kernel_ext.shellplan.verdict import (
     Verdict,
@@ -312,34 +313,6 @@ def _kill_by_name(args: list[str]) -> Verdict:
     return bad("kill", positional(args), "kills every process matching a name or pattern, the session's and its servers' too")
 
 
-def _crontab(args: list[str]) -> Verdict:
-    if has(args, "-r"):
-        return bad("delete", ["crontab"], "crontab -r removes every scheduled job")
-    if has(args, "-l"):
-        return ro()
-    return bad("edit", ["crontab"], "crontab replaces the user's scheduled jobs, a system file outside the workspace")
-
-
-def _systemctl(args: list[str]) -> Verdict:
-    sub = next(iter(positional(args)), "")
-    if sub.startswith(("status", "show", "list", "is-", "cat")) or not sub:
-        return ro()
-    return bad("service", positional(args)[1:], f"systemctl {sub} changes the system's services, outside the workspace")
-
-
-def _service(args: list[str]) -> Verdict:
-    words = positional(args)
-    if has(args, "--status-all") or words[1:2] == ["status"]:
-        return ro()
-    return bad("service", words[:1], f"service {' '.join(words[:2])} changes the system's services, outside the workspace")
-
-
-def _sysctl(args: list[str]) -> Verdict:
-    if has(args, "-w", "--write", "-p", "--load", "--system") or any("=" in a for a in positional(args)):
-        return bad("write", positional(args), "sysctl changes kernel settings, outside the workspace")
-    return ro()
-
-
 def _rsync(args: list[str]) -> Verdict:
     words = positional(args, ("-e", "--rsh", "--exclude", "--include", "--filter", "-f"))
     if has(args, "--delete", "--delete-before", "--delete-after", "--delete-during", "--delete-excluded",
@@ -348,38 +321,6 @@ def _rsync(args: list[str]) -> Verdict:
     if any(":" in w or w.startswith("rsync://") for w in words):
         return net("rsync to or from another host", "sync", words[-1:])
     return mut("sync", words[-1:], note="overwrites existing targets")
-
-
-def _curl(args: list[str]) -> Verdict:
-    out = _value_after_exact(args, ("-o", "--output"))
-    remote = has(args, "-O", "--remote-name")
-    return net("downloads or uploads over the network", "write" if out or remote else "",
-               out or (_remote_names(positional(args, _CURL_VALUED)) if remote else []))
-
-
-def _wget(args: list[str]) -> Verdict:
-    out = _value_after_exact(args, ("-O", "--output-document"))
-    return net("downloads over the network", "write", out or _remote_names(positional(args, ("-P", "-o", "-a", "-e")))
-               or ["(downloaded file)"])
-
-
-_CURL_VALUED = ("-o", "--output", "-H", "--header", "-d", "--data", "-u", "--user", "-X", "--request", "-A", "-e", "-x", "-T",
-                "-F", "-b", "-c", "-m", "-w", "-r", "-K", "--retry", "--connect-timeout", "--max-time")
-
-
-def _remote_names(urls: list[str]) -> list[str]:
-    """The file a download keeps its remote name as (``curl -O``, ``wget URL``): the URL's last part."""
-    return [name for url in urls if (name := url.split("?", 1)[0].split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1])]
-
-
-def _value_after_exact(args: list[str], names: tuple[str, ...]) -> list[str]:
-    for i, arg in enumerate(args):
-        if arg in names and i + 1 < len(args):
-            return [args[i + 1]]
-        for name in names:
-            if name.startswith("--") and arg.startswith(name + "="):
-                return [arg.split("=", 1)[1]]
-    return []
 
 
 def _formatter(check_flags: tuple[str, ...], write_flags: tuple[str, ...] = (), writes_by_default: bool = True):
@@ -415,8 +356,7 @@ _RULES = {
     "pip": _pip, "pip3": _pip, "npm": _npm, "pnpm": _npm, "yarn": _npm, "bun": _npm, "uv": _uv,
     "cargo": _cargo_go, "go": _cargo_go, "poetry": _uv, "pipenv": _uv, "conda": _uv, "mamba": _uv,
     "docker": _docker, "podman": _docker, "kill": _kill, "pkill": _kill_by_name, "killall": _kill_by_name,
-    "crontab": _crontab, "systemctl": _systemctl, "service": _service, "sysctl": _sysctl,
-    "rsync": _rsync, "curl": _curl, "wget": _wget,
+    "rsync": _rsync, **HOST_RULES,
     "black": _formatter(("--check", "--diff")), "isort": _formatter(("--check", "--check-only", "--diff")),
     "autopep8": _formatter((), ("-i", "--in-place"), False), "yapf": _formatter((), ("-i", "--in-place"), False),
     "prettier": _formatter((), ("--write", "-w"), False), "eslint": _formatter((), ("--fix",), False),
