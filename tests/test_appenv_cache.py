@@ -91,6 +91,10 @@ def plant(shape, cache, outside):
         _planted_site(entry / "site")
         (entry / "env.json").write_text(MANIFEST)
         os.chmod(entry, 0o777)
+    elif shape == "entry is readable by others":
+        _planted_site(entry / "site")
+        (entry / "env.json").write_text(MANIFEST)
+        os.chmod(entry, 0o755)
     else:
         raise AssertionError(shape)
     return outside if outside.exists() or outside.is_symlink() else None
@@ -107,6 +111,7 @@ REBUILT = [
     pytest.param("site is another user's", marks=as_root),
     "site is writable by others",
     "entry is writable by others",
+    "entry is readable by others",
 ]
 
 
@@ -125,6 +130,7 @@ def test_a_planted_cache_entry_is_rebuilt_and_what_it_points_to_is_untouched(whe
     for checked in (entry, entry / "site", entry / "env.json", cache / f".{_key()}.lock"):
         st = checked.lstat()
         assert st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH), checked
+    assert not entry.stat().st_mode & 0o077 and not cache.stat().st_mode & 0o077  # the cache and its entries: private
     if shape == "lock links to a missing file":
         assert not outside.exists() and not outside.is_symlink()  # never created through the link
     elif before is not None:
@@ -157,6 +163,12 @@ def _cache_as(shape, cache, outside):
     elif shape == "a folder writable by its group":
         cache.mkdir()
         os.chmod(cache, 0o770)
+    elif shape == "a folder others can read":
+        cache.mkdir()
+        os.chmod(cache, 0o755)
+    elif shape == "a folder its group can enter":
+        cache.mkdir()
+        os.chmod(cache, 0o710)
     elif shape == "a link to a folder":
         outside.mkdir()
         cache.symlink_to(outside)
@@ -167,7 +179,8 @@ def _cache_as(shape, cache, outside):
         cache.write_text("not a folder\n")
 
 
-@pytest.mark.parametrize("shape", ["a folder everyone can write", "a folder writable by its group", "a link to a folder",
+@pytest.mark.parametrize("shape", ["a folder everyone can write", "a folder writable by its group", "a folder others can read",
+                                   "a folder its group can enter", "a link to a folder",
                                    pytest.param("another user's folder", marks=as_root), "a file"])
 def test_an_unsafe_cache_folder_is_refused_by_name_and_left_as_it_was(wheelhouse, tmp_path, shape):
     cache = tmp_path / "cache"
@@ -179,6 +192,7 @@ def test_an_unsafe_cache_folder_is_refused_by_name_and_left_as_it_was(wheelhouse
         environment_for(REQUIREMENTS)
     assert caught.value.code == "app_env_cache_unsafe"
     assert str(cache) in caught.value.message and "BESSER_APP_ENV_CACHE" in caught.value.message
+    assert f"chmod 700 {cache}" in caught.value.message  # the one command that fixes it
     after = (cache.lstat().st_mode, cache.lstat().st_uid, _snapshot(outside) if outside.exists() else None,
              sorted(os.listdir(cache)) if cache.is_dir() else cache.read_bytes())
     assert after == before  # nothing made in it, nothing written through the link

@@ -2,7 +2,8 @@
 
 The cache folder decides what the app imports, so it must be the server user's and writable by no
 one else: it is made private (0700) and refused by name (``app_env_cache_unsafe``) when it is a
-link, not a folder, another user's, or writable by group or others. Inside it every name is opened
+link, not a folder, another user's, or open to group or others in any way (0755 too: ``foreign(...,
+private=True)``); so is each entry folder. Inside it every name is opened
 relative to the cache's descriptor with ``O_NOFOLLOW`` and judged on the open descriptor (owner,
 mode, kind), like the workspace fence: a lock file planted as a link is never created through, an
 ``env.json`` or ``site/`` that is a link or another user's makes the entry damaged (rebuilt), and a
@@ -16,6 +17,7 @@ import errno
 import fcntl
 import os
 import secrets
+import shlex
 import shutil
 import stat
 from collections.abc import Iterator
@@ -30,10 +32,13 @@ LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLO
 LOCK_ATTEMPTS = 3
 
 
-def foreign(st: os.stat_result) -> str | None:
-    """Why a file or folder is not the server's alone (None: it is): another owner, or writable by others."""
+def foreign(st: os.stat_result, *, private: bool = False) -> str | None:
+    """Why a file or folder is not the server's alone (None: it is): another owner, or writable by
+    others; ``private``: any permission bit for group or others (the cache folder and its entries)."""
     if st.st_uid != os.geteuid():
         return f"is owned by uid {st.st_uid}, not the server's user ({os.geteuid()})"
+    if private and st.st_mode & 0o077:
+        return f"is not private (mode {stat.S_IMODE(st.st_mode):o}, group or others have access)"
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
     return None
@@ -59,7 +64,7 @@ def open_cache(cache: Path, *, create: bool) -> Iterator[int | None]:
             raise _unsafe(cache, f"is {kind}") from None
         raise _unsafe(cache, f"cannot be opened ({exc.strerror})") from None
     try:
-        reason = foreign(os.fstat(fd))
+        reason = foreign(os.fstat(fd), private=True)
         if reason:
             raise _unsafe(cache, reason)
         yield fd
@@ -69,19 +74,20 @@ def open_cache(cache: Path, *, create: bool) -> Iterator[int | None]:
 
 def _unsafe(cache: Path, reason: str) -> ToolFailure:
     return ToolFailure(ErrorCode.APP_ENV_CACHE_UNSAFE,
-                       f"the app-environment cache {str(cache)!r} {reason}; it must be a folder of the server's user "
-                       "that no one else can write (chmod 700 it, or point BESSER_APP_ENV_CACHE elsewhere)",
+                       f"the app-environment cache {str(cache)!r} {reason}; it must be a private folder of the server's "
+                       f"user (fix: chmod 700 {shlex.quote(str(cache))}, or point BESSER_APP_ENV_CACHE elsewhere)",
                        {"cache": str(cache)})
 
 
-def open_dir_at(dir_fd: int, name: str) -> int | None:
+def open_dir_at(dir_fd: int, name: str, *, private: bool = False) -> int | None:
     """Folder ``name`` under ``dir_fd``, no-follow and the server's alone; None otherwise (missing,
-    a link, not a folder, another user's, writable by others). The caller closes it."""
+    a link, not a folder, another user's, writable by others; ``private``: open to them at all).
+    The caller closes it."""
     try:
         fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
     except OSError:
         return None
-    if foreign(os.fstat(fd)):
+    if foreign(os.fstat(fd), private=private):
         os.close(fd)
         return None
     return fd

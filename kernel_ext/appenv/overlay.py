@@ -76,7 +76,7 @@ def _entry(cache_fd: int, settings: AppEnvSettings, key: str) -> Overlay | None:
     """Entry ``key`` read through descriptors: the folder, its ``site/`` and ``env.json``, each
     no-follow and the server's alone. Names inside a checked cache are stable to anyone else, so
     the ``site`` path handed to the app host is the folder checked here."""
-    entry = open_dir_at(cache_fd, key)
+    entry = open_dir_at(cache_fd, key, private=True)
     if entry is None:
         return None
     try:

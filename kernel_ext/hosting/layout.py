@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kernel_ext.workspace.internal import RUN_STATE_DIR
 
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$")
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{2,63}")  # always fullmatch: "$" lets a trailing newline in
 
 
 class InvalidRunId(ValueError):
@@ -28,7 +28,7 @@ class InvalidRunId(ValueError):
 def check_run_id(run_id: object) -> str:
     """``run_id`` when it is shaped like a run id (``InvalidRunId`` otherwise): checked before a
     typed name reaches a path or a URL, where ``..`` or ``/`` would lead elsewhere."""
-    if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.fullmatch(run_id):
         raise InvalidRunId(f"{str(run_id)[:80]!r} is not a run id (3 to 64 letters, digits, '-' or '_'; "
                            "`%besser runs` lists them)")
     return run_id
@@ -37,7 +37,7 @@ def check_run_id(run_id: object) -> str:
 def run_folder(runs_dir: Path, run_id: str) -> Path | None:
     """The folder of run ``run_id`` in the run store ``runs_dir``; None unless the id is one and names
     a real folder (never a link) holding its log (a regular file, never a link)."""
-    if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.fullmatch(run_id):
         return None
     run_dir = Path(runs_dir) / run_id
     events = run_dir / "events.jsonl"
@@ -57,7 +57,7 @@ class RunLayout:
     @classmethod
     def create(cls, runs_dir: Path, run_id: str | None = None) -> RunLayout:
         run_id = run_id or new_run_id()
-        if not RUN_ID_PATTERN.match(run_id):
+        if not RUN_ID_PATTERN.fullmatch(run_id):
             raise ValueError(f"invalid run id {run_id!r}")
         layout = cls(Path(runs_dir) / run_id)
         for folder in (layout.app_dir, layout.home_dir, layout.snapshots_dir):

@@ -90,7 +90,7 @@ def hold_named_files(request: RunRequest, operator: OperatorSettings) -> None:
     from kernel_ext.providers.sources import MAX_SOURCE_BYTES, source_of
     from kernel_ext.workspace import named
 
-    if request.base_run_id is not None and not RUN_ID_PATTERN.match(request.base_run_id):
+    if request.base_run_id is not None and not RUN_ID_PATTERN.fullmatch(request.base_run_id):
         raise RequestRefused("INVALID_REQUEST", f"base_run_id {request.base_run_id[:80]!r} is not a run id")
     files: list[tuple[str, str, str | None, str, int]] = []  # (field, path, root, what, bound)
     if request.model_path and not request.model_path.startswith("example:"):

@@ -69,7 +69,7 @@ class RunIndex:
         with os.scandir(runs_fd) as entries:
             for entry in entries:
                 name = entry.name
-                if name in skip or not RUN_ID_PATTERN.match(name) or not entry.is_dir(follow_symlinks=False):
+                if name in skip or not RUN_ID_PATTERN.fullmatch(name) or not entry.is_dir(follow_symlinks=False):
                     continue
                 summary = self._summary(runs_fd, name)
                 if summary is not None:

@@ -46,7 +46,7 @@ MAX_RECIPE_BYTES = 64 * 1024 * 1024  # what an export reads of a run.json (hosti
 
 def find_base_run(runs_dir: Path, run_id: str) -> BaseRun:
     """The earlier run a modify run continues; read from a file: call it off the event loop."""
-    if not RUN_ID_PATTERN.match(run_id or ""):
+    if not RUN_ID_PATTERN.fullmatch(run_id or ""):
         raise ToolFailure(ErrorCode.INVALID_ARGUMENT, f"{run_id!r} is not a run id")
     from kernel_ext import safejson
     from kernel_ext.workspace import named

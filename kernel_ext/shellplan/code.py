@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from kernel_ext.shellplan.reach import SEVERE_WRITE, landing, literal_paths, resolve
 from kernel_ext.shellplan.rules import classify_program
 from kernel_ext.shellplan.scan import Scan
 from kernel_ext.shellplan.verdict import (
@@ -20,11 +21,13 @@ from kernel_ext.shellplan.verdict import (
     mut,
     net,
     ro,
+    runs_script,
     unknown,
     value_of,
     worst,
 )
 
+STDIN_NAMES = frozenset(["-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"])  # a script operand that is the input
 _PYTHON = re.compile(r"^(?:python|pypy)[0-9.]*$")
 _OTHER_INTERPRETERS = frozenset({"node", "nodejs", "ruby", "perl", "php", "Rscript", "lua"})
 
@@ -52,6 +55,7 @@ _CODE_EXEC = Scan(
     r"os\.system|subprocess|os\.popen|os\.exec|\bexec\(|\beval\(|child_process|execSync|spawnSync|\bsystem\(|`|\bpopen"
     r"|IO\.popen|Kernel\.|__import__|getattr\(|importlib|\bpty\b"
 )
+_CODE_EVAL = Scan(r"\bexec\(|\beval\(|\bcompile\(|\bexecfile|new Function|\bload\(|\bloadstring|instance_eval|`")
 _CODE_WRITE = Scan(
     r"open\([^)]*['\"](?:[wax]|r\+)|\.write\(|write_text|write_bytes|os\.rename|os\.replace|shutil\.(?:copy|move)"
     r"|os\.makedirs|os\.mkdir|\.mkdir\(|mkdirSync|writeFile|appendFile|renameSync|copyFile|File\.write|\.touch\(|os\.chmod|sqlite3"
@@ -77,13 +81,17 @@ def code_verdict(lang: str, code: str) -> Verdict:
         parts.append(bad("move", (), f"the {lang} code moves or copies data onto a device or descriptor"))
     if _CODE_NETWORK.search(code):
         parts.append(net(f"the {lang} code uses the network"))
+        if _CODE_EVAL.search(code):  # exec(urlopen(...).read()): bounded, over-flagging; not refused (a guess)
+            parts.append(bad("run", (), f"the {lang} code uses the network and evaluates code it builds: it may run a download"))
     if _CODE_EXEC.search(code):
         parts.append(unknown(f"the {lang} code runs other programs or dynamic code"))
         raw = raw_scan(code, loose=True)
         if raw:
             parts.append(raw)
     if _CODE_WRITE.search(code):
-        parts.append(mut("write", (), note=f"the {lang} code writes files"))
+        severe = [p for p in literal_paths(code) if landing(resolve(p, None)) in SEVERE_WRITE]
+        parts.append(bad("write", severe, f"the {lang} code writes files and names {', '.join(severe)}, outside the workspace")
+                     if severe else mut("write", (), note=f"the {lang} code writes files"))
     if not parts:
         if lang == "python":
             imports = re.findall(r"(?:^|[;\s])(?:from|import)\s+([\w.]+)", code)
@@ -140,8 +148,8 @@ def interpreter_verdict(name: str, texts: list[str], heredocs: list[str]) -> Ver
     if any(t in ("-V", "--version", "-v", "--help", "-h") for t in texts) and len(texts) == 1:
         return ro()
     script = next((t for t in texts if not t.startswith("-")), None)
-    if script is not None and script != "-":
-        return unknown(f"runs the {lang} script {script!r}")
+    if script is not None and script not in STDIN_NAMES:
+        return runs_script(script, f"runs the {lang} script {script!r}")
     if heredocs:
         return worst([code_verdict(lang, body) for body in heredocs])
     return Verdict(UNKNOWN, False, notes=(f"{name} reading code from its input",), runs_stdin=True)

@@ -9,7 +9,8 @@ every target is a named path inside the workspace that a checkpoint taken in thi
 absolute path is never covered: the planner cannot know what it names.
 
 Any write into a system path (a home, ``/etc``, ``/usr``, a device, out of the workspace by
-``..``), by copy, move, link, install, tee, append or sync, is destructive (``into_system``).
+``..``, an absolute path whose first part is a variable), by copy, move, link, install, tee,
+append, sync, or any operand ``written`` says a program writes, is destructive (``into_system``).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Sequence
 
-from kernel_ext.shellplan.reach import SEVERE_WRITE, Reach, applied, landing, resolve, write_landing
+from kernel_ext.shellplan.reach import PERMISSION_PROGRAMS, SEVERE_WRITE, Reach, applied, landing, resolve, write_landing
 from kernel_ext.shellplan.undo import Checkpoint
 from kernel_ext.shellplan.verdict import DESTRUCTIVE, Verdict, bad, has, mut, positional, worst
+from kernel_ext.shellplan.written import written
 
 DELETERS = frozenset(["rm", "unlink", "rimraf", "del-cli", "trash"])
 # Operations whose paths are written over or into (not created empty, not a permission change).
@@ -78,15 +80,17 @@ def delete_program(name: str, args: Sequence[str], reach: Reach) -> Verdict | No
     return None
 
 
-def into_system(name: str, verdict: Verdict, reach: Reach) -> Verdict:
+def into_system(name: str, verdict: Verdict, reach: Reach, args: Sequence[str] = ()) -> Verdict:
     """``verdict`` made destructive when it writes into a system path (``cp x /etc/hosts``,
-    ``tee -a /etc/profile``, ``install x /etc/foo``), whatever the kind of write."""
+    ``tee -a /etc/profile``, ``install x /etc/foo``), whatever the kind of write; ``args``: the
+    operands ``written`` says ``name`` writes (``touch /etc/nologin``, ``unzip -d /etc``) count too."""
     if verdict.category == DESTRUCTIVE:
         return verdict
-    for op, paths in verdict.effects:
-        if op not in WRITE_OPS:
-            continue
-        severe = [p for p in paths if write_landing(p, reach.cwd) in SEVERE_WRITE]
+    operands = written(name, applied(args, reach))
+    # a permission change in a home (``chmod 700 ~``) stays ordinary; a recursive one is ``reach``'s
+    places = set(SEVERE_WRITE) - ({"home"} if name in PERMISSION_PROGRAMS else set())
+    for op, paths in [*(e for e in verdict.effects if e[0] in WRITE_OPS), ("write", tuple(operands))]:
+        severe = [p for p in paths if write_landing(p, reach.cwd) in places]
         if severe:
             where = SEVERE_WRITE[write_landing(severe[0], reach.cwd)].replace("overwrites", "writes into", 1)
             return worst([verdict, bad(op, severe, f"{name} {where} ({', '.join(severe)})")])

@@ -2,8 +2,9 @@
 
 Two checks, both cheap and both easy to get around on purpose:
 
-- a denylist of obvious catastrophes (``sudo``, ``rm -rf /``, feeding a download to a shell by a
-  pipe, process or command substitution or here-string, fork bombs, reading ``~/.ssh`` or ``~/.aws``);
+- a denylist of obvious catastrophes (``sudo``, ``rm -rf /``, fork bombs, reading ``~/.ssh`` or
+  ``~/.aws``, and whatever ``sh_plan`` rates as a download fed to a shell or interpreter: by a pipe,
+  process or command substitution, here-string, or a downloaded file run later in the command);
 - an optional program allowlist. The command is split as a shell would split it (quotes
   respected, ``;``/``|``/``&`` separated); a broken or empty command is refused, and only the
   **first word** (after leading ``NAME=value`` assignments) is compared with the list.
@@ -23,18 +24,18 @@ import re
 from collections.abc import Iterable
 
 from kernel_ext.errors import ErrorCode, ToolFailure
+from kernel_ext.shellplan.plan import classify
 from kernel_ext.shellplan.scan import Scan, fork_bomb
+from kernel_ext.shellplan.verdict import RUNS_DOWNLOAD
 from kernel_ext.shellplan.words import MAX_COMMAND_CHARS, SplitError, split_words
 
 __all__ = ["DENY_PATTERNS", "MAX_COMMAND_CHARS", "check_command", "first_program", "split_command"]
 
 _HOME = r"(?:~|\$HOME|\$\{HOME\}|/root|/home/[^/\s]+)"
-_DOWNLOAD = r"(?:[^\s;&|()]*/)?\b(?:curl|wget|fetch)\b"
-_SHELL = r"(?:[^\s;&|()]*/)?(?:ba|z|da|k|fi|mk|a)?sh"
-# wrappers that run the next word: sudo, env VAR=1, timeout 5, nice -n 5 ... (each with its options)
-_WRAPPED = r"(?:(?:sudo|doas|env|exec|command|nohup|nice|timeout|stdbuf|setsid|busybox)\s+(?:(?:-\S*|\d\S*|\w+=\S*)\s+)*)*"
 # (reason, pattern searched on RE2: ``scan``); the fork bomb needs a backreference, so it is ``fork_bomb``
 FORK_BOMB = "a fork bomb"
+# judged by ``sh_plan`` itself: whatever the plan rates as a download fed to a shell or interpreter
+DOWNLOAD_RUN = "a download fed to a shell or interpreter (pipe, substitution, here-string, or a downloaded file run)"
 DENY_PATTERNS: tuple[tuple[str, Scan | None], ...] = (
     ("privilege escalation (sudo/su/doas)", Scan(r"(?:^|[\s;&|(`$])(?:sudo|doas|su)(?:\s|$)")),
     (
@@ -44,9 +45,7 @@ DENY_PATTERNS: tuple[tuple[str, Scan | None], ...] = (
             r"(?:--no-preserve-root\s+)?[\"']?(?:/|/\*|~|~/|~/\*|\$HOME/?|\$\{HOME\}/?|/\.)[\"']?(?:\s|$|;|&|\|)"
         ),
     ),
-    ("a download piped into a shell", Scan(_DOWNLOAD + r"[^;&\n]*\|&?\s*" + _WRAPPED + _SHELL + r"(?:\s|$|[;&|)])")),
-    ("a download fed to a shell (process or command substitution, here-string)",
-     Scan(r"(?:^|[\s;&|(`])" + _WRAPPED + r"(?:" + _SHELL + r"|source|\.|eval)\s[^;&|\n]*?(?:<\(|\$\(|`)\s*" + _DOWNLOAD)),
+    (DOWNLOAD_RUN, None),
     (FORK_BOMB, None),
     ("reading SSH or cloud credentials", Scan(_HOME + r"/\.(?:ssh|aws|gnupg|azure|kube|docker/config\.json)(?:/|\b)")),
     ("formatting or overwriting a disk", Scan(r"\bmkfs(?:\.\w+)?\b|\bdd\b[^;&|]*\bof=/dev/(?:sd|hd|vd|nvme|xvd|mmcblk)")),
@@ -95,9 +94,17 @@ def split_command(command: str) -> list[str]:
 def _denied(command: str) -> str | None:
     """The reason of the first denylist entry ``command`` matches (None if none does)."""
     for reason, scan in DENY_PATTERNS:
-        if fork_bomb(command) if scan is None else scan.search(command):
+        if scan is not None and scan.search(command):
+            return reason
+        if (reason == FORK_BOMB and fork_bomb(command)) or (reason == DOWNLOAD_RUN and _runs_download(command)):
             return reason
     return None
+
+
+def _runs_download(command: str) -> bool:
+    """Whether ``sh_plan`` finds a download fed to a shell or interpreter: the plan's own answer, so
+    the wrappers, interpreters and downloads it knows are the ones refused here."""
+    return any(note.startswith(RUNS_DOWNLOAD) for note in classify(command).notes)
 
 
 def first_program(words: list[str]) -> str | None:

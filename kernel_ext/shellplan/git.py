@@ -10,7 +10,7 @@ that looks like a path is treated as discarding changes.
 from __future__ import annotations
 
 from kernel_ext.shellplan.deletion import deletion
-from kernel_ext.shellplan.reach import UNPLACED, Reach
+from kernel_ext.shellplan.reach import SEVERE_WRITE, UNPLACED, Reach, write_landing
 from kernel_ext.shellplan.verdict import (
     Verdict,
     bad,
@@ -35,6 +35,8 @@ _READ = frozenset(
 _MUTATE_REVERSIBLE = frozenset(["add", "commit", "mv", "init", "merge", "cherry-pick", "revert", "am", "apply", "notes", "bisect",
                                 "sparse-checkout", "switch"])
 _NETWORK = frozenset(["fetch", "pull", "clone", "ls-remote"])
+_CLONE_VALUED = ("-b", "--branch", "-o", "--origin", "--depth", "-c", "--config", "--reference", "-u", "--upload-pack",
+                 "--template", "--separate-git-dir", "-j", "--jobs", "--filter", "--shallow-since", "--shallow-exclude")
 
 
 def classify_git(args: list[str], reach: Reach = UNPLACED) -> Verdict:
@@ -56,6 +58,10 @@ def classify_git(args: list[str], reach: Reach = UNPLACED) -> Verdict:
         return rule(rest)
     if sub in _READ:
         return ro()
+    if sub == "clone":
+        into = positional(rest, _CLONE_VALUED)[1:2]
+        if into and write_landing(into[0], reach.cwd) in SEVERE_WRITE:
+            return bad("write", into, f"git clone writes into {into[0]}, outside the workspace")
     if sub in _NETWORK:
         return net(f"git {sub} talks to a remote", "git", (sub,))
     if sub in _MUTATE_REVERSIBLE:
@@ -190,7 +196,9 @@ def _worktree(rest: list[str]) -> Verdict:
     sub = next(iter(positional(rest)), "list")
     if sub == "list":
         return ro()
-    if sub in ("remove", "prune") and (has(rest, "-f", "--force") or sub == "prune"):
+    if sub == "remove":
+        return bad("git", ("worktree", *positional(rest)[1:]), "git worktree remove deletes the worktree's folder")
+    if sub == "prune":
         return bad("git", ("worktree", sub), "removes a worktree with its changes")
     return mut("git", ("worktree", sub), reversible=True)
 

@@ -17,14 +17,25 @@ import os
 import re
 from dataclasses import replace
 
-from kernel_ext.shellplan.code import interpreter_verdict, is_interpreter, raw_scan
+from kernel_ext.shellplan.code import STDIN_NAMES, interpreter_verdict, is_interpreter, raw_scan
 from kernel_ext.shellplan.deletion import deletion
 from kernel_ext.shellplan.git import classify_git
 from kernel_ext.shellplan.lexer import Parsed, Redirect, Segment, Word, parse
 from kernel_ext.shellplan.reach import SEVERE_WRITE, UNPLACED, Reach, write_landing
 from kernel_ext.shellplan.rules import classify_program
 from kernel_ext.shellplan.scan import Scan, fork_bomb
-from kernel_ext.shellplan.segments import LEADING_KEYWORDS, assignment, cd_target, find_roots, redefines, start_paths
+from kernel_ext.shellplan.segments import (
+    LEADING_KEYWORDS,
+    after_options,
+    assignment,
+    cd_target,
+    downloads,
+    find_roots,
+    fold,
+    redefines,
+    segment_text,
+    start_paths,
+)
 from kernel_ext.shellplan.undo import NO_CONTEXT, PlanContext
 from kernel_ext.shellplan.verdict import (
     COMPLEX,
@@ -32,6 +43,7 @@ from kernel_ext.shellplan.verdict import (
     NETWORK,
     RANK,
     READ_ONLY,
+    RUNS_DOWNLOAD,
     UNKNOWN,
     Plan,
     Verdict,
@@ -39,6 +51,7 @@ from kernel_ext.shellplan.verdict import (
     mut,
     net,
     ro,
+    runs_script,
     unknown,
     value_of,
     worst,
@@ -72,6 +85,7 @@ def _command(parsed: Parsed, text: str, depth: int, reach: Reach = UNPLACED) -> 
     piped_network = False
     previous_op = ""
     feed: tuple[str, ...] = ()  # what a ``find`` earlier in this pipeline names on its output
+    downloaded: set[str] = set()  # files an earlier segment downloaded (``curl -o x.sh``, ``curl URL > x.sh``)
     for seg in parsed.segments:
         piped = previous_op in ("|", "|&")
         feed = feed if piped else ()
@@ -83,7 +97,11 @@ def _command(parsed: Parsed, text: str, depth: int, reach: Reach = UNPLACED) -> 
             raw = raw_scan(text, loose=True)
             verdict = worst([verdict, raw]) if raw else verdict
             if piped_network:
-                verdict = verdict.at_least(DESTRUCTIVE, "runs code downloaded from the network")
+                verdict = verdict.at_least(DESTRUCTIVE, RUNS_DOWNLOAD)
+        if downloaded.intersection(fold(s) for s in verdict.scripts):
+            verdict = verdict.at_least(DESTRUCTIVE, f"{RUNS_DOWNLOAD} (a file an earlier command downloaded)")
+        if verdict.category == NETWORK:
+            downloaded.update(downloads(seg, verdict))
         piped_network = (piped_network if previous_op in ("|", "|&") else False) or verdict.category == NETWORK
         roots = find_roots(seg)
         feed = reach.fed(roots).feed if roots is not None else feed
@@ -92,7 +110,7 @@ def _command(parsed: Parsed, text: str, depth: int, reach: Reach = UNPLACED) -> 
             reach = reach.moved(folder) if is_cd else reach
         previous_op = seg.op
         parts.append(verdict)
-        shown.append((_segment_text(seg), verdict.category))
+        shown.append((segment_text(seg), verdict.category))
     if parsed.problem:
         parts.append(Verdict(COMPLEX, False, notes=(f"cannot be parsed as a shell would: {parsed.problem}",)))
         raw = raw_scan(text, loose=True)
@@ -126,7 +144,7 @@ def _segment(seg: Segment, depth: int, reach: Reach = UNPLACED) -> Verdict:
     subs = [_classify_text(sub, depth + 1, inherited) for word in (*seg.words, *targets) for sub in word.subs]
     parts.extend(v.at_least(COMPLEX, "command substitution runs at run time") for v in subs)
     if any(v.category == NETWORK for v in subs) and _runs_code(seg.words):
-        parts.append(bad("run", (), "runs code downloaded from the network (fed through a substitution)"))
+        parts.append(bad("run", (), f"{RUNS_DOWNLOAD} (fed through a substitution)"))
     words = list(seg.words)
     while words and not words[0].quoted and words[0].text in LEADING_KEYWORDS:
         words.pop(0)
@@ -213,9 +231,10 @@ def _words(words: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED)
     if name == "eval":
         return worst([_classify_text(" ".join(texts), depth + 1, reach), *floor]) if texts else ro()
     if name in ("source", "."):
-        fed = _fed_code(seg) if texts[:1] in (["/dev/stdin"], ["-"], ["/proc/self/fd/0"], ["/dev/fd/0"]) else []
+        fed = _fed_code(seg) if texts[:1] and texts[0] in STDIN_NAMES else []
         read = [_classify_text(body, depth + 1, reach) for body in fed]
-        return worst([unknown("runs a script in the current shell"), *read, *floor])
+        sourced = runs_script(texts[0], "runs a script in the current shell") if texts else unknown("source with no file")
+        return worst([sourced, *read, *floor])
     if name == "script":
         code = value_of(texts, ("-c", "--command"))
         return _classify_text(code, depth + 1, reach) if code is not None else unknown("script records a shell")
@@ -226,21 +245,22 @@ def _words(words: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED)
         code = value_of(texts, ("-c", "--command"))
         return _classify_text(code, depth + 1, reach) if code is not None else unknown("su opens a root shell")
     if name == "ssh":
-        rest = _after_options(texts, _SSH_VALUED)
+        rest = after_options(texts, _SSH_VALUED)
         remote = [net("ssh talks to the network")]
         if len(rest) > 1:
             remote.append(_classify_text(" ".join(rest[1:]), depth + 1))
         return worst(remote + floor)
     if name == "watch":
-        rest = _after_options(texts, frozenset({"-n", "--interval", "-q", "--equexit", "-s", "--shell"}))
+        rest = after_options(texts, frozenset({"-n", "--interval", "-q", "--equexit", "-s", "--shell"}))
         return _classify_text(" ".join(rest), depth + 1, reach) if rest else ro()
     verdict = classify_git(texts, reach) if name == "git" else classify_program(name, texts, reach)
     if name in ("awk", "gawk", "mawk", "nawk") and verdict is not None and verdict.category != READ_ONLY:
         raw = raw_scan(" ".join(texts), loose=True)  # system("...") runs a shell command
         verdict = worst([verdict, raw]) if raw else verdict
     if verdict is None:
-        kind = "a local script" if "/" in program.text else f"{name!r}, a program not known to the planner"
-        verdict = unknown(f"runs {kind}")
+        local = "/" in program.text
+        kind = "a local script" if local else f"{name!r}, a program not known to the planner"
+        verdict = runs_script(program.text, f"runs {kind}") if local else unknown(f"runs {kind}")
     return worst([verdict, *floor])
 
 
@@ -255,7 +275,7 @@ def _wrapper(name: str, args: list[Word], depth: int, seg: Segment, reach: Reach
         split = value_of(texts, ("-S", "--split-string"))
         if split is not None:
             return _classify_text(split, depth + 1, reach)
-    if name == "flock":
+    if name in ("flock", "runuser"):
         code = value_of(texts, ("-c", "--command"))
         if code is not None:
             return _classify_text(code, depth + 1, reach)
@@ -289,6 +309,7 @@ def _shell(args: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED) 
             continue
         if text in ("--", "-"):
             i += 1
+            reads_stdin = reads_stdin or text == "-"
             break
         if text.startswith("-") and not text.startswith("--") and "c" in text[1:] and i + 1 < len(args):
             code = args[i + 1]
@@ -298,8 +319,8 @@ def _shell(args: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED) 
         if not text.startswith(("-", "+")):
             break
         i += 1
-    if code is None and not reads_stdin and i < len(args):
-        return unknown(f"runs the shell script {args[i].text!r}")
+    if code is None and not reads_stdin and i < len(args) and args[i].text not in STDIN_NAMES:
+        return runs_script(args[i].text, f"runs the shell script {args[i].text!r}")
     if code is not None:
         names = " ".join(reach.sweep)
         text = code.text
@@ -370,22 +391,6 @@ def _xargs(args: list[Word], depth: int, seg: Segment, reach: Reach = UNPLACED) 
         return ro()
     inner = reach.swept(reach.feed, appends=True) if reach.feed else reach.fresh()  # names from a find in the pipe
     return _words(payload, depth + 1, seg, inner).at_least(READ_ONLY, "xargs runs the command on input it reads at run time")
-
-
-def _after_options(texts: list[str], valued: frozenset[str]) -> list[str]:
-    i = 0
-    while i < len(texts) and texts[i].startswith("-") and texts[i] != "-":
-        if texts[i] == "--":
-            return texts[i + 1 :]
-        i += 2 if texts[i] in valued else 1
-    return texts[i:]
-
-
-def _segment_text(seg: Segment) -> str:
-    parts = [w.raw for w in seg.words]
-    parts.extend(f"({g})" for g in seg.groups)
-    parts.extend(f"{r.fd}{r.op}{r.target.raw if r.target else ''}" for r in seg.redirects)
-    return " ".join(p for p in parts if p)[:200]
 
 
 def rank(category: str) -> int:

@@ -23,6 +23,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from kernel_ext.shellplan.scan import Scan
 from kernel_ext.shellplan.undo import NO_CONTEXT, PlanContext
 from kernel_ext.shellplan.verdict import Verdict, bad, positional
 
@@ -145,7 +146,7 @@ def worse_by_reach(name: str, args: Sequence[str], reach: Reach = UNPLACED) -> V
             return bad("extract", into, f"tar extracts over {', '.join(into)}: files outside the workspace are overwritten")
     if name in PERMISSION_PROGRAMS:
         every = recursive(words)
-        targets = [resolve(t, reach.cwd) for t in _permission_files(name, words)]
+        targets = [resolve(t, reach.cwd) for t in permission_files(name, words)]
         broad = [t for t in targets if (broad_target(t) or landing(t) == "parent") and (every or t in reach.sweep)]
         if broad:
             how = "recursive " if every else "file by file, "
@@ -177,7 +178,7 @@ def _tar_dirs(args: Sequence[str]) -> list[str]:
     return out + [a[2:] for a in args if a.startswith("-C") and len(a) > 2]
 
 
-def _permission_files(name: str, args: Sequence[str]) -> list[str]:
+def permission_files(name: str, args: Sequence[str]) -> list[str]:
     """The files of a permission change: its operands after the mode or owner (none with ``--reference``)."""
     words = positional(args, _PERMISSION_VALUED)
     if name in ("setfacl",) or any(a.startswith("--reference") for a in args):
@@ -202,7 +203,7 @@ def applied(args: Sequence[str], reach: Reach) -> list[str]:
 def sink_operands(name: str, args: Sequence[str], cwd: str | None = None) -> list[str]:
     """The words that name a sink: any operand or option value for mv/cp/install/rsync, the target for ln."""
     if name == "ln":
-        candidates = _ln_targets(args)
+        candidates = ln_targets(args)
     else:
         candidates = [_option_value(name, arg) or arg for arg in args if arg not in ("--", "-")]
         candidates += [args[i + 1] for i, arg in enumerate(args[:-1]) if _takes_target(name, arg)]
@@ -226,7 +227,7 @@ def _takes_target(name: str, arg: str) -> bool:
     return arg.startswith("-") and arg.endswith("t") and len(arg) > 1
 
 
-def _ln_targets(args: Sequence[str]) -> list[str]:
+def ln_targets(args: Sequence[str]) -> list[str]:
     named = [_option_value("ln", a) for a in args if _option_value("ln", a)]
     named += [args[i + 1] for i, arg in enumerate(args[:-1]) if _takes_target("ln", arg)]
     if named:
@@ -270,9 +271,13 @@ def landing(path: str) -> str:
     """Where a resolved path lands: ``neutral`` (/dev/null, the caller's streams), ``kernel`` (a
     device, /proc, /sys), ``home``, ``system`` (any other absolute path but scratch), ``scratch``
     (/tmp), ``root`` (the workspace itself), ``parent`` (out of it by ``..``), ``unknown`` (a
-    variable or substitution), ``protected`` (.git) or ``workspace`` (a named path inside it)."""
+    variable or substitution; ``system`` when it is the first part of an absolute path),
+    ``protected`` (.git) or ``workspace`` (a named path inside it)."""
     if not path or "$" in path or "`" in path:
-        return "home" if _HOME_PREFIX.match(path) else "unknown"
+        if _HOME_PREFIX.match(path):
+            return "home"
+        first = path[1:].split("/", 1)[0] if path.startswith("/") else ""
+        return "system" if "$" in first or "`" in first else "unknown"  # /${x}etc/hosts: absolute, lands anywhere
     if _NEUTRAL.match(path):
         return "neutral"
     if _KERNEL.match(path):
@@ -297,6 +302,15 @@ def _home_path(path: str) -> bool:
 def write_landing(word: str, cwd: str | None) -> str:
     """``landing`` of a word a command writes to, resolved against the tracked folder."""
     return landing(resolve(word, cwd))
+
+
+_LITERAL_PATH = Scan(r"""['"]((?:/|~)[^'"\n]*)['"]""")
+
+
+def literal_paths(code: str) -> list[str]:
+    """The absolute or home paths quoted in code (``open('/etc/hosts', 'w')``, ``print > "/etc/x"``), in
+    linear time: where code that writes files may write."""
+    return [m.group(1).decode("utf-8", "replace") for m in _LITERAL_PATH.finditer(code)]
 
 
 SEVERE_WRITE = {"kernel": "writes onto a device or kernel file", "home": "overwrites a file in a home folder",

@@ -10,7 +10,8 @@ wrappers, interpreters, ``find -exec``) lives in ``plan``, ``git`` in ``git``.
 from __future__ import annotations
 
 from kernel_ext.shellplan.deletion import delete_program, into_system
-from kernel_ext.shellplan.reach import UNPLACED, Reach, landing, worse_by_reach
+from kernel_ext.shellplan.hostrules import HOST_RULES
+from kernel_ext.shellplan.reach import SEVERE_WRITE, UNPLACED, Reach, landing, literal_paths, resolve, worse_by_reach
 from kernel_ext.shellplan.verdict import (
     Verdict,
     bad,
@@ -54,7 +55,7 @@ DESTRUCTIVE_PROGRAMS = frozenset(
 )
 MUTATING_REVERSIBLE = frozenset(["mkdir", "touch", "mktemp", "rmdir", "mkfifo"])
 MUTATING_PROGRAMS = frozenset(
-    ["chmod", "chown", "chgrp", "chattr", "setfacl", "install", "patch", "kill", "pkill", "killall", "systemctl", "service",
+    ["chmod", "chown", "chgrp", "chattr", "setfacl", "install", "patch", "kill", "pkill", "killall",
      "useradd", "userdel", "usermod", "groupadd", "passwd", "chsh", "timedatectl", "hostnamectl", "update-alternatives",
      "ldconfig", "ctags", "etags"]
 )
@@ -75,7 +76,7 @@ def classify_program(name: str, args: list[str], reach: Reach = UNPLACED) -> Ver
     if worse is not None:
         return worse
     found = _by_table(name, args)
-    return into_system(name, found, reach) if found is not None else None
+    return into_system(name, found, reach, args) if found is not None else None
 
 
 def _by_table(name: str, args: list[str]) -> Verdict | None:
@@ -153,6 +154,9 @@ def _awk(args: list[str]) -> Verdict:
         return mut("edit", positional(args, ("-i", "-f", "-v", "-F"))[1:])
     program = next(iter(positional(args, ("-f", "-v", "-F", "-i"))), "")
     if "-f" in args or any(token in program for token in ("system", "|", ">", "getline")):
+        severe = [p for p in literal_paths(program) if landing(resolve(p, None)) in SEVERE_WRITE] if ">" in program else []
+        if severe:
+            return bad("write", severe, f"the awk program writes into {', '.join(severe)}, outside the workspace")
         return unknown("awk program may run commands or write files")
     return ro()
 
@@ -309,17 +313,6 @@ def _kill_by_name(args: list[str]) -> Verdict:
     return bad("kill", positional(args), "kills every process matching a name or pattern, the session's and its servers' too")
 
 
-def _crontab(args: list[str]) -> Verdict:
-    if has(args, "-r"):
-        return bad("delete", ["crontab"], "crontab -r removes every scheduled job")
-    return ro() if has(args, "-l") else mut("edit", ["crontab"])
-
-
-def _systemctl(args: list[str]) -> Verdict:
-    sub = next(iter(positional(args)), "")
-    return ro() if sub.startswith(("status", "show", "list", "is-", "cat")) or not sub else mut("service", positional(args)[1:])
-
-
 def _rsync(args: list[str]) -> Verdict:
     words = positional(args, ("-e", "--rsh", "--exclude", "--include", "--filter", "-f"))
     if has(args, "--delete", "--delete-before", "--delete-after", "--delete-during", "--delete-excluded",
@@ -328,26 +321,6 @@ def _rsync(args: list[str]) -> Verdict:
     if any(":" in w or w.startswith("rsync://") for w in words):
         return net("rsync to or from another host", "sync", words[-1:])
     return mut("sync", words[-1:], note="overwrites existing targets")
-
-
-def _curl(args: list[str]) -> Verdict:
-    out = _value_after_exact(args, ("-o", "--output"))
-    return net("downloads or uploads over the network", "write" if out or has(args, "-O", "--remote-name") else "", out)
-
-
-def _wget(args: list[str]) -> Verdict:
-    out = _value_after_exact(args, ("-O", "--output-document"))
-    return net("downloads over the network", "write", out or ["(downloaded file)"])
-
-
-def _value_after_exact(args: list[str], names: tuple[str, ...]) -> list[str]:
-    for i, arg in enumerate(args):
-        if arg in names and i + 1 < len(args):
-            return [args[i + 1]]
-        for name in names:
-            if name.startswith("--") and arg.startswith(name + "="):
-                return [arg.split("=", 1)[1]]
-    return []
 
 
 def _formatter(check_flags: tuple[str, ...], write_flags: tuple[str, ...] = (), writes_by_default: bool = True):
@@ -383,8 +356,7 @@ _RULES = {
     "pip": _pip, "pip3": _pip, "npm": _npm, "pnpm": _npm, "yarn": _npm, "bun": _npm, "uv": _uv,
     "cargo": _cargo_go, "go": _cargo_go, "poetry": _uv, "pipenv": _uv, "conda": _uv, "mamba": _uv,
     "docker": _docker, "podman": _docker, "kill": _kill, "pkill": _kill_by_name, "killall": _kill_by_name,
-    "crontab": _crontab, "systemctl": _systemctl,
-    "rsync": _rsync, "curl": _curl, "wget": _wget,
+    "rsync": _rsync, **HOST_RULES,
     "black": _formatter(("--check", "--diff")), "isort": _formatter(("--check", "--check-only", "--diff")),
     "autopep8": _formatter((), ("-i", "--in-place"), False), "yapf": _formatter((), ("-i", "--in-place"), False),
     "prettier": _formatter((), ("--write", "-w"), False), "eslint": _formatter((), ("--fix",), False),

@@ -2,14 +2,17 @@
 
 ``plan`` judges segments one by one; these readers give it the context that carries over
 (``reach.Reach``): the folder a ``cd``/``pushd`` names, and the start folders of a ``find``
-(or ``fd``) whose output a later ``xargs`` in the same pipeline turns into arguments.
+(or ``fd``) whose output a later ``xargs`` in the same pipeline turns into arguments, and the
+files a download writes (a later segment that runs one runs the download).
 """
 
 from __future__ import annotations
 
 import os
+import posixpath
 
 from kernel_ext.shellplan.lexer import Segment, Word
+from kernel_ext.shellplan.verdict import Verdict
 
 LEADING_KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}", "esac"})
 
@@ -84,3 +87,31 @@ def redefines(seg: Segment) -> str:
     if head == "hash" and any(w.text.startswith("-") and "p" in w.text for w in words[at + 1:]):
         return "hashes a program's path"
     return ""
+
+
+def fold(path: str) -> str:
+    return posixpath.normpath(path) if path else path
+
+
+def downloads(seg: Segment, verdict: Verdict) -> list[str]:
+    """The files a network segment writes: its ``write`` effects (``curl -o``, ``wget -O``, the
+    remote name) and where its output is redirected (``curl URL > x.sh``)."""
+    named = [p for op, paths in verdict.effects if op == "write" for p in paths]
+    named += [r.target.text for r in seg.redirects if r.target is not None and r.op in (">", ">>", ">|", "&>", "&>>")]
+    return [fold(p) for p in named if p]
+
+
+def after_options(texts: list[str], valued: frozenset[str]) -> list[str]:
+    i = 0
+    while i < len(texts) and texts[i].startswith("-") and texts[i] != "-":
+        if texts[i] == "--":
+            return texts[i + 1 :]
+        i += 2 if texts[i] in valued else 1
+    return texts[i:]
+
+
+def segment_text(seg: Segment) -> str:
+    parts = [w.raw for w in seg.words]
+    parts.extend(f"({g})" for g in seg.groups)
+    parts.extend(f"{r.fd}{r.op}{r.target.raw if r.target else ''}" for r in seg.redirects)
+    return " ".join(p for p in parts if p)[:200]

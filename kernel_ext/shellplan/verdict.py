@@ -18,6 +18,9 @@ UNKNOWN = "unknown"
 COMPLEX = "complex"
 NETWORK = "network"
 DESTRUCTIVE = "destructive"
+# The one note every way of feeding a download to a shell or interpreter carries: ``sh_plan`` rates it
+# destructive and the denylist refuses any command whose plan carries it (one answer, not two lists).
+RUNS_DOWNLOAD = "runs code downloaded from the network"
 RANK = {READ_ONLY: 0, MUTATING: 1, UNKNOWN: 2, COMPLEX: 3, NETWORK: 4, DESTRUCTIVE: 5}
 CATEGORIES = tuple(RANK)
 
@@ -31,6 +34,7 @@ class Verdict:
     effects: tuple[Effect, ...] = ()
     notes: tuple[str, ...] = ()
     runs_stdin: bool = False  # an interpreter executing whatever is piped into it
+    scripts: tuple[str, ...] = ()  # script files a shell or interpreter runs (a download run later is fed to it)
 
     def at_least(self, category: str, note: str = "") -> Verdict:
         return worst([self, Verdict(category, category == READ_ONLY, notes=(note,) if note else ())])
@@ -51,6 +55,7 @@ def worst(verdicts: Iterable[Verdict]) -> Verdict:
         tuple(e for v in items for e in v.effects),
         tuple(notes),
         any(v.runs_stdin for v in items),
+        tuple(dict.fromkeys(s for v in items for s in v.scripts)),
     )
 
 
@@ -72,6 +77,12 @@ def net(note: str = "", op: str = "", paths: Sequence[str] = ()) -> Verdict:
 
 def unknown(note: str = "") -> Verdict:
     return Verdict(UNKNOWN, False, (), (note,) if note else ())
+
+
+def runs_script(name: str, note: str) -> Verdict:
+    """A shell or interpreter running the file ``name`` (unknown; ``plan`` makes it destructive when
+    an earlier segment of the same command downloaded that file)."""
+    return Verdict(UNKNOWN, False, (), (note,), scripts=(name,))
 
 
 # -- argument helpers ----------------------------------------------------------------------------

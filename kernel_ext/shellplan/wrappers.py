@@ -31,6 +31,10 @@ WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "valgrind": (frozenset(), 0),
     "xvfb-run": (frozenset({"-n", "-s", "-f", "-e", "-p", "--server-args"}), 0),
     "busybox": (frozenset(), 0),
+    "toybox": (frozenset(), 0),
+    "fakeroot": (frozenset({"-l", "--lib", "--faked", "-s", "-i", "-b"}), 0),
+    "runuser": (frozenset({"-u", "--user", "-g", "--group", "-G", "--supp-group", "-s", "--shell", "-w",
+                           "--whitelist-environment"}), 0),
     "chroot": (frozenset({"--userspec", "--groups"}), 1),
 }
 # wrappers whose option moves the command to another folder (``env -C DIR``, ``sudo -D DIR``)
