@@ -55,6 +55,7 @@ def texts(key: str) -> dict[str, str]:
     words = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 9))) for _ in range(5000)]
     prose = " ".join(rng.choice(words) for _ in range(SIZE // 6))[:SIZE]
     code = "".join(f"s = '{w}\\n%d%% &amp; \\u00e9 \\x41 caf%C3%A9 a:b \u00e9\u200d'\n" for w in words)  # escapes, no secret
+    world = " ".join(f"{w} caf\u00e9 na\u00efve \u4e16\u754c\u3002 \U0001f600 \uff21{w}" for w in words)  # no secret
     return {
         "prose, no secret": prose,
         "prose, 500 prefix-less echoes": _sprinkle(prose, key[3:]),
@@ -65,6 +66,10 @@ def texts(key: str) -> dict[str, str]:
         "prose, 500 u-escaped echoes": _sprinkle(prose, "".join(f"\\u{ord(c):04x}" for c in key)),
         "prose, 500 HTML-entity echoes": _sprinkle(prose, "".join(f"&#{ord(c)};" for c in key)),
         "prose, 500 echoes with U+200B every 6": _sprinkle(prose, "\u200b".join(key[i : i + 6] for i in range(0, len(key), 6))),
+        "prose with accents, CJK and emoji, no secret": (world * (SIZE // len(world) + 1))[:SIZE],
+        "prose, 500 double-percent echoes": _sprinkle(prose, "".join(f"%25{b:02X}" for b in key.encode())),
+        "prose, 500 fullwidth echoes": _sprinkle(prose, "".join(chr(ord(c) + 0xFEE0) for c in key)),
+        "prose, 500 echoes with a combining mark each": _sprinkle(prose, "".join(c + "\u0301" for c in key)),
     }
 
 
