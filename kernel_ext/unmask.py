@@ -79,17 +79,25 @@ def _tables() -> tuple[re.Pattern[str], re.Pattern[str], dict[str, str]]:
             base = "".join(c for c in unicodedata.normalize("NFKD", char) if unicodedata.category(c) not in ("Mn", "Me"))
             if base.isascii() and base:
                 folds[char] = base
-    drop = re.compile(f"[{INVISIBLE}{_SPACES}{_ranges(marks)}]+")
-    fold = re.compile(f"[\U000e0000-\U000e007f]{{{TAG_RUN},}}|[{_ranges([ord(c) for c in folds])}]+")
+    codes = [ord(c) for c in folds]
+    drop = re.compile(f"[{INVISIBLE}{_SPACES}{_class(marks)}]+")
+    fold = re.compile(f"[\U000e0000-\U000e007f]{{{TAG_RUN},}}|[{_class(codes)}]+")
     folds.update({chr(0xE0000 + code): chr(code) for code in range(0x80)})
     return drop, fold, folds
 
 
-def _ranges(codes: list[int]) -> str:
-    """Sorted code points as a character class body (``a-z`` for each contiguous run)."""
+def _class(codes: list[int]) -> str:
+    """Sorted code points as a character class body: exact in the BMP (``re`` keeps a bitmap
+    there) and, beyond it, a few wide ranges (``re`` tries those in turn for every character)
+    whose holes are historic-script letters and symbols: read past or as themselves, harmless."""
+    return _ranges([c for c in codes if c < 0x10000]) + _ranges([c for c in codes if c >= 0x10000], gap=1024)
+
+
+def _ranges(codes: list[int], gap: int = 1) -> str:
+    """Sorted code points as a character class body (``a-z`` for each run with holes under ``gap``)."""
     runs: list[list[int]] = []
     for code in codes:
-        if runs and runs[-1][1] == code - 1:
+        if runs and code - runs[-1][1] <= gap:
             runs[-1][1] = code
         else:
             runs.append([code, code])
@@ -187,7 +195,7 @@ def _round(text: str, pattern: re.Pattern[str], units: Callable[[re.Match[str]],
 def _folded(match: re.Match[str]) -> list[Unit]:
     """A run of foldable characters (or of tag characters) as the ASCII each spells."""
     folds = _tables()[2]
-    decoded = [folds[c] for c in match.group()]
+    decoded = [folds.get(c, c) for c in match.group()]  # a hole in a wide range reads as itself
     if all(len(d) == 1 for d in decoded):
         return [(1, 1, len(decoded), "".join(decoded))]
     return [(1, len(d), 1, d) for d in decoded]
