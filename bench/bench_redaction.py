@@ -29,6 +29,21 @@ alone moved 160 -> 218 -> 486 ms between runs), median ms old -> new: no secret 
 holding ~200,000 escapes) 651/519 -> 1804/2770, as each escape is decoded in Python (a few
 microseconds each, linear); the old code read none of them, which is how an escaped key got
 through. Event fields are kilobytes, so this is ~1 ms per 100 escapes in practice.
+
+Since issue 28's second red team (nested encodings, octal, ``0x`` bytes, backslash-newlines,
+combining marks, tag characters, fullwidth/mathematical letters): four texts more (non-ASCII
+prose with no secret; 500 double-percent, fullwidth and combining-mark echoes, all cut now,
+none before). Main (a3b9cf9) then this branch, once each, same shared machine under load,
+median ms old -> new: no secret 304 -> 461, prefix-less 362 -> 162, spaced-out 367 -> 536,
+base64 170 -> 547, percent 386 -> 242, \\u 318 -> 490, entities 378 -> 671, U+200B 248 -> 609,
+double-percent 247 -> 249, fullwidth 307 -> 228, combining 475 -> 368 (ASCII texts take the
+same path as before: swings both ways are load). Worse, for a reason: "code full of escapes"
+2013 -> 4683 (each round that decoded something runs again: ``\\u00e9`` becomes é, which is
+then folded, and ``%%`` is lexed again; up to three linear rounds), and "accents, CJK and
+emoji" 237 -> 1627: every accented or fullwidth letter is folded (a map row per run, in
+Python) and marks are dropped with a larger class; linear, ~0.8 ms per KB of dense non-ASCII
+text, and event fields are kilobytes. First non-ASCII text in a process also builds the
+fold/mark tables from ``unicodedata`` once (~0.2 s).
 """
 
 from __future__ import annotations
@@ -55,6 +70,7 @@ def texts(key: str) -> dict[str, str]:
     words = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 9))) for _ in range(5000)]
     prose = " ".join(rng.choice(words) for _ in range(SIZE // 6))[:SIZE]
     code = "".join(f"s = '{w}\\n%d%% &amp; \\u00e9 \\x41 caf%C3%A9 a:b \u00e9\u200d'\n" for w in words)  # escapes, no secret
+    world = " ".join(f"{w} caf\u00e9 na\u00efve \u4e16\u754c\u3002 \U0001f600 \uff21{w}" for w in words)  # no secret
     return {
         "prose, no secret": prose,
         "prose, 500 prefix-less echoes": _sprinkle(prose, key[3:]),
@@ -65,6 +81,10 @@ def texts(key: str) -> dict[str, str]:
         "prose, 500 u-escaped echoes": _sprinkle(prose, "".join(f"\\u{ord(c):04x}" for c in key)),
         "prose, 500 HTML-entity echoes": _sprinkle(prose, "".join(f"&#{ord(c)};" for c in key)),
         "prose, 500 echoes with U+200B every 6": _sprinkle(prose, "\u200b".join(key[i : i + 6] for i in range(0, len(key), 6))),
+        "prose with accents, CJK and emoji, no secret": (world * (SIZE // len(world) + 1))[:SIZE],
+        "prose, 500 double-percent echoes": _sprinkle(prose, "".join(f"%25{b:02X}" for b in key.encode())),
+        "prose, 500 fullwidth echoes": _sprinkle(prose, "".join(chr(ord(c) + 0xFEE0) for c in key)),
+        "prose, 500 echoes with a combining mark each": _sprinkle(prose, "".join(c + "\u0301" for c in key)),
     }
 
 

@@ -8,10 +8,12 @@ downstream (widgets, notebooks, logs, ``events.jsonl``) ever holds the value.
 A known secret is cut whole and in part: any run of ``FRAGMENT_CHARS`` or more consecutive
 characters of it (an endpoint that echoes the key without its ``sk-`` prefix, a model that
 quotes half of it), however it is written: the text is read as ``kernel_ext.unmask`` spells it
-(percent-encoding of any byte, ``\\uXXXX`` / ``\\xNN`` escapes and HTML entities decoded;
-invisible characters, non-ASCII spaces and separators such as whitespace, ``+ - _ . , " ' :``
-dropped), so a key percent-encoded byte by byte, written as entities or with a zero-width
-character every few characters is still one run. Its common encodings are cut the same way,
+(percent-encoding of any byte, ``\\uXXXX`` / ``\\xNN`` / octal escapes, HTML entities and
+``0x74`` bytes decoded, nested ones too; fullwidth, mathematical and accented letters folded to
+ASCII, tag characters read as ASCII; invisible characters, combining marks, non-ASCII spaces and
+separators such as whitespace, ``+ - _ . , " ' :`` dropped), so a key percent-encoded twice,
+written as entities, in fullwidth letters or with a zero-width character every few characters
+is still one run. Its common encodings are cut the same way,
 from runs of ``encoded_fragment`` characters: reversed, hex (lower and upper case, also split by
 colons or spaces) and standard and URL-safe base64 at each of the three byte alignments (so a
 piece of a longer encoded text counts too). Secrets shorter than the fragment are cut whole,

@@ -39,13 +39,19 @@ def _dropped(char: str) -> bool:
 
 
 def reveal(text: str) -> str:
-    """What ``text`` spells: escapes, percent-encoding and entities decoded, invisible characters,
-    spaces and separators dropped."""
-    text = re.sub(r"\\+U([0-9a-fA-F]{8})", lambda m: chr(int(m[1], 16)), text)
-    text = re.sub(r"\\+u([0-9a-fA-F]{4})", lambda m: chr(int(m[1], 16)), text)
-    text = re.sub(r"\\+x([0-9a-fA-F]{2})", lambda m: chr(int(m[1], 16)), text)
-    text = html.unescape(unquote(text))
-    return re.sub(r"[+\-_.,\"':]", "", "".join(c for c in text if not _dropped(c)))
+    """What ``text`` spells: escapes, percent-encoding, entities and ``0x`` bytes decoded (three
+    times over, for nested ones), backslash-newlines joined, tag-character runs read as ASCII,
+    compatibility letters folded (NFKD), invisible characters, marks, spaces and separators dropped."""
+    for _ in range(3):
+        text = re.sub(r"\\+U([0-9a-fA-F]{8})", lambda m: chr(int(m[1], 16)), text)
+        text = re.sub(r"\\+u([0-9a-fA-F]{4})", lambda m: chr(int(m[1], 16)), text)
+        text = re.sub(r"\\+x([0-9a-fA-F]{2})", lambda m: chr(int(m[1], 16)), text)
+        text = re.sub(r"\\+([0-3][0-7]{2})", lambda m: chr(int(m[1], 8)), text)
+        text = re.sub(r"\b0[xX]([0-9a-fA-F]{2})\b", lambda m: chr(int(m[1], 16)), text.replace("\\\n", ""))
+        text = re.sub("[\U000e0000-\U000e007f]{4,}", lambda m: "".join(chr(ord(c) - 0xE0000) for c in m[0]), text)
+        text = unicodedata.normalize("NFKD", html.unescape(unquote(text)))
+    text = "".join(c for c in text if not _dropped(c) and unicodedata.category(c) not in ("Mn", "Me"))
+    return re.sub(r"[+\-_.,\"':]", "", text)
 
 
 def assert_hidden(text: str | bytes, key: str, where: str) -> None:

@@ -6,7 +6,11 @@ view and partial text; a key with a zero-width or format character (U+200C, U+20
 U+200B showed as ``\\u200b`` markers) every six characters was never redacted and the run view
 showed it. Now ``kernel_ext.unmask`` reads a text decoded (percent of any byte, ``\\u``/``\\x``
 escapes, HTML entities) and past invisible characters, non-ASCII spaces and ``:``, and the view
-escapes every invisible character.
+escapes every invisible character. A second red team (verified end to end: the double-encoded
+and the fullwidth key reached the CLI timeline, ``events.jsonl`` and the exported notebook):
+nested encodings, ``0x`` bytes, octal escapes, backslash-newline splits, a combining mark after
+every character, tag characters, fullwidth and mathematical letters. Now decoding repeats to a
+fixed point (three rounds), marks are read past and compatibility letters folded to ASCII.
 
 Every disguise (``secret_disguises.FORMS``, the echo app's own table) against the matcher, a
 real loopback endpoint streaming it into partial text, and a REST run on a real Jupyter server
@@ -82,6 +86,10 @@ ORDINARY = [
     "family: \U0001F468\u200d\U0001F469\u200d\U0001F467, Persian: \u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",
     "mac 00:1a:2b:3c:4d:5e, ipv6 fe80::1ff:fe23:4567:890a, time 12:34:56, sha 9f86d081884c7d659a2feaa0c55ad015",
     "printf('%s: %d%%\\n', name, 100); re.compile(r'\\d+\\.\\w*'); s = '\\x1b[31mred\\x1b[0m'",
+    "\uff28\uff45\uff4c\uff4c\uff4f\u3000\u4e16\u754c\u3001\u3053\u3093\u306b\u3061\u306f\u3002 caf\u00e9 nai\u0308ve r\u00e9sum\u00e9 "
+    "\u00c5ngstr\u00f6m \ufb01nance \U0001d401\U0001d428\U0001d425\U0001d41d \u2460 \u00bd \ud55c\uad6d\uc5b4 "
+    "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f \U0001f44d\U0001f3fd",
+    'char buf[] = {0x41, 0x42, 0x43, 0x44}; printf("\\101\\102\\n"); #define X \\\n  1; %2541 &#37;41 \\u0025',
 ]
 
 
@@ -102,7 +110,10 @@ def test_ordinary_prose_and_code_are_unchanged():
 
 KEYS = st.text(alphabet=string.ascii_letters + string.digits + "/+=-_", min_size=FRAGMENT_CHARS, max_size=48)
 SPELLINGS = [lambda c: c, lambda c: f"%{ord(c):02x}", lambda c: f"\\u{ord(c):04X}", lambda c: f"\\\\u{ord(c):04x}",
-             lambda c: f"\\x{ord(c):02x}", lambda c: f"&#{ord(c)};", lambda c: f"&#x{ord(c):x};", lambda c: f"\\U{ord(c):08x}"]
+             lambda c: f"\\x{ord(c):02x}", lambda c: f"&#{ord(c)};", lambda c: f"&#x{ord(c):x};", lambda c: f"\\U{ord(c):08x}",
+             lambda c: f"\\{ord(c):03o}", lambda c: f"%25{ord(c):02x}", lambda c: f"%5Cu{ord(c):04x}",
+             lambda c: "".join(f"&#{ord(x)};" for x in f"%{ord(c):02X}"), lambda c: f" 0x{ord(c):02x},",
+             lambda c: chr(ord(c) + 0xFEE0), lambda c: c + "\u0301", lambda c: c + "\\\n"]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -119,7 +130,8 @@ def test_a_key_never_survives_any_mix_of_disguises(key, data):
 
 
 NOISE = st.lists(st.one_of(st.text(max_size=12), st.sampled_from(
-    ["%41", "%zz", "&amp;", "&#65;", "&bogus;", "\\u00e9", "\\x41", "\\", "\u200b", "\u200d", "\xa0", ":", "%", "&"])), max_size=30)
+    ["%41", "%zz", "&amp;", "&#65;", "&bogus;", "\\u00e9", "\\x41", "\\", "\u200b", "\u200d", "\xa0", ":", "%", "&",
+     "%2541", "\\101", " 0x41 ", "\\\n", "\uff41", "\u0301", "\U000e0041" * 4, "\U0001d41a"])), max_size=30)
 
 
 @settings(max_examples=300, deadline=None)
