@@ -6,8 +6,9 @@ the output checks thirty times over. The key is everything the output is a funct
 options, BESSER's version, this project's version and the source of the modules that shape the
 output, the operator's method-bodies mode, the interpreter. Only deterministic in-process
 generators over a domain model alone are cached (a confined generator runs other programs, whose
-output may carry fresh secrets or times; supabase stamps the time into its migration). The checks' report is kept beside the files under its own key (the
-sandbox tier, whether the app was imported, the interpreter and its package folders), and only
+output may carry fresh secrets or times; supabase stamps the time into its migration). The
+checks' report is kept beside the files under its own key (the sandbox tier, whether the app
+was imported, the interpreter and its package folders), and only
 when it is settled (not a failed or unrun app import, which may be the machine's, not the code's).
 
 The folder is host-owned (``kernel_ext.hostcache``: 0700, no-follow, judged on descriptors; an

@@ -120,22 +120,21 @@ def run_phase1(
     with outputcache.slot(settings if key else outputcache.CacheSettings(None), key or "") as slot:
         check_key = outputcache.checks_key(import_app, sandbox_policy) if key and check else ""
         hit = slot.read(check_key)
-        output = GeneratedOutput(spec, opts, hit.files, 0.0, stubbed=hit.stubbed) if hit else \
-            generate(spec, models, opts, policy=sandbox_policy)
-        published = publish_output(workspace, output)
-        manifest = output.manifest()
-        if ledger is not None:
-            ledger.record(spec.name, manifest, output.options.model_dump(), reused_from_cache=hit is not None)
-        if hit and hit.checks is not None and check:
-            checks = hit.checks
-        elif check and spec.kind == "besser":
-            checks = check_files(output.files, spec.check_root, spec.entrypoint, import_app=import_app, policy=sandbox_policy)
-        else:
-            checks = CheckReport(app_import="skipped: not requested" if not check else "skipped: build files only")
-        if key and hit is None:
-            slot.store(output.files, check_key if check else "", checks if check else None, output.stubbed)
-        elif hit and hit.checks is None and check:
-            slot.add_checks(check_key, checks)
+        if hit is None:  # made and first checked under the key's lock: runs with this key wait, then reuse it
+            output = generate(spec, models, opts, policy=sandbox_policy)
+            checks = _check(output, check, import_app, sandbox_policy)
+            if key:
+                slot.store(output.files, check_key, checks if check else None, output.stubbed)
+    if hit is not None:
+        output = GeneratedOutput(spec, opts, hit.files, 0.0, stubbed=hit.stubbed)
+        checks = hit.checks if hit.checks is not None and check else _check(output, check, import_app, sandbox_policy)
+        if check and hit.checks is None and key:  # checked again outside the lock (an unsettled report is not kept)
+            with outputcache.slot(settings, key) as again:
+                again.add_checks(check_key, checks)
+    published = publish_output(workspace, output)
+    manifest = output.manifest()
+    if ledger is not None:
+        ledger.record(spec.name, manifest, output.options.model_dump(), reused_from_cache=hit is not None)
     checks.findings[:0] = output.findings()  # how the generator itself ran (a confined one under ``off``, stubs)
     checks.findings[:0] = [Finding("warning", "phase1.cache", note, code="phase1_cache_unsafe") for note in slot.notes]
     return Phase1Result(
@@ -154,6 +153,13 @@ def run_phase1(
         notes=[*loaded.notes, *loaded.warnings, *(["Phase 1 output reused from cache"] if hit else [])],
         reused_from_cache=hit is not None,
     )
+
+
+def _check(output: GeneratedOutput, check: bool, import_app: bool, policy: str | None) -> CheckReport:
+    spec = output.spec
+    if check and spec.kind == "besser":
+        return check_files(output.files, spec.check_root, spec.entrypoint, import_app=import_app, policy=policy)
+    return CheckReport(app_import="skipped: not requested" if not check else "skipped: build files only")
 
 
 def besser_version() -> str:
