@@ -106,6 +106,7 @@ class ErrorCode(StrEnum):
     REQUIREMENTS_UNMET = "requirements_unmet"
     REQUIREMENTS_INVALID = "requirements_invalid"  # a requirements.txt line the reader cannot parse or evaluate
     APP_ENV_CACHE_UNSAFE = "app_env_cache_unsafe"  # the overlay cache is a link, not the server user's, or writable by others
+    PHASE1_CACHE_UNSAFE = "phase1_cache_unsafe"  # Phase 1's output cache is a link, another user's, or writable by others
     # task list (kernel_ext.tools.task_list): listed so every code a tool raises is named (fuzzing found these missing)
     UNKNOWN_TASK = "unknown_task"
     TASK_REQUIRED = "task_required"

@@ -1,7 +1,12 @@
+import os
 import sys
 from pathlib import Path
 
 import pytest
+
+# Phase 1's output cache is the server user's and lasts across runs: a test (and a server or kernel
+# it starts) generates fresh unless it points the cache at a folder of its own (test_phase1_cache).
+os.environ["BESSER_PHASE1_CACHE"] = "off"
 
 # Fixtures for the Jupyter server tests (jp_serverapp, jp_fetch, base url "/a%40b/"); the
 # session's fresh install environments (install_fixtures: shared by every test that needs one);

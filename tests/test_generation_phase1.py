@@ -249,3 +249,17 @@ def test_the_app_import_runs_only_in_the_sandbox(tmp_path):
     confined = check_files(hostile, "app", "main_api")  # the operator's tier: the write fails inside
     assert confined.app_import == "failed" and confined.app_import_tier in ("bwrap", "landlock")
     assert not planted.exists()
+
+
+def test_imports_read_off_bytecode_miss_none_the_tree_would_report():
+    """A file is made a tree only when its bytecode names a module nobody provides: imports inside
+    functions, after ``;`` or behind a line continuation are still found, a guarded one still is not."""
+    files = {
+        "app/a.py": b"import json\ndef f():\n    import not_here_in_a_function\n",
+        "app/b.py": b"x = 1; import not_here_after_semicolon\n",
+        "app/c.py": b"import os, \\\n    not_here_continued\n",
+        "app/d.py": b"try:\n    import not_here_guarded\nexcept ImportError:\n    pass\nfrom . import sibling\n",
+    }
+    report = check_files(files, "app", None)
+    missing = sorted(f.message.split()[2] for f in report.findings if f.message.startswith("missing module:"))
+    assert missing == ["not_here_after_semicolon", "not_here_continued", "not_here_in_a_function"]

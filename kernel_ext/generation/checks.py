@@ -4,10 +4,13 @@ Findings found here are handed to Phase 2 as context instead of being discovered
 Messages use the prefixes Phase 3 ranks by (``syntax error in``, ``missing module:``,
 ``application startup:``) so one vocabulary runs through the pipeline.
 
-The app-import check executes model-derived code (a model's method bodies land in the ORM's
-class bodies), so it runs only in a one-off sandbox (``run_confined``): the operator's tier,
-network off, the scrubbed environment, the host's ``/proc`` and files out of sight, writes
-only to a temporary copy of the generated files and a throwaway SQLite database, a timeout.
+Each file is compiled once (syntax), and the names it imports are read off its bytecode: only
+a file naming a module that neither the app, the standard library nor this interpreter provides
+is parsed into a tree, to tell a guarded import from a missing one (so a 200-class app is not
+turned into Python trees file by file). Each distinct module name is looked up once.
+
+The app-import check executes model-derived code, so it runs only in a one-off sandbox
+(``appimport``), importing the bytecode compiled here.
 Where no tier can start, the check is not run (``app_import`` says so, with a
 ``sandbox_unavailable`` finding); under the operator's explicit ``off`` tier it runs
 unconfined and a ``sandbox_off`` finding says that it did.
@@ -16,15 +19,16 @@ unconfined and a ``sandbox_off`` finding says that it did.
 from __future__ import annotations
 
 import ast
+import dis
 import importlib.util
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
+from types import CodeType
 
 from kernel_ext.findings import Finding  # the one finding shape of the pipeline
-from kernel_ext.pyparse import parse_source
+from kernel_ext.pyparse import compile_source, parse_source
 
 # Generator output is shaped by BESSER's templates (no hostile nesting), and a large model makes
 # large modules: parsed up to the workspace read cap, past pyparse's bound for LLM-written code.
@@ -41,6 +45,9 @@ class CheckReport:
     app_import: str = "skipped: no entry module"
     app_import_tier: str = ""  # the sandbox tier the app import ran under ("" when it did not run)
     seconds: float = 0.0
+    # False when the app import was wanted but did not succeed or could not run: a result that may
+    # be the machine's (load, a sandbox that would not start), so Phase 1's cache does not keep it
+    settled: bool = True
 
     @property
     def blockers(self) -> list[Finding]:
@@ -62,15 +69,22 @@ def check_files(files: dict[str, bytes], app_root: str = "", entrypoint: str | N
     requirements = requirement_names(files.get(str(root / "requirements.txt") if app_root else "requirements.txt", b""))
     missing: set[str] = set()
     resolved: set[str] = set(local) | set(sys.stdlib_module_names)
+    absent: set[str] = set()
+    code: dict[str, CodeType] = {}
     for path, data in sorted(python.items()):
         try:
-            tree = parse_source(data.decode("utf-8"), filename=path, max_bytes=GENERATED_MAX_BYTES)
+            compiled = compile_source(data.decode("utf-8"), path, max_bytes=GENERATED_MAX_BYTES)
+            # only a file naming a module nobody provides is made a tree, to tell guarded imports apart
+            tree = parse_source(data, filename=path, max_bytes=GENERATED_MAX_BYTES) \
+                if _unresolved(imported_names(compiled), resolved, missing, absent) else None
         except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
             line = getattr(exc, "lineno", None)
             where = f"{path} line {line}" if line is not None else path
             report.findings.append(Finding("blocker", "phase1.syntax", f"syntax error in {where}: {getattr(exc, 'msg', exc)}", path, line))
             continue
-        report.findings += import_findings(path, tree, resolved, missing, requirements)
+        code[path] = compiled
+        if tree is not None:
+            report.findings += import_findings(path, tree, resolved, missing, requirements)
     if not (import_app and entrypoint):
         report.app_import = "skipped: no entry module" if not entrypoint else "skipped: not requested"
     elif str(root / f"{entrypoint}.py") not in files:
@@ -81,9 +95,49 @@ def check_files(files: dict[str, bytes], app_root: str = "", entrypoint: str | N
         report.app_import = f"skipped: {', '.join(sorted(missing))} not installed in this interpreter"
         report.findings.append(Finding("info", "phase1.app_import", f"app import not checked: {report.app_import[9:]}"))
     else:
-        _check_app_import(report, files, root, entrypoint, timeout, policy)
+        _check_app_import(report, files, code, root, entrypoint, timeout, policy)
     report.seconds = time.perf_counter() - started
     return report
+
+
+_IMPORT_NAME = dis.opmap["IMPORT_NAME"]
+_EXTENDED_ARG = dis.EXTENDED_ARG
+
+
+def imported_names(code: CodeType) -> set[str]:
+    """Every top-level name an ``import`` in ``code`` (nested functions and classes included) names,
+    guarded or not, relative ones as written: a superset of what ``_imports`` reports."""
+    names: set[str] = set()
+    stack = [code]
+    while stack:
+        co = stack.pop()
+        stack.extend(c for c in co.co_consts if isinstance(c, CodeType))
+        raw = co.co_code
+        at = raw.find(_IMPORT_NAME)
+        while at >= 0:
+            if at % 2 == 0:  # wordcode: an opcode at every even offset, its argument after it
+                arg, shift, back = raw[at + 1], 8, at - 2
+                while back >= 0 and raw[back] == _EXTENDED_ARG:
+                    arg |= raw[back + 1] << shift
+                    shift, back = shift + 8, back - 2
+                name = co.co_names[arg].split(".")[0]
+                if name:
+                    names.add(name)
+            at = raw.find(_IMPORT_NAME, at + 1)
+    return names
+
+
+def _unresolved(names: set[str], resolved: set[str], missing: set[str], absent: set[str]) -> bool:
+    """True when one of ``names`` (not yet reported ``missing``) is neither known nor installed; each
+    name is looked up once (``resolved`` and ``absent`` grow as names are)."""
+    found = False
+    for name in names - resolved - missing:
+        if name not in absent and importlib.util.find_spec(name) is not None:
+            resolved.add(name)
+        else:
+            absent.add(name)
+            found = True
+    return found
 
 
 def import_findings(path: str, tree: ast.Module, resolved: set[str], missing: set[str], requirements: set[str],
@@ -165,55 +219,26 @@ def _imports(tree: ast.Module) -> list[tuple[str, int]]:
     return found
 
 
-def _check_app_import(report: CheckReport, files: dict[str, bytes], root: PurePosixPath, entrypoint: str,
-                      timeout: float, policy: str | None) -> None:
+def _check_app_import(report: CheckReport, files: dict[str, bytes], code: dict[str, CodeType], root: PurePosixPath,
+                      entrypoint: str, timeout: float, policy: str | None) -> None:
     from kernel_ext.errors import ToolFailure
+    from kernel_ext.generation.appimport import import_entry
     from kernel_ext.sandbox import OFF_WARNING, Tier
 
     try:
-        ok, detail, tier = _import_entry(files, root, entrypoint, timeout, policy)
+        ok, detail, tier = import_entry(files, code, root, entrypoint, timeout, policy)
     except ToolFailure as exc:  # no sandbox: the generated code is not run at all (fail closed)
+        report.settled = False
         report.app_import = f"skipped: {exc.message}"
         report.findings.append(Finding("warning", "phase1.app_import", f"app import not checked: {exc.message}; "
                                        "generated code never runs outside the sandbox", code=exc.code))
         return
     report.app_import = "ok" if ok else "failed"
     report.app_import_tier = tier
+    report.settled = ok
     if tier == Tier.OFF:
         report.findings.append(Finding("warning", "phase1.app_import", f"the app import check ran unconfined: {OFF_WARNING}",
                                        code="sandbox_off"))
     if not ok:
         report.findings.append(Finding("blocker", "phase1.app_import", f"application startup: importing {entrypoint} failed: {detail}",
                                        str(root / f"{entrypoint}.py")))
-
-
-def _import_entry(files: dict[str, bytes], root: PurePosixPath, entrypoint: str, timeout: float,
-                  policy: str | None) -> tuple[bool, str, str]:
-    """(imported, why not, tier): import the entry module in a one-off sandbox over a temporary copy."""
-    from kernel_ext.sandbox import run_confined
-
-    with tempfile.TemporaryDirectory(prefix="besser-phase1-check-") as tmp:
-        base, home = Path(tmp) / "app", Path(tmp) / "home"
-        home.mkdir()
-        for path, data in files.items():
-            try:
-                rel = PurePosixPath(path).relative_to(root)
-            except ValueError:
-                continue
-            target = base.joinpath(*rel.parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        base.mkdir(exist_ok=True)
-        env = {"PYTHONDONTWRITEBYTECODE": "1", "DATABASE_URL": f"sqlite:///{Path(tmp) / 'phase1-check.db'}"}
-        code = "import sys; sys.path.insert(0, '.'); import importlib; importlib.import_module(sys.argv[1])"  # the name is data
-        done = run_confined([sys.executable, "-B", "-c", code, entrypoint], tmp, timeout, network=False, cwd=base, env=env,
-                            home=home, policy=policy, spill_output=False, label=f"phase 1: import {entrypoint}")
-        base_text = str(Path(tmp).resolve() / "app")
-    if done.timed_out:
-        return False, f"did not finish within {timeout:.0f} s", done.tier
-    if done.exit_code == 0:
-        return True, "", done.tier
-    lines = [ln for ln in done.stderr.text.strip().splitlines() if ln.strip()]
-    where = next((ln.strip() for ln in reversed(lines) if ln.strip().startswith("File ") and "/app/" in ln), "")
-    last = lines[-1].strip() if lines else f"exit code {done.exit_code}"
-    return False, (f"{last} ({where.replace(base_text, '')})" if where else last)[:600], done.tier

@@ -82,11 +82,20 @@ class GenerationLedger:
     files: dict[str, str] = field(default_factory=dict)
     runs: list[dict] = field(default_factory=list)
 
-    def record(self, generator: str, files: Iterable[GeneratedFile], options: Mapping | None = None) -> None:
+    def record(self, generator: str, files: Iterable[GeneratedFile], options: Mapping | None = None, *,
+               reused_from_cache: bool = False) -> None:
+        """The files one generation published; the same whether made now or taken from Phase 1's cache
+        (``reused_from_cache`` only marks its entry in ``runs``)."""
         listed = list(files)
         for f in listed:
             self.files[f.path] = f.sha256
-        self.runs.append({"generator": generator, "options": dict(options or {}), "files": len(listed)})
+        run = {"generator": generator, "options": dict(options or {}), "files": len(listed)}
+        self.runs.append({**run, "reused_from_cache": True} if reused_from_cache else run)
+
+    @property
+    def reused_from_cache(self) -> bool:
+        """Whether a generation of this run took its files from Phase 1's cache."""
+        return any(run.get("reused_from_cache") for run in self.runs)
 
     def split(self, current: Mapping[str, str]) -> dict[str, list[str]]:
         return authorship_split(self.files, current)

@@ -3,7 +3,10 @@
 ``run_phase1`` is the reusable step the pipeline (and ``python -m kernel_ext generate``)
 calls: check the model and its names (``model/names.py``), honour the chosen target as-is, generate into a private directory,
 publish through the fence, record what was produced (paths and hashes, for the authorship
-split), then check the output so its findings reach Phase 2 as context.
+split), then check the output so its findings reach Phase 2 as context. The same model, generator
+and options a second time take the files (and the settled checks) from Phase 1's cache
+(``outputcache``): published, recorded and reported as a fresh generation would be, marked
+``reused_from_cache``.
 
 It is synchronous (a second or two, several for a 200-class app's import check): async
 callers run it with ``asyncio.to_thread``.
@@ -18,10 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernel_ext.findings import Finding
+from kernel_ext.generation import outputcache
 from kernel_ext.generation.checks import CheckReport, check_files
 from kernel_ext.generation.manifest import GeneratedFile, GenerationLedger
 from kernel_ext.generation.registry import resolve_target
-from kernel_ext.generation.runner import PublishReport, generate, publish_output
+from kernel_ext.generation.runner import GeneratedOutput, PublishReport, generate, parse_options, publish_output
 
 if TYPE_CHECKING:  # BESSER loads with the first model
     from besser.BUML.metamodel.structural import DomainModel
@@ -42,6 +46,7 @@ class Phase1Result:
     generator_seconds: float
     total_seconds: float
     notes: list[str] = field(default_factory=list)
+    reused_from_cache: bool = False  # the files (and checks, when kept) came from Phase 1's cache
 
     @property
     def findings(self) -> list[Finding]:
@@ -70,6 +75,7 @@ class Phase1Result:
             "seconds": {"generator": round(self.generator_seconds, 4), "checks": round(self.checks.seconds, 4),
                         "total": round(self.total_seconds, 4)},
             "notes": self.notes,
+            "reused_from_cache": self.reused_from_cache,
         }
 
 
@@ -106,16 +112,31 @@ def run_phase1(
     else:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         workspace = Workspace(out_dir)
-    output = generate(spec, models, options, policy=sandbox_policy)
+    digest = model_digest(loaded.model)
+    opts = parse_options(spec, options)
+    settings = outputcache.CacheSettings.from_environment()
+    key = outputcache.output_key(spec.name, opts.model_dump(mode="json"), digest, besser_version()) \
+        if outputcache.cacheable(spec, models) else None
+    with outputcache.slot(settings if key else outputcache.CacheSettings(None), key or "") as slot:
+        check_key = outputcache.checks_key(import_app, sandbox_policy) if key and check else ""
+        hit = slot.read(check_key)
+        if hit is None:  # made and first checked under the key's lock: runs with this key wait, then reuse it
+            output = generate(spec, models, opts, policy=sandbox_policy)
+            checks = _check(output, check, import_app, sandbox_policy)
+            if key:
+                slot.store(output.files, check_key, checks if check else None, output.stubbed)
+    if hit is not None:
+        output = GeneratedOutput(spec, opts, hit.files, 0.0, stubbed=hit.stubbed)
+        checks = hit.checks if hit.checks is not None and check else _check(output, check, import_app, sandbox_policy)
+        if check and hit.checks is None and key:  # checked again outside the lock (an unsettled report is not kept)
+            with outputcache.slot(settings, key) as again:
+                again.add_checks(check_key, checks)
     published = publish_output(workspace, output)
     manifest = output.manifest()
     if ledger is not None:
-        ledger.record(spec.name, manifest, output.options.model_dump())
-    if check and spec.kind == "besser":
-        checks = check_files(output.files, spec.check_root, spec.entrypoint, import_app=import_app, policy=sandbox_policy)
-    else:
-        checks = CheckReport(app_import="skipped: not requested" if not check else "skipped: build files only")
-    checks.findings[:0] = output.findings()  # how the generator itself ran (a confined one under ``off``)
+        ledger.record(spec.name, manifest, output.options.model_dump(), reused_from_cache=hit is not None)
+    checks.findings[:0] = output.findings()  # how the generator itself ran (a confined one under ``off``, stubs)
+    checks.findings[:0] = [Finding("warning", "phase1.cache", note, code="phase1_cache_unsafe") for note in slot.notes]
     return Phase1Result(
         generator=spec.name,
         kind=spec.kind,
@@ -125,12 +146,20 @@ def run_phase1(
         published=published,
         checks=checks,
         model_name=loaded.model.name,
-        model_digest=model_digest(loaded.model),
+        model_digest=digest,
         besser_version=besser_version(),
         generator_seconds=output.seconds,
         total_seconds=time.perf_counter() - started,
-        notes=[*loaded.notes, *loaded.warnings],
+        notes=[*loaded.notes, *loaded.warnings, *(["Phase 1 output reused from cache"] if hit else [])],
+        reused_from_cache=hit is not None,
     )
+
+
+def _check(output: GeneratedOutput, check: bool, import_app: bool, policy: str | None) -> CheckReport:
+    spec = output.spec
+    if check and spec.kind == "besser":
+        return check_files(output.files, spec.check_root, spec.entrypoint, import_app=import_app, policy=policy)
+    return CheckReport(app_import="skipped: not requested" if not check else "skipped: build files only")
 
 
 def besser_version() -> str:

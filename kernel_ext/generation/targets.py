@@ -100,6 +100,9 @@ class GeneratorSpec:
     # BESSER's generator starts processes (running model-derived code): it runs whole in a
     # one-off sandbox (``confined.py``), never in the host process.
     confined: bool = False
+    # The same model and options give the same bytes (Phase 1's cache keeps only such output;
+    # tests/test_phase1_cache.py generates each one twice); supabase stamps the time into its migration
+    deterministic: bool = True
 
     @property
     def check_root(self) -> str:
@@ -235,7 +238,7 @@ BESSER_TARGETS: tuple[GeneratorSpec, ...] = (
     GeneratorSpec("rdf", "RDF vocabulary", "An RDF/Turtle vocabulary of the domain (vocabulary.ttl).",
                   NoOptions, _DOMAIN, "rdf", _rdf, stack=("rdf",)),
     GeneratorSpec("supabase", "Supabase schema", "A Supabase SQL migration for the domain.",
-                  SupabaseOptions, _DOMAIN, "supabase", _supabase, stack=("sql", "supabase")),
+                  SupabaseOptions, _DOMAIN, "supabase", _supabase, stack=("sql", "supabase"), deterministic=False),
     GeneratorSpec("django", "Django project", "A Django project with models, admin and views for the domain.",
                   DjangoOptions, _DOMAIN, "django", _django, stack=("python", "django", "backend"),
                   bundles=frozenset({"pydantic", "sqlalchemy", "json_schema", "sql"}), needs_executable="django-admin",

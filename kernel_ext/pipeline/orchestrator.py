@@ -187,8 +187,10 @@ class Orchestrator:
         for finding in self.phase1.findings:
             self.events.emit("finding", **finding.as_event())
         source = f"BESSER {self.phase1.besser_version}" if self.phase1.kind == "besser" else "the stack's build metadata"
-        return PhaseOutcome("done", f"{len(self.phase1.files)} files from {source}",
-                            {"files": len(self.phase1.files), "ok": self.phase1.ok})
+        reused = " (reused from cache)" if self.phase1.reused_from_cache else ""
+        return PhaseOutcome("done", f"{len(self.phase1.files)} files from {source}{reused}",
+                            {"files": len(self.phase1.files), "ok": self.phase1.ok,
+                             "reused_from_cache": self.phase1.reused_from_cache})
 
     async def _gap(self) -> PhaseOutcome:
         if self.base is not None:
@@ -366,7 +368,8 @@ class Orchestrator:
         from kernel_ext.generation.manifest import ledger_of
 
         report = result.report
-        split = ledger_of(self.tool_context.state).split(current)
+        ledger = ledger_of(self.tool_context.state)
+        split = ledger.split(current)
         blockers = [f"[{f.source}] {f.message}" for f in report.blockers]
         open_tasks = [f"{t.id} {t.text}" for t in self.tasks.open_tasks()]
         failing = self._failing_scenarios() if self.provider is not None else []
@@ -383,7 +386,8 @@ class Orchestrator:
                      phase_durations=self.timer, provider=self.provider, phase3=self.phase3,
                      generated=ledger_of(self.tool_context.state).files, base_run_id=self.request.base_run_id,
                      known_secrets=self.events.known_secrets)
-        summary = (f"{plural(len(split['generator_untouched']), 'generator file')} untouched, "
+        summary = (f"{plural(len(split['generator_untouched']), 'generator file')} untouched"
+                   f"{' (generated output reused from cache)' if ledger.reused_from_cache else ''}, "
                    f"{len(split['generator_llm_modified'])} modified by the LLM, {len(split['llm_authored'])} LLM-authored; "
                    f"{plural(len(blockers), 'blocker')}, {plural(len(open_tasks), 'open task')}")
         status, summary = self.budgets.ending("blocked" if incomplete else "completed", summary)
