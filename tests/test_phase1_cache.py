@@ -170,7 +170,7 @@ def test_an_unsafe_cache_folder_is_not_used_and_the_run_says_so(cache, tmp_path)
     result, _ = _run(tmp_path / "a")
     assert not result.reused_from_cache and (tmp_path / "a").is_dir()
     (finding,) = [f for f in result.findings if f.code == "phase1_cache_unsafe"]
-    assert "writable by group or others" in finding.message and "BESSER_PHASE1_CACHE" in finding.message
+    assert "is not private" in finding.message and "BESSER_PHASE1_CACHE" in finding.message
     assert sorted(cache.iterdir()) == before  # nothing written into it
     assert not _run(tmp_path / "b")[0].reused_from_cache
 
