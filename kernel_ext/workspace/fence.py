@@ -217,15 +217,7 @@ class Workspace:
             if st.st_size > max_bytes:
                 shown = path.display if isinstance(path, Location) else path
                 raise ToolFailure(ErrorCode.TOO_LARGE, f"{shown!r} is {st.st_size} bytes (limit {max_bytes})")
-            chunks = []
-            remaining = max_bytes + 1
-            while remaining > 0:
-                chunk = os.read(fd, min(remaining, 1 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                remaining -= len(chunk)
-            data = b"".join(chunks)
+            data = read_upto(fd, max_bytes + 1)
             if len(data) > max_bytes:
                 raise ToolFailure(ErrorCode.TOO_LARGE, "file grew past the read limit while reading")
             return data, st
@@ -266,6 +258,19 @@ def open_regular_at(dir_fd: int, name: str, shown: str | None = None) -> tuple[i
         os.close(fd)
         raise
     return fd, st
+
+
+def read_upto(fd: int, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``fd`` from where it stands, in bounded pieces (a file that grows
+    while it is read is caught by the caller asking for one byte more than it allows)."""
+    chunks, remaining = [], limit
+    while remaining > 0:
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
 
 
 NAME_MAX_BYTES = 255

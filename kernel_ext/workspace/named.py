@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.workspace.fence import FILE_FLAGS, Location, Workspace, open_regular_at
+from kernel_ext.workspace.fence import FILE_FLAGS, Location, Workspace, open_regular_at, read_upto
 
 __all__ = ["check", "locate", "read"]
 
@@ -54,14 +54,7 @@ def check(path: str | os.PathLike[str], root: Root, *, what: str, max_bytes: int
 def read(path: str | os.PathLike[str], root: Root, *, what: str, max_bytes: int) -> bytes:
     """The file's bytes, at most ``max_bytes`` (``too_large`` past them)."""
     with _opened(path, root, what, max_bytes) as fd:
-        chunks, remaining = [], max_bytes + 1
-        while remaining > 0:
-            chunk = os.read(fd, min(remaining, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-    data = b"".join(chunks)
+        data = read_upto(fd, max_bytes + 1)
     if len(data) > max_bytes:
         raise ToolFailure(ErrorCode.TOO_LARGE, f"{what} {os.fspath(path)!r} grew past {max_bytes} bytes while it was read")
     return data
