@@ -165,7 +165,7 @@ def test_a_damaged_cache_entry_is_rebuilt_not_fatal(wheelhouse, tmp_path, damage
     key = overlay_key(read_requirements(requirements).requirements)
     cache = tmp_path / "cache"
     entry = cache / key
-    cache.mkdir()
+    cache.mkdir(mode=0o700)  # the server's private folder, as it makes one (the damage is inside it)
     if damage == "no manifest":
         (entry / "site").mkdir(parents=True)
     elif damage == "a file":

@@ -130,6 +130,7 @@ def test_sealing_a_build_trusts_nothing_the_sandbox_wrote(tmp_path):
     victim.parent.mkdir()
     victim.write_text("the host's own file\n")
     scratch = _planted_scratch(tmp_path, victim)
+    (tmp_path / "cache").chmod(0o700)  # private, as the server makes it before a build
     settings = AppEnvSettings(cache=tmp_path / "cache")
     overlay = _seal(scratch, settings, "k", read_requirements("good-pkg==1.0\n").requirements, time.perf_counter())
     assert victim.read_text() == "the host's own file\n"  # no write through the planted name
