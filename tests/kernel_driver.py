@@ -35,7 +35,7 @@ class KernelDriver:
         self.client = manager.client()
         self.widgets: dict[str, dict[str, Any]] = {}  # comm_id -> latest state, in opening order
         self.clicked: set[str] = set()
-        self.printed: dict[str, str] = {}  # request msg_id -> its stream text
+        self.printed: dict[str, str] = {}  # request msg_id -> the text it printed or displayed
         self._replies: dict[str, asyncio.Future] = {}
         self._idle: dict[str, asyncio.Event] = {}  # request msg_id -> set at its IOPub ``status: idle``
         self._readers: list[asyncio.Task] = []
@@ -70,9 +70,10 @@ class KernelDriver:
                 idle = self._idle.get(message["parent_header"].get("msg_id", ""))
                 if idle is not None:
                     idle.set()
-            elif kind == "stream":
-                parent = message["parent_header"].get("msg_id", "")
-                self.printed[parent] = self.printed.get(parent, "") + content.get("text", "")
+            elif kind == "stream" or (kind == "display_data" and "text/plain" in content.get("data", {})):
+                parent = message["parent_header"].get("msg_id", "")  # a line displayed (a lesson's hint) is the cell's text too
+                text = content.get("text", "") if kind == "stream" else content["data"]["text/plain"] + "\n"
+                self.printed[parent] = self.printed.get(parent, "") + text
             elif kind == "comm_open" and content.get("target_name") == "jupyter.widget":
                 self.widgets[content["comm_id"]] = dict(content["data"].get("state", {}))
             elif kind == "comm_msg" and content.get("comm_id") in self.widgets:

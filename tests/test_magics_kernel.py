@@ -139,7 +139,10 @@ async def test_notebook_runs_in_process_under_nbclient(tmp_path, flavour):
     printed = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
     assert "[executed] edit" in printed and "done: completed" in printed
     view_output = notebook.cells[2].outputs[0]["data"]
-    assert "application/vnd.jupyter.widget-view+json" in view_output and "in-process" in view_output["text/plain"]
+    # the run ended: its live widget output was replaced by the finished run's static HTML (same display id),
+    # so a reopened notebook shows the run, never "model not found"
+    assert "application/vnd.jupyter.widget-view+json" not in view_output and "in-process" in view_output["text/plain"]
+    assert "completed" in view_output["text/html"]
     models = notebook.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     assert {"VBoxModel", "HTMLModel"} <= {m["model_name"] for m in models.values()}
 

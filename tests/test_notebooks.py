@@ -243,7 +243,7 @@ def check_shell_tour(notebook, workdir: Path) -> None:
     assert "Central Library" in fetched and "GET /index.html" in fetched  # the one new log line, by cursor
     assert "sh_kill -> yes" in cell_text(notebook, 'await call("sh_kill"')
     plans = cell_text(notebook, "for command in")
-    for category, command in (("read-only", "ls -la"), ("mutating", "rm -rf build"), ("destructive", "rm -rf ~/.cache"),
+    for category, command in (("read-only", "ls -la"), ("destructive", "rm -rf build"), ("destructive", "rm -rf ~/.cache"),
                               ("network", "pip install requests")):
         assert re.search(rf"^{category}\s+{re.escape(command)}$", plans, flags=re.MULTILINE), (category, command)
     assert "after the cleanup: ['index.html', 'notes.tmp']" in cell_text(notebook, 'await call("sh_checkpoint"')
