@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -30,7 +32,7 @@ async def notebook_chunks(run_dir: Path, known: Iterable[str], *, timeout: float
     was read in (never joined on the loop: the caller writes them one by one)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-c", _CHILD, _ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE)
+        stderr=asyncio.subprocess.PIPE, env=_child_environment())
     try:
         async with asyncio.timeout(timeout):
             return await _collect(process, json.dumps({"run_dir": str(run_dir), "known": list(known)}).encode())
@@ -40,6 +42,14 @@ async def notebook_chunks(run_dir: Path, known: Iterable[str], *, timeout: float
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+def _child_environment() -> dict[str, str]:
+    """The sandbox's one environment scrub: the child is handed the keys it must cut on stdin and
+    needs none of the server's own (an export never holds a key it was not asked to find)."""
+    from kernel_ext.sandbox import scrub_environment
+
+    return scrub_environment(home=os.environ.get("HOME", "/"), tmpdir=tempfile.gettempdir()).env
 
 
 async def _collect(process: asyncio.subprocess.Process, order: bytes) -> list[bytes]:
