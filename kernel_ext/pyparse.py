@@ -16,10 +16,13 @@ output (Phase 1's check, shaped by BESSER's templates) passes its own, larger bo
 from __future__ import annotations
 
 import ast
+import gc
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import CodeType
 
-__all__ = ["MAX_SOURCE_BYTES", "TooDeep", "TooLarge", "check_size", "compile_source", "parse_source"]
+__all__ = ["MAX_SOURCE_BYTES", "TooDeep", "TooLarge", "check_size", "compile_source", "one_tree_at_a_time", "parse_source"]
 
 MAX_SOURCE_BYTES = 1024 * 1024
 
@@ -56,11 +59,27 @@ def check_size(source: str | bytes, filename: str = "<unknown>", max_bytes: int 
         raise TooLarge(filename, size, max_bytes)
 
 
-# CPython 3.11 keeps the AST converter's recursion depth per interpreter, not per thread: two threads
-# converting trees at once (a run's checks while another run loads its model) can end one of them in
-# "SystemError: AST constructor recursion depth mismatch" (seen once in 30 runs at once). Every tree
-# the host makes or compiles is made under this one lock.
+# CPython 3.11 keeps the AST converter's recursion depth per interpreter, not per thread. The converter
+# is C code and keeps the GIL unless a collection runs Python code in the middle of it (a gc callback,
+# a finalizer, a weakref callback); another thread may then convert a tree of its own (the traceback
+# module parses every line it underlines with carets) and this conversion ends in "SystemError: AST
+# constructor recursion depth mismatch" (seen once in 30 runs at once, from a traceback logged by
+# another run). So every tree the host makes or compiles is made under one lock with the collector
+# paused: nothing runs Python code in the middle, and trees the host makes never meet each other.
 AST_LOCK = threading.Lock()
+
+
+@contextmanager
+def one_tree_at_a_time() -> Iterator[None]:
+    """Hold this around any conversion between source, trees and bytecode (``ast.parse``, ``compile``)."""
+    with AST_LOCK:
+        was_enabled = gc.isenabled()
+        gc.disable()  # the nodes made here are all alive until the end: a collection would only cost time
+        try:
+            yield
+        finally:
+            if was_enabled:
+                gc.enable()
 
 
 def parse_source(source: str | bytes, filename: str = "<unknown>", max_bytes: int | None = MAX_SOURCE_BYTES,
@@ -70,7 +89,7 @@ def parse_source(source: str | bytes, filename: str = "<unknown>", max_bytes: in
     check_size(source, filename, max_bytes)
     flags = ast.PyCF_ONLY_AST | (ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if top_level_await else 0)
     try:
-        with AST_LOCK:
+        with one_tree_at_a_time():
             tree: ast.Module = compile(source, filename, "exec", flags=flags, dont_inherit=True)
             return tree
     except (RecursionError, MemoryError) as exc:
@@ -82,7 +101,7 @@ def compile_source(source: str | bytes | ast.Module, filename: str = "<unknown>"
     if not isinstance(source, ast.Module):
         check_size(source, filename, max_bytes)
     try:
-        with AST_LOCK:
+        with one_tree_at_a_time():
             return compile(source, filename, "exec", dont_inherit=True)
     except (RecursionError, MemoryError) as exc:
         raise TooDeep(filename, exc) from None

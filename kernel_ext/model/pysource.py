@@ -15,7 +15,7 @@ import tokenize
 from collections.abc import Iterator
 
 from kernel_ext.errors import ErrorCode, ToolFailure
-from kernel_ext.pyparse import AST_LOCK
+from kernel_ext.pyparse import one_tree_at_a_time
 
 MAX_STATEMENT_CHARS = 64 * 1024
 _CONTINUATIONS = frozenset({"else", "elif", "except", "finally"})
@@ -46,7 +46,7 @@ def iter_statements(text: str, source: str) -> Iterator[ast.stmt]:
                 "a model file builds its model in many short statements",
             )
         try:
-            with AST_LOCK:  # one tree at a time in this process (pyparse.AST_LOCK says why)
+            with one_tree_at_a_time():  # pyparse.AST_LOCK says why
                 tree = ast.parse(chunk, filename=source)
         except SyntaxError as exc:
             line = (exc.lineno or 1) + start - 1
