@@ -79,6 +79,7 @@ def stylesheet() -> str:
     return f"""
 .besser-run, .besser-card, .besser-request-report {{color: {TEXT}}}
 .besser-run table, .besser-card table {{color: inherit; font-size: inherit}}
+.besser-run table, .besser-card table, .besser-request-report table {{table-layout: auto; margin-left: 0; margin-right: 0}}
 .besser-req-line {{display: grid; grid-template-columns: 2em 5em minmax(10em, 1fr) 4em 5em 6em 5em 6em; gap: 0 12px;
   align-items: baseline; padding: 2px 0 2px 14px; border-bottom: 1px solid {BORDER}}}
 .besser-req-head {{font-weight: 600}}
