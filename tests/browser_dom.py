@@ -136,6 +136,10 @@ DIFF_JS = """
 diff => ({
   shown: [...diff.querySelectorAll('table')].filter(t => t.getClientRects().length).map(t => t.className),
   scrolls: diff.scrollWidth > diff.clientWidth + 1,
+  code_align: [...diff.querySelectorAll('td:not(.besser-lineno):not(.besser-mark)')].filter(td => td.getClientRects().length)
+    .map(td => getComputedStyle(td).textAlign).filter((v, i, all) => all.indexOf(v) === i),
+  added: [...diff.querySelectorAll('.besser-add')].filter(e => e.getClientRects().length)
+    .map(e => getComputedStyle(e.tagName === 'TR' ? e.cells[e.cells.length - 1] : e).backgroundColor),
   width: diff.clientWidth,
 })
 """

@@ -262,6 +262,9 @@ def diff_falls_back(page, view, shots: Path) -> None:
     (shots / "diff-widths.json").write_text(json.dumps({"at_1400": at_1400, "wide": wide}, indent=1))
     assert wide["shown"] == ["besser-diff-split"] and not wide["scrolls"], wide
     assert at_1400["shown"] == ["besser-diff-unified"] and not at_1400["scrolls"], at_1400  # fell back, by its own width
+    for box in (wide, at_1400):  # code reads from the left, added lines tinted (not JupyterLab's own table look)
+        assert box["code_align"] in (["left"], ["start"]) and box["added"], box
+        assert all(colour not in ("rgba(0, 0, 0, 0)", "transparent") for colour in box["added"]), box
     edit.locator("summary.besser-row-line").click()  # folded again
 
 

@@ -112,13 +112,15 @@ def stylesheet() -> str:
   font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 13px); color: {CONTENT}}}
 .besser-code table, .besser-diff table {{border-collapse: collapse; width: 100%}}
 .besser-code td, .besser-diff td {{padding: 0 6px; white-space: pre; vertical-align: top; text-align: left}}
+:is(.besser-run, .besser-card) .besser-code tr > td:not(.besser-lineno) {{text-align: left}}
 .besser-lineno {{color: {META}; text-align: right !important; user-select: none; width: 1%}}
 .besser-diff {{container-type: inline-size; max-height: 28em; overflow: auto; border: 1px solid {BORDER}}}
 .besser-diff-split {{display: none}}
 {split_rules}
-.besser-add {{background: {_tint(OK, 18)}}}
-.besser-del {{background: {_tint(BAD, 18)}}}
-.besser-hunk {{color: {META}; background: {PANEL}}}
+td.besser-add, tr.besser-add > td {{background: {_tint(OK, 18)}}}
+td.besser-del, tr.besser-del > td {{background: {_tint(BAD, 18)}}}
+.besser-hunk {{color: {META}}}
+.besser-hunk > td {{background: {PANEL}}}
 .besser-mark {{user-select: none; color: {META}; width: 1%}}
 .besser-table {{border-collapse: collapse}}
 .besser-table th, .besser-table td {{border-bottom: 1px solid {BORDER}; padding: 1px 8px; text-align: left}}
