@@ -244,19 +244,19 @@ def fits_at_1400(page, view, card, shots: Path, frontend: str) -> None:
 
 def diff_falls_back(page, view, shots: Path) -> None:
     """An edit's diff: side by side once its own box fits both sides of its longest line, unified
-    below that; either way never scrolled sideways (this diff's lines fit the box unified at 1400 px)."""
+    below that; either way never scrolled sideways (this diff's lines fit the box unified at 1400 px).
+    The box is widened in place (the viewport stays 1400 px): what decides is the box's own width."""
     edit = row(view, "modify_file").first
     edit.locator("summary.besser-row-line").click()
     diff = edit.locator(".besser-diff").first
     diff.wait_for()
     at_1400 = diff_box(diff)
-    page.set_viewport_size({"width": 2200, "height": 1800})  # a wide screen: the same diff's box doubles
+    diff.evaluate("box => { box.style.width = '1800px'; box.style.maxWidth = 'none'; }")  # its own box wider, same viewport
     try:
-        diff.scroll_into_view_if_needed()
         wide = diff_box(diff)
         shoot(page, shots, "2b-diff-wide", diff, element=True)
     finally:
-        page.set_viewport_size(WIDE)
+        diff.evaluate("box => { box.style.width = ''; box.style.maxWidth = ''; }")
     diff.scroll_into_view_if_needed()
     shoot(page, shots, "2c-diff-at-1400", diff, element=True)
     (shots / "diff-widths.json").write_text(json.dumps({"at_1400": at_1400, "wide": wide}, indent=1))
