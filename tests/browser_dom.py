@@ -132,6 +132,12 @@ card => {
 """.replace("(CUT)", CUT_JS)
 
 # a diff's two tables: which one shows, and whether the box must scroll sideways to show it
+# every table cell of a view whose text is not left-aligned (line numbers aside)
+ALIGN_JS = """
+view => [...view.querySelectorAll('td:not(.besser-lineno), th')].filter(c => c.getClientRects().length)
+  .filter(c => !['left', 'start'].includes(getComputedStyle(c).textAlign)).map(c => c.innerText.trim().slice(0, 40))
+"""
+
 DIFF_JS = """
 diff => ({
   shown: [...diff.querySelectorAll('table')].filter(t => t.getClientRects().length).map(t => t.className),
@@ -175,6 +181,10 @@ def readable(view) -> list[dict]:
 
 def card_row(card) -> dict:
     return card.evaluate(CARD_ROW_JS)
+
+
+def unaligned(view) -> list[str]:
+    return view.evaluate(ALIGN_JS)
 
 
 def diff_box(diff) -> dict:

@@ -52,6 +52,7 @@ from browser_dom import (
     raw_json,
     readable,
     save_latencies,
+    unaligned,
 )
 from kernel_flavours import MAJOR, flavour_env, version_check
 from lab_server import LabServer
@@ -355,9 +356,18 @@ def save(page, path: Path, saved) -> None:
     page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
     page.keyboard.press("Control+s")
     deadline = time.monotonic() + 60
-    while not (path.stat().st_mtime_ns != before and saved(nbformat.read(path, as_version=4))):
+    while not (path.stat().st_mtime_ns != before and saved_yet(path, saved)):
         assert time.monotonic() < deadline, "the notebook was not saved with its finished run"
         time.sleep(0.2)
+
+
+def saved_yet(path: Path, saved) -> bool:
+    """Whether the file on disk is ``saved``; a file the server is still writing (empty or cut) is not yet."""
+    try:
+        notebook = nbformat.read(path, as_version=4)
+    except (nbformat.reader.NotJSONError, json.JSONDecodeError):
+        return False
+    return bool(saved(notebook))
 
 
 def outputs_of(notebook, start: str) -> list[dict]:
@@ -391,6 +401,7 @@ def reopened(browser, page, server, frontend: str, shots: Path):
     view.locator(".besser-badge", has_text="completed").first.wait_for()
     assert "written by the LLM" in view.inner_text() and "test_api" in view.inner_text()
     assert page.get_by_text("model not found").count() == 0 and page.get_by_text("Error displaying widget").count() == 0
+    assert unaligned(view) == [], unaligned(view)  # the phase strip and tables read from the left, not JupyterLab's right
     assert [line for line in page.locator(".besser-reattach").all() if line.is_visible()] == []  # a finished run needs no way back
     report = page.locator(".besser-request-report").first
     report.scroll_into_view_if_needed()

@@ -112,7 +112,8 @@ def stylesheet() -> str:
   font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 13px); color: {CONTENT}}}
 .besser-code table, .besser-diff table {{border-collapse: collapse; width: 100%}}
 .besser-code td, .besser-diff td {{padding: 0 6px; white-space: pre; vertical-align: top; text-align: left}}
-:is(.besser-run, .besser-card) .besser-code tr > td:not(.besser-lineno) {{text-align: left}}
+/* a static run sits in JupyterLab's rendered HTML, whose tables are right-aligned: ours read from the left */
+:is(.besser-run, .besser-card, .besser-request-report) tr > :is(td, th):not(.besser-lineno) {{text-align: left}}
 .besser-lineno {{color: {META}; text-align: right !important; user-select: none; width: 1%}}
 .besser-diff {{container-type: inline-size; max-height: 28em; overflow: auto; border: 1px solid {BORDER}}}
 .besser-diff-split {{display: none}}
