@@ -108,7 +108,7 @@ def drive_the_lesson(page, url, token, root, shots) -> None:
     assert denied.locator("button").count() == 0  # nothing left to click
     assert re.search(r"\bcancelled\b", denied.inner_text())
     assert denied.locator(".besser-pending .besser-card").count() == 0  # the card folded into its row
-    cancelled = row(denied, "edit").locator("summary").inner_text()
+    cancelled = row(denied, "edit").locator("summary.besser-row-line").inner_text()
     assert "cancelled" in cancelled and "you cancelled the run" in cancelled and "nobody" not in cancelled, cancelled
     shoot(page, shots, "4-run-cancelled", denied)
     run_id = denied.locator("b").first.inner_text().removeprefix("run ").strip()  # the header's "run ID"
