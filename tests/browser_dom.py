@@ -10,6 +10,10 @@
 - ``detached``: what a view shows once its kernel is gone: the visible pills, banners and card
   notes, ipywidgets' broken-link icons (its ``::before`` glyph U+F127) and broken images, and
   every visible control whose label does not fit (``scrollWidth`` past its box);
+- ``cut_controls``, ``card_row``: controls and labels whose text does not fit (``scrollWidth`` past
+  their box), and how many lines a card's expiry note takes;
+- ``readable``: the narration's and the provider line's font size against ``--jp-content-font-size1``;
+- ``diff_box``: which of a diff's tables shows (unified or side by side) and whether it scrolls sideways;
 - ``SEEN_JS`` (an init script): the wall-clock time each open card first appears, keyed
   ``run/call``, for ``card_latencies`` (event ``ts`` -> DOM, the bench's figure).
 """
@@ -27,7 +31,7 @@ SEEN_JS = """
     for (const card of document.querySelectorAll('.besser-pending .besser-card-open')) {
       const view = card.closest('.besser-run');
       const run = view && view.querySelector('b') ? view.querySelector('b').textContent.replace(/^run\\s+/, '') : '';
-      const match = /\\bcall ([^)\\s]+)\\)/.exec(card.textContent || '');
+      const match = /call id: (\\S+)/.exec(card.textContent || '');  // in the card's folded details
       const key = run + '/' + (match ? match[1] : '?');
       if (!(key in window.__besserSeen)) window.__besserSeen[key] = performance.timeOrigin + performance.now();
     }
@@ -99,6 +103,53 @@ CONTRAST_JS = """
 }
 """
 
+# every visible control or label whose text does not fit its box (cut by an ellipsis or clipped)
+CUT_JS = """(view => [...view.querySelectorAll('button, .widget-label, label, .besser-card-note')]
+  .filter(el => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden' && el.scrollWidth > el.clientWidth + 1)
+  .map(el => el.innerText.trim()))"""
+
+# the narration and the provider line: their font size against the notebook's content size
+READABLE_JS = """
+view => {
+  const content = parseFloat(getComputedStyle(document.body).getPropertyValue('--jp-content-font-size1')) || 14;
+  return ['.besser-text', '.besser-provider'].map(selector => {
+    const el = [...view.querySelectorAll(selector)].find(e => e.getClientRects().length);
+    return el ? {selector, px: parseFloat(getComputedStyle(el).fontSize), content} : {selector, missing: true};
+  });
+}
+"""
+
+# the card's button row: each control's box, and the expiry note's height against its line height
+CARD_ROW_JS = """
+card => {
+  const note = card.querySelector('.besser-card-note');
+  const style = note ? getComputedStyle(note) : null;
+  return {
+    note_lines: note ? note.getBoundingClientRect().height / (parseFloat(style.lineHeight) || parseFloat(style.fontSize) * 1.2) : null,
+    cut: (CUT)(card),
+  };
+}
+""".replace("(CUT)", CUT_JS)
+
+# a diff's two tables: which one shows, and whether the box must scroll sideways to show it
+# every table cell of a view whose text is not left-aligned (line numbers aside)
+ALIGN_JS = """
+view => [...view.querySelectorAll('td:not(.besser-lineno), th')].filter(c => c.getClientRects().length)
+  .filter(c => !['left', 'start'].includes(getComputedStyle(c).textAlign)).map(c => c.innerText.trim().slice(0, 40))
+"""
+
+DIFF_JS = """
+diff => ({
+  shown: [...diff.querySelectorAll('table')].filter(t => t.getClientRects().length).map(t => t.className),
+  scrolls: diff.scrollWidth > diff.clientWidth + 1,
+  code_align: [...diff.querySelectorAll('td:not(.besser-lineno):not(.besser-mark)')].filter(td => td.getClientRects().length)
+    .map(td => getComputedStyle(td).textAlign).filter((v, i, all) => all.indexOf(v) === i),
+  added: [...diff.querySelectorAll('.besser-add')].filter(e => e.getClientRects().length)
+    .map(e => getComputedStyle(e.tagName === 'TR' ? e.cells[e.cells.length - 1] : e).backgroundColor),
+  width: diff.clientWidth,
+})
+"""
+
 DETACHED_JS = """
 view => {
   const visible = el => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden';
@@ -110,15 +161,34 @@ view => {
     notes: texts('.besser-card-note'),
     broken_icons: icons.filter(visible).length,
     broken_images: [...view.querySelectorAll('img')].filter(img => visible(img) && !(img.complete && img.naturalWidth > 0)).length,
-    cut: [...view.querySelectorAll('button, .widget-label, label')].filter(el => visible(el) && el.scrollWidth > el.clientWidth + 1)
-      .map(el => el.innerText.trim()),
+    cut: (CUT)(view),
   };
 }
-"""
+""".replace("(CUT)", CUT_JS)
 
-# body text of the view, its meta text, a decided row's line, and a badge on a row
+# body text of the view, its meta text, a decided row's line, a badge on a row, the narration, the provider line
 CONTRAST_TARGETS = [":scope", ".besser-meta", "summary.besser-row-line", ".besser-row .besser-badge",
-                    ".besser-row-outcome", ".besser-row-by"]
+                    ".besser-row-outcome", ".besser-row-by", ".besser-text", ".besser-provider"]
+
+
+def cut_controls(view) -> list[str]:
+    return view.evaluate(CUT_JS)
+
+
+def readable(view) -> list[dict]:
+    return view.evaluate(READABLE_JS)
+
+
+def card_row(card) -> dict:
+    return card.evaluate(CARD_ROW_JS)
+
+
+def unaligned(view) -> list[str]:
+    return view.evaluate(ALIGN_JS)
+
+
+def diff_box(diff) -> dict:
+    return diff.evaluate(DIFF_JS)
 
 
 def layout(view) -> dict:

@@ -124,6 +124,15 @@ class KernelDriver:
                 raise AssertionError(f"{msg_id} did not print {text!r}: {self.printed.get(msg_id, '')!r}")
             await asyncio.sleep(0.02)
 
+    async def widget_shows(self, text: str, timeout: float = 60) -> None:
+        """Until some widget's ``value`` (an HTML widget's, from the kernel's comm messages) holds ``text``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not any(text in str(state.get("value", "")) for state in list(self.widgets.values())):
+            if loop.time() > deadline:
+                raise AssertionError(f"no widget shows {text!r}")
+            await asyncio.sleep(0.02)
+
     def buttons(self, description: str) -> list[str]:
         return [cid for cid, state in self.widgets.items() if state.get("_model_name") == "ButtonModel" and state.get("description") == description]
 

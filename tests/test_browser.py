@@ -14,7 +14,12 @@ static HTML (the widget gone). It then saves the notebook (Ctrl+S), stops the se
 saved file on a new one (``lab_server.LabServer.restart``: new port, new kernel, no old widget
 model): the file holds no widget output, and the page shows the finished run and the request
 report (a row opens on its bodies), no "model not found", no reattach line. In JupyterLab it then switches
-to JupyterLab Dark and computes WCAG contrast in the page (body, meta, row, badge >= 4.5:1).
+to JupyterLab Dark and computes WCAG contrast in the page (body, meta, row, badge, narration,
+provider line >= 4.5:1). At the pending card (1400 px, JupyterLab's file browser open) no control
+or label is cut, the expiry note is one line, and at 980 px the controls wrap instead; the narration
+and the provider line are at the notebook's content font size and 4.5:1 in the light theme. After
+the run, an edit's diff shows without sideways scrolling and falls back to unified when its own box
+narrows; no row line shows a read_id, and the answer hint is gone with the run.
 It runs in JupyterLab 4 on ipykernel 7 and on ipykernel 6 (``kernel_flavours``; a kernel spec
 on the server's ``JUPYTER_PATH`` points the notebook's ``python3`` at it, and a first cell added
 to the copy prints and checks the version), and in Notebook 7 on ipykernel 7. The screenshots,
@@ -35,7 +40,20 @@ from pathlib import Path
 import httpx
 import nbformat
 import pytest
-from browser_dom import SEEN_JS, card_latencies, contrast, dark_theme, layout, raw_json, save_latencies
+from browser_dom import (
+    SEEN_JS,
+    card_latencies,
+    card_row,
+    contrast,
+    cut_controls,
+    dark_theme,
+    diff_box,
+    layout,
+    raw_json,
+    readable,
+    save_latencies,
+    unaligned,
+)
 from kernel_flavours import MAJOR, flavour_env, version_check
 from lab_server import LabServer
 
@@ -176,7 +194,7 @@ def test_notebook_01_in_a_real_browser(browser, server, frontend, flavour):
     page.add_init_script(SEEN_JS)  # when each open card first appears (the bench's event -> DOM figure)
     page.goto(f"{url}/{NOTEBOOK_URL[frontend]}{NOTEBOOK}?token={token}")
     try:
-        run_the_lesson(page, url, token, root, shots, MAJOR[flavour])
+        run_the_lesson(page, url, token, root, shots, MAJOR[flavour], frontend)
         page = reopened(browser, page, server, frontend, shots)
         if frontend == "lab":
             dark_contrast(page, shots)
@@ -197,7 +215,61 @@ def kernel_ready(url: str, token: str, timeout: float = 120) -> None:
     raise AssertionError(f"no idle kernel within {timeout} s")
 
 
-def run_the_lesson(page, url: str, token: str, root: Path, shots: Path, major: str) -> None:
+WIDE, NARROW = {"width": 1400, "height": 1800}, {"width": 980, "height": 1800}  # the projector; a half screen
+
+
+def fits_at_1400(page, view, card, shots: Path, frontend: str) -> None:
+    """At 1400 px with JupyterLab's file browser open: no control cut, the expiry note on one line;
+    narrower still, the controls wrap rather than cut. The narration and the provider line are at
+    the notebook's content size and read at 4.5:1 or more (light theme; the dark one: ``dark_contrast``)."""
+    if frontend == "lab":
+        assert page.locator(".jp-FileBrowser").first.is_visible()  # the file browser is open beside the notebook
+    assert cut_controls(view) == [], cut_controls(view)
+    row = card_row(card)
+    assert row["cut"] == [] and row["note_lines"] is not None and row["note_lines"] < 1.6, row  # whole, and one line
+    sizes = readable(view)
+    assert all(not m.get("missing") and m["px"] >= m["content"] - 0.1 for m in sizes), sizes
+    measured = contrast(view)
+    shots.mkdir(parents=True, exist_ok=True)
+    (shots / "light-contrast.json").write_text(json.dumps({"contrast": measured, "font": sizes}, indent=1))
+    assert all(not m.get("missing") for m in measured), measured
+    assert [m for m in measured if m["ratio"] < 4.5] == [], measured
+    page.set_viewport_size(NARROW)
+    try:
+        card.scroll_into_view_if_needed()
+        assert cut_controls(view) == [] and card_row(card)["cut"] == [], card_row(card)  # wrapped onto a second line
+        shoot(page, shots, "1b-approval-card-narrow", card, element=True)
+    finally:
+        page.set_viewport_size(WIDE)
+
+
+def diff_falls_back(page, view, shots: Path) -> None:
+    """An edit's diff: side by side once its own box fits both sides of its longest line, unified
+    below that; either way never scrolled sideways (this diff's lines fit the box unified at 1400 px).
+    The box is widened in place (the viewport stays 1400 px): what decides is the box's own width."""
+    edit = row(view, "modify_file").first
+    edit.locator("summary.besser-row-line").click()
+    diff = edit.locator(".besser-diff").first
+    diff.wait_for()
+    at_1400 = diff_box(diff)
+    diff.evaluate("box => { box.style.width = '1800px'; box.style.maxWidth = 'none'; }")  # its own box wider, same viewport
+    try:
+        wide = diff_box(diff)
+        shoot(page, shots, "2b-diff-wide", diff, element=True)
+    finally:
+        diff.evaluate("box => { box.style.width = ''; box.style.maxWidth = ''; }")
+    diff.scroll_into_view_if_needed()
+    shoot(page, shots, "2c-diff-at-1400", diff, element=True)
+    (shots / "diff-widths.json").write_text(json.dumps({"at_1400": at_1400, "wide": wide}, indent=1))
+    assert wide["shown"] == ["besser-diff-split"] and not wide["scrolls"], wide
+    assert at_1400["shown"] == ["besser-diff-unified"] and not at_1400["scrolls"], at_1400  # fell back, by its own width
+    for box in (wide, at_1400):  # code reads from the left, added lines tinted (not JupyterLab's own table look)
+        assert box["code_align"] in (["left"], ["start"]) and box["added"], box
+        assert all(colour not in ("rgba(0, 0, 0, 0)", "transparent") for colour in box["added"]), box
+    edit.locator("summary.besser-row-line").click()  # folded again
+
+
+def run_the_lesson(page, url: str, token: str, root: Path, shots: Path, major: str, frontend: str) -> None:
     page.locator(".jp-RenderedMarkdown h1", has_text="Prototyping a Library backend").first.wait_for()
     kernel_ready(url, token)
 
@@ -221,6 +293,10 @@ def run_the_lesson(page, url: str, token: str, root: Path, shots: Path, major: s
     one_line_rows(pinned)  # the calls decided before it (edits auto-approved by --approve edits): one line each
     assert any("decided by the run's --approve setting" in text for text in pinned["rows"]), pinned["rows"]
     assert raw_json(view) == []
+    assert re.search(r"answer below with Approve or Deny; this cell waits until the run ends", pinned["banner"]), pinned["banner"]
+    assert "call id" not in card.inner_text() and "call c" not in card.inner_text()  # the call's id: folded away
+    assert re.match(r"call id: c\d+ \(test\)$", card.locator(".besser-ids").first.text_content()), card.evaluate("c => c.textContent")
+    fits_at_1400(page, view, card, shots, frontend)
     view.evaluate("element => element.scrollIntoView({block: 'start'})")
     shoot(page, shots, "1-approval-card", view, element=True)  # docs/run-view.png (make screenshot)
     approve.first.click()
@@ -235,6 +311,10 @@ def run_the_lesson(page, url: str, token: str, root: Path, shots: Path, major: s
     view.evaluate("element => element.scrollIntoView({block: 'start'})")
     shoot(page, shots, "2-timeline-done")
     shoot(page, shots, "3-done-authorship", view.get_by_text("authorship", exact=True))
+
+    assert page.get_by_text("answer below").count() == 0 and page.get_by_text("Answer each card").count() == 0  # the run ended
+    assert "read_id" not in " ".join(view.locator("summary.besser-row-line").all_inner_texts())  # ids: in the folds only
+    diff_falls_back(page, view, shots)
 
     answered = row(view, "test_api")
     answered.locator(".besser-row-outcome", has_text=re.compile(r"\d+/\d+ requests? passed")).wait_for(timeout=60_000)
@@ -267,7 +347,7 @@ def run_the_lesson(page, url: str, token: str, root: Path, shots: Path, major: s
     assert [(e["name"], e["approved"], e["by"]) for e in resolved if e["name"] == "test_api"] == [("test_api", True, "card")]
     samples = card_latencies(page, runs)
     save_latencies(shots, samples)
-    assert samples, "the test_api card was never seen open"
+    assert samples, ("the test_api card was never seen open", page.evaluate("window.__besserSeen || {}"))  # what was seen
 
 
 def save(page, path: Path, saved) -> None:
@@ -276,9 +356,18 @@ def save(page, path: Path, saved) -> None:
     page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
     page.keyboard.press("Control+s")
     deadline = time.monotonic() + 60
-    while not (path.stat().st_mtime_ns != before and saved(nbformat.read(path, as_version=4))):
+    while not (path.stat().st_mtime_ns != before and saved_yet(path, saved)):
         assert time.monotonic() < deadline, "the notebook was not saved with its finished run"
         time.sleep(0.2)
+
+
+def saved_yet(path: Path, saved) -> bool:
+    """Whether the file on disk is ``saved``; a file the server is still writing (empty or cut) is not yet."""
+    try:
+        notebook = nbformat.read(path, as_version=4)
+    except (nbformat.reader.NotJSONError, json.JSONDecodeError):
+        return False
+    return bool(saved(notebook))
 
 
 def outputs_of(notebook, start: str) -> list[dict]:
@@ -312,6 +401,7 @@ def reopened(browser, page, server, frontend: str, shots: Path):
     view.locator(".besser-badge", has_text="completed").first.wait_for()
     assert "written by the LLM" in view.inner_text() and "test_api" in view.inner_text()
     assert page.get_by_text("model not found").count() == 0 and page.get_by_text("Error displaying widget").count() == 0
+    assert unaligned(view) == [], unaligned(view)  # the phase strip and tables read from the left, not JupyterLab's right
     assert [line for line in page.locator(".besser-reattach").all() if line.is_visible()] == []  # a finished run needs no way back
     report = page.locator(".besser-request-report").first
     report.scroll_into_view_if_needed()

@@ -7,7 +7,8 @@ every card waits for a click made here. On the DOM it checks: the pending card i
 in its run view (``.besser-pending`` before ``.besser-decided``, the banner counts it) while the
 decided call is a one-line row; no body or row holds raw JSON arguments; each decided row shows
 its result ("edited calculator.py", "exit 0"); the Cancel button ends a run (its view, static once
-the run ended, says cancelled and has no button); after a kernel restart the view that still had
+the run ended, says cancelled and has no button; its open card's row says you cancelled the run,
+from the ``done`` event's ``cancelled_by``); after a kernel restart the view that still had
 an open card is detached (``browser_dom.detached``: its pill, card and banner say detached and name
 ``%besser attach``, no expiry, no broken-link icon or image, no label cut, its buttons take no
 click); saved and reloaded, that live run shows its reattach line and no "model not found", and the
@@ -107,11 +108,12 @@ def drive_the_lesson(page, url, token, root, shots) -> None:
     assert denied.locator("button").count() == 0  # nothing left to click
     assert re.search(r"\bcancelled\b", denied.inner_text())
     assert denied.locator(".besser-pending .besser-card").count() == 0  # the card folded into its row
-    assert "cancelled" in row(denied, "edit").inner_text()
+    cancelled = row(denied, "edit").locator("summary.besser-row-line").inner_text()
+    assert "cancelled" in cancelled and "you cancelled the run" in cancelled and "nobody" not in cancelled, cancelled
     shoot(page, shots, "4-run-cancelled", denied)
     run_id = denied.locator("b").first.inner_text().removeprefix("run ").strip()  # the header's "run ID"
     last = [json.loads(line) for line in (root / "besser_runs" / run_id / "events.jsonl").read_text().splitlines()][-1]
-    assert last["type"] == "done" and last["status"] == "cancelled"
+    assert last["type"] == "done" and last["status"] == "cancelled" and last["cancelled_by"] == "person"  # who: on the event
 
     # Experiment 4: its card is open; the kernel restarts under it
     stale = views.nth(3)
@@ -150,6 +152,7 @@ def drive_the_lesson(page, url, token, root, shots) -> None:
     visible = [el.inner_text() for el in page.locator(".besser-reattach").all() if el.is_visible()]
     assert len(visible) == 1 and f"%besser attach {stale_id}" in visible[0], visible  # the live run's way back, only there
     assert [el for el in page.get_by_text("model not found").all() if el.is_visible()] == []
+    assert page.get_by_text("Answer each card").count() == 0  # the hint is the live view's banner, never a line left behind
     assert page.locator(STATIC_VIEW).count() == 3  # experiments 1-3 ended in the cells that awaited them
     line.scroll_into_view_if_needed()
     shoot(page, shots, "6-reloaded-live-run")

@@ -52,9 +52,10 @@ async def test_runs_past_the_limit_wait_in_order_with_their_position_and_a_waiti
     assert "queued, position 1" in table and "queued, position 3" in table
 
     # cancelled while it waits: it ends cancelled, never started, generated nothing; the others move up
-    assert runs[3].cancel()
+    assert runs[3].cancel(by="person")
     done = await asyncio.wait_for(runs[3].wait(), 30)
     assert done is not None and done.status == "cancelled" and "never started" in done.summary
+    assert done.cancelled_by == "person"  # who cancelled it, said on its done event even in the queue
     assert runs[3].id not in started and not any(runs[3].context.layout.app_dir.iterdir())
     assert [run.queue_position for run in (runs[2], runs[4])] == [1, 2]
     view = RunViewState.replay(runs[3].events.events)

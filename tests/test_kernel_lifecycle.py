@@ -77,8 +77,10 @@ async def test_a_rerun_cell_attaches_to_its_waiting_run_after_a_restart(jp_serve
         assert kernel.widgets[cancel]["description"] == "Cancel run"
         kernel.click(cancel)
         done = await asyncio.wait_for(run.wait(), 30)
-        assert done is not None and done.status == "cancelled"
+        assert done is not None and done.status == "cancelled" and done.cancelled_by == "person"  # who: on the event
         await kernel.wait_for("again.state.status", "'cancelled'")
+        shown = (await kernel.execute("", text="again.to_text()"))["text"]
+        assert "you cancelled the run" in shown and "· nobody" not in shown, shown  # its open card: not "nobody"
         assert (await kernel.execute("", hidden="again.controls.cancel_button.layout.display"))["hidden"] == "'none'"
     finally:
         for live in manager.live():

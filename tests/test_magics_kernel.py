@@ -104,7 +104,7 @@ async def test_a_click_reaches_a_cell_that_awaits_the_run(jp_serverapp, http_ser
         await kernel.execute("from widgets.lesson import answer_cards\nview = %besser scenario side-effects\ndisplay(view)")
         waiting = kernel.send("state = await answer_cards(view, 'person', timeout=120)\nprint('the wait ended:', state.status)\nordered = ['waiting cell']")
         queued = kernel.send("ordered.append('queued cell')", ordered="ordered")
-        await kernel.printed_by(waiting, "this cell waits until the run ends")  # the cell is running now
+        await kernel.widget_shows("this cell waits until the run ends")  # the cell is running now (the view's banner says so)
         clicked = await approve_both_cards(kernel)
         await kernel.reply(waiting, timeout=120)
         assert "the wait ended: completed" in kernel.printed[waiting]

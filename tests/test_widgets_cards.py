@@ -11,6 +11,7 @@ write/modify/run_command/sh_run/a policy refusal/a denial/a generator.
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import re
 from pathlib import Path
@@ -20,6 +21,7 @@ from jupyter_fixtures import completed_scenario_events
 
 from kernel_ext.hosting.events import make_event
 from widgets.approval import ApprovalCard
+from widgets.cards import card_html
 from widgets.runview import RunView
 from widgets.state import RunViewState
 
@@ -139,9 +141,32 @@ def test_results_and_refusals_on_the_rows():
     assert "created, 6 lines" in rows["x1"] and "applied, line 6" in rows["x2"]
     assert "exit 0" in rows["x3"] and "42" in rows["x3"]
     assert "exit 2" in rows["x4"] and "No such file or directory" in rows["x4"] and "besser-result-failed" in rows["x4"]
-    assert "denied by policy: not run" in rows["call:x6"] and "· policy</span>" in rows["call:x6"]
-    assert "denied: not run" in rows["x7"] and "decided by you" in rows["x7"]
+    policy, denied = line_of(rows["call:x6"]), line_of(rows["x7"])
+    assert policy == "write_file catalogue.py denied by policy not run", policy  # said once, not "... : not run · policy"
+    assert denied == "modify_file catalogue.py denied not run · decided by you", denied
     assert "executed" not in rows["x7"] and "executed" not in rows["call:x6"]
+
+
+def line_of(row: str) -> str:
+    """A row's one line as a person reads it (its summary's text, spaces collapsed)."""
+    summary = re.search(r"<summary[^>]*>(.*?)</summary>", row, re.S).group(1)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", summary)).split())
+
+
+def test_internal_ids_stay_in_the_folded_details():
+    """A card's face and a row's line never show a call id or a read_id; the folded details do."""
+    view = RunView().replay(JWT)
+    for key, row in zip(view.state.rows, rows_html(view), strict=True):
+        card, call = view.state.row(key)
+        owner = card or call
+        assert owner.call_id not in line_of(row).split() and "read_id" not in line_of(row), line_of(row)
+        folded = "".join(re.findall(r'<details class="besser-args">.*?</details>', row, re.S))
+        assert f"call id: {owner.call_id}" in folded, key
+    read = next(row for key, row in zip(view.state.rows, rows_html(view), strict=True) if "read_file" in line_of(row))
+    assert "(read_id r" in read and "(read_id" not in line_of(read)  # the read's handle: in the fold, whole
+    card = ApprovalCard(view.state.approvals["c1"])
+    face = re.sub(r'<details class="besser-args">.*?</details>', "", card_html(card.card), flags=re.S)
+    assert "c1" not in re.sub(r"<[^>]+>", " ", face).split() and "call c1" not in face
 
 
 async def test_a_denied_test_is_reported_as_denied_not_as_failing(tmp_path):
@@ -224,3 +249,21 @@ def test_calls_that_asked_no_one_share_a_widget_in_order():
     shown = "".join(child.value for child in view._decided_box.children)
     assert re.findall(r'data-call="(r\d+)"', shown) == [f"r{n}" for n in range(60)]
     assert shown.count('<details class="besser-row"') == 60 and "no approval needed" in shown
+
+
+def test_a_diff_goes_side_by_side_only_where_its_own_box_fits_its_longest_line_twice():
+    """The width class (``diffview.split_width``) grows with the longest line; the stylesheet has
+    a container query for each; past the widest there is no side-by-side copy at all."""
+    from widgets.diffview import diff_view
+    from widgets.theme import SPLIT_WIDTHS, stylesheet
+
+    def diff(line: str) -> str:
+        return f"--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,2 @@\n-{line}\n+{line}!\n ctx\n"
+
+    short, wide, huge = diff_view(diff("x = 1")), diff_view(diff("y" * 70)), diff_view(diff("z" * 400))
+    assert "besser-diff-w60" in short and "besser-diff-split" in short
+    width = int(re.search(r"besser-diff-w(\d+)", wide).group(1))
+    assert width >= 2 * 71 and width in SPLIT_WIDTHS  # both sides of the longest line, in the code font's ch
+    assert "besser-diff-split" not in huge and "besser-diff-w" not in huge and "besser-diff-unified" in huge
+    for each in SPLIT_WIDTHS:
+        assert f"@container (min-width: {each}ch) {{ .besser-diff-w{each} > .besser-diff-split {{display: table}}" in stylesheet()

@@ -213,3 +213,41 @@ def test_tasks_implemented_but_not_verified_say_what_would_verify_them():
     assert "implemented, not verified" in html and "only by a check attached to it that passed" in html
     verified = RunView(run_id="r-1").replay([event(1, "task_list", tasks=[{"id": "T1", "text": "Add JWT auth", "status": "verified"}])])
     assert "besser-tasks-why" not in verified._tasks.value
+
+
+def test_a_card_open_when_a_person_cancelled_says_who_cancelled_and_each_thing_once():
+    """``done.cancelled_by`` (who ended the run) reaches the open card's row: not "nobody"."""
+    card = {"name": "edit", "category": "edit", "request": {"arguments": {"path": "a.py"}}}
+    start = [event(1, "run_started", request="r"), event(2, "approval_requested", call_id="c1", **card)]
+    by_person = RunView(run_id="r-1").replay([*start, event(3, "done", status="cancelled", summary="cancelled before it finished",
+                                                          cancelled_by="person")])
+    [line] = [line for line in by_person.to_text().splitlines() if "edit a.py" in line]
+    assert line.strip() == "[cancelled] edit a.py · not run · you cancelled the run", line
+    assert "done: cancelled cancelled before it finished (you cancelled the run)" in by_person.to_text()
+    unknown = RunView(run_id="r-1").replay([*start, event(3, "done", status="cancelled")])  # an older log: nobody said who
+    assert "[cancelled] edit a.py · not run · nobody" in unknown.to_text()
+    server = RunView(run_id="r-1").replay([*start, event(3, "done", status="cancelled", cancelled_by="server")])
+    assert "nobody (the Jupyter server stopped)" in server.to_text()
+
+
+def test_the_detached_note_names_buttons_only_where_there_are_some():
+    card = {"name": "edit", "category": "edit", "request": {"arguments": {"path": "a.py"}}}
+    start = [event(1, "run_started", request="r")]
+    asking = RunView(run_id="r-1").replay([*start, event(2, "approval_requested", call_id="c1", **card)])
+    assert "its buttons do nothing" in asking._header.value
+    running = RunView(run_id="r-1").replay(start)
+    assert "button" not in re.search(r'besser-detached">detached:.*?</div>', running._header.value).group(0)
+    running.cancel_run = lambda: None
+    running.set_note("")
+    assert "its Cancel button does nothing" in running._header.value
+    ended = RunView(run_id="r-1").replay([*start, event(2, "done", status="completed")])
+    assert "button" not in ended._header.value and "%besser attach r-1" in ended._header.value
+
+
+def test_the_answer_hint_is_the_banner_and_goes_when_the_run_ends():
+    card = {"name": "edit", "category": "edit", "request": {"arguments": {"path": "a.py"}}}
+    view = RunView(run_id="r-1").replay([event(1, "run_started", request="r"), event(2, "approval_requested", call_id="c1", **card)])
+    view.set_awaited(True)
+    assert "answer below with Approve or Deny; this cell waits until the run ends" in view._header.value
+    view.apply(event(3, "done", status="completed"))
+    assert "answer below" not in view._header.value and "answer below" not in view.to_html()

@@ -61,6 +61,7 @@ class ApprovalCard(StaticFallback, w.VBox):
             approve.on_click(lambda _: self.click(True))
             deny.on_click(lambda _: self.click(False))
             self._button_row = w.HBox((approve, deny, *self.controls.widgets))
+            self._button_row.add_class("besser-card-buttons")  # wraps rather than cuts a label (``theme``)
         return self._button_row
 
     @property

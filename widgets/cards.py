@@ -19,7 +19,7 @@ from kernel_ext.secrets import redact
 from widgets.diffview import code_view, diff_view
 from widgets.render import badge, esc
 from widgets.state import ApprovalView, CallView
-from widgets.wording import by_line, call_word, outcome, result_line, row_text, target
+from widgets.wording import ids_line, outcome, result_line, row_text, row_words, target
 
 VALUE_CHARS = 2000
 SHELL_TOOLS = ("run_command", "install_dependencies", "sh_run", "sh_kill", "sh_restore")
@@ -41,16 +41,19 @@ def _clipped(text: str) -> str:
     return text if len(text) <= VALUE_CHARS else text[:VALUE_CHARS] + f"… ({len(text) - VALUE_CHARS:,} more characters)"
 
 
-def arguments_html(arguments: Any) -> str:
-    """The arguments, folded: one row per argument, each value as text (multi-line values in a block)."""
+def arguments_html(arguments: Any, ids: str = "") -> str:
+    """The arguments, folded: one row per argument, each value as text (multi-line values in a block);
+    ``ids`` (``wording.ids_line``): the call's own id, kept here, never on the card's face."""
     if not isinstance(arguments, dict) or not arguments:
-        return ""
+        return (f'<details class="besser-args"><summary>details</summary><div class="besser-meta besser-ids">{esc(ids)}</div>'
+                "</details>") if ids else ""
+    head = f'<div class="besser-meta besser-ids">{esc(ids)}</div>' if ids else ""
     rows = []
     for key, value in arguments.items():
         text = value if isinstance(value, str) else compact(value)
         cell = f"<pre>{esc(_clipped(text))}</pre>" if "\n" in text or len(text) > 100 else f"<code>{esc(text)}</code>"
         rows.append(f"<tr><th>{esc(key)}</th><td>{cell}</td></tr>")
-    return f'<details class="besser-args"><summary>arguments</summary><table class="besser-table">{"".join(rows)}</table></details>'
+    return f'<details class="besser-args"><summary>arguments</summary>{head}<table class="besser-table">{"".join(rows)}</table></details>'
 
 
 # -- bodies per tool --------------------------------------------------------------------------
@@ -156,7 +159,7 @@ def body_html(card: ApprovalView, colour: bool = True) -> str:
         body = edit_body(request, arguments, colour)
     else:
         body = generic_body(request)
-    return body + arguments_html(arguments)
+    return body + arguments_html(arguments, ids_line(card.call_id, card.category))
 
 
 # -- results and the card -------------------------------------------------------------------
@@ -189,8 +192,7 @@ def header_line(card: ApprovalView, live: bool = False) -> str:
     pill = badge(card.outcome)
     if live and card.open:
         pill = f'<span class="besser-live">{pill}</span><span class="besser-detached">{badge("detached")}</span>'
-    return (f"<b>{esc(card.name)}</b> <code>{esc(where)}</code> "
-            f'<span class="besser-meta">({esc(card.category)}, call {esc(card.call_id)})</span> {pill}')
+    return f"<b>{esc(card.name)}</b> <code>{esc(where)}</code> {pill}"  # its call id: in the folded details
 
 
 def card_html(card: ApprovalView, note: str = "", header: bool = True, body: str | None = None, live: bool = False) -> str:
@@ -207,16 +209,17 @@ def row_html(card: ApprovalView | None, call: CallView | None, note: str = "", b
     name = card.name if card is not None else (call.name if call is not None else "?")
     arguments = (card.request or {}).get("arguments") if card is not None else (call.arguments if call else {})
     where = target(name, arguments, card.request if card is not None else None)
-    word = card.outcome if card is not None else call_word(call)
+    word, said, by = row_words(card, call)
     summary = (f'<summary class="besser-row-line" title="{esc(row_text(card, call))}"><span class="besser-row-tool">{esc(name)}</span> '
                f'<span class="besser-row-target">{esc(where)}</span> {badge(word)} '
-               f'<span class="besser-row-outcome">{esc(outcome(card, call))}</span> '
-               f'<span class="besser-row-by besser-meta">· {esc(by_line(card, call))}</span></summary>')
+               f'<span class="besser-row-outcome">{esc(said)}</span>'
+               + (f' <span class="besser-row-by besser-meta">· {esc(by)}</span>' if by else "") + "</summary>")
     if card is not None:
         inner = card_html(card, note, header=False, body=body if body is not None else body_html(card, colour=False))
     else:
-        result = result_line(call.name, call.ok, call.error_code, call.result, call.data) if call and call.ok is not None else ""
-        inner = f'<div class="besser-result">{esc(result)}</div>' + arguments_html(call.arguments if call else {})
+        result = call.result.strip() if call and call.ok is not None else ""  # in full, ids and all: this is the fold
+        inner = (f'<div class="besser-result"><pre>{esc(_clipped(result))}</pre></div>' if result else "") + arguments_html(
+            call.arguments if call else {}, ids_line(call.call_id) if call else "")
     owner = card if card is not None else call
     return f'<details class="besser-row" data-call="{esc(owner.call_id if owner is not None else "")}">{summary}{inner}</details>'
 

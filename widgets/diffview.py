@@ -1,6 +1,6 @@
 """Code a person reads on a card: a unified diff as a highlighted table (unified, and side by side
-where the card is wide enough: a CSS container query picks one), and a new file's content with
-line numbers.
+where the diff's own box is wide enough for its longest line on both sides: a CSS container query
+on a width class, ``split_width``, picks one), and a new file's content with line numbers.
 
 Highlighting is pygments' lexer (already there with IPython) mapped onto JupyterLab's editor
 colours by ``theme.SYNTAX``; each side of a diff is lexed as one text so a string spanning lines
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from widgets.render import esc
+from widgets.theme import SPLIT_WIDTHS
 
 MAX_LINES = 2000  # past this a listing is not highlighted (plain, still escaped)
 SPLIT_LINES = 600  # past this a diff has no side-by-side copy (it would double a large card)
@@ -160,8 +161,20 @@ def diff_view(diff: str, colour: bool = True) -> str:
     if not lines:
         return f'<pre class="besser-code">{esc(diff)}</pre>'
     _highlight_sides(path, lines, colour)
-    split = _split(lines) if len(lines) <= SPLIT_LINES else ""
-    return f'<div class="besser-diff besser-code">{_unified(lines)}{split}</div>'
+    width = split_width(lines) if len(lines) <= SPLIT_LINES else None
+    split = _split(lines) if width is not None else ""
+    fits = f" besser-diff-w{width}" if width is not None else ""
+    return f'<div class="besser-diff besser-code{fits}">{_unified(lines)}{split}</div>'
+
+
+def split_width(lines: list[DiffLine]) -> int | None:
+    """The smallest ``theme.SPLIT_WIDTHS`` (in ``ch``) the side-by-side table fits in without
+    scrolling: two sides of the longest line, each with its line number and cell padding; None
+    when even the widest is too narrow (the diff then stays unified)."""
+    longest = max((len(line.text.expandtabs(4)) for line in lines if line.kind != "hunk"), default=0)
+    numbers = len(str(max((n for line in lines for n in (line.old, line.new) if n is not None), default=1)))
+    needed = 2 * (longest + numbers + 4) + 2  # per side: number, code, about 2ch of padding each
+    return next((width for width in SPLIT_WIDTHS if width >= needed), None)
 
 
 def code_view(text: str, path: str, first: int = 1, colour: bool = True) -> str:

@@ -6,7 +6,9 @@ clicks the same buttons in an authored order and says so in the output. Which of
 answers is chosen once per notebook, from ``BESSER_NOTEBOOK_APPROVER`` (``person`` unless set
 to ``scripted``); nothing a run or a model says changes it.
 
-``answer_cards`` awaits the run either way; a person's click reaches the card while the cell
+``answer_cards`` awaits the run either way (for a person, the view's banner says to answer the
+cards and that the cell waits: it is part of the view, so it goes when the run ends, also in a
+saved notebook reopened with no kernel); a person's click reaches the card while the cell
 waits (ipykernel 7.4+ dispatches widget messages next to a running cell; on ipykernel 6 the
 view's waiting loop passes them on, see ``widgets.kernel_comms``). A view not yet displayed is
 shown in the cell that awaits it, so that cell's output becomes the finished run's static HTML
@@ -50,13 +52,14 @@ async def answer_cards(
 
         display(view)  # shown where it is awaited (see the module's note)
     if mode == "person":
-        hint = None if view.state.finished else _passing_line(
-            "Answer each card above with Approve or Deny; this cell waits until the run ends.")
+        awaited = getattr(view, "set_awaited", None)
+        if awaited is not None:
+            awaited(True)  # the hint is the view's banner: it goes with the last open card, even with no kernel
         try:
             return await view.wait(timeout)
         finally:
-            if hint is not None:
-                hint.update({}, raw=True)  # the hint goes once the run has ended (or the wait stopped)
+            if awaited is not None:
+                awaited(False)  # the wait stopped (or the run ended): no cell waits any more
     script = None if decisions is None else list(decisions)
     limit = 600.0 if timeout is None else timeout
     while not view.state.finished:
@@ -76,16 +79,6 @@ def _in_a_kernel() -> bool:
     except ImportError:
         return False
     return get_ipython() is not None
-
-
-def _passing_line(text: str) -> Any:
-    """A line shown under a display id (so it can be removed), or None outside IPython."""
-    if not _in_a_kernel():
-        print(text)
-        return None
-    from IPython.display import display
-
-    return display({"text/plain": text}, raw=True, display_id=True)
 
 
 def observations(view: Any) -> str:

@@ -55,31 +55,36 @@ def waiting_status(state: RunViewState) -> str:
     return f"waiting for {plural(waiting, 'approval')}" if waiting and not state.finished else state.status_text
 
 
-def banner_html(state: RunViewState) -> str:
-    """One line over the pinned cards: how many wait for a person (nothing when none do)."""
+def banner_html(state: RunViewState, awaited: bool = False) -> str:
+    """One line over the pinned cards: how many wait for a person (nothing when none do, and
+    nothing once the run ended); ``awaited``: a cell waits on the run (``lesson.answer_cards``)."""
     waiting = len(state.open_approvals())
     if not waiting or state.finished:
         return ""
     names = ", ".join(sorted({card.name for card in state.open_approvals()}))
     verb = "waits" if waiting == 1 else "wait"
+    cell = "; this cell waits until the run ends" if awaited else ""
     return (f'<div class="besser-banner besser-live" role="status">{esc(plural(waiting, "approval"))} {verb} for you '
-            f"({esc(names)}): answer below</div>")
+            f"({esc(names)}): answer below with Approve or Deny{cell}</div>")
 
 
-def detached_banner_html(state: RunViewState) -> str:
-    """What a live view says once its kernel is gone (shown by CSS alone: ``theme``)."""
+def detached_banner_html(state: RunViewState, cancellable: bool = False) -> str:
+    """What a live view says once its kernel is gone (shown by CSS alone: ``theme``). Its dead
+    buttons are named only where there are some: open cards, or a Cancel button (``cancellable``)."""
     run = esc(state.run_id or "RUN")
     if state.finished:
         return (f'<div class="besser-banner besser-detached">detached: the kernel that showed this run has stopped; '
                 f"<code>%besser attach {run}</code> in a cell shows the run again</div>")
     waiting = len(state.open_approvals())
+    dead = " and its buttons do nothing" if waiting else (" and its Cancel button does nothing" if cancellable else "")
     asked = f"{esc(plural(waiting, 'approval'))} still {'waits' if waiting == 1 else 'wait'} for you, but not here: " if waiting else ""
     return (f'<div class="besser-banner besser-detached">detached: the kernel that showed this run stopped or restarted, '
-            f"so this view no longer follows it and its buttons do nothing. {asked}"
+            f"so this view no longer follows it{dead}. {asked}"
             f"<code>%besser attach {run}</code> in a cell brings the run back, live</div>")
 
 
-def header_html(state: RunViewState, note: str = "", live: bool = False) -> str:
+def header_html(state: RunViewState, note: str = "", live: bool = False, *, awaited: bool = False,
+                cancellable: bool = False) -> str:
     """The run's name, status pill, request, note, errors and banner; ``live`` (the widget's header)
     adds what shows once the view is detached from its kernel."""
     pill = badge(waiting_status(state))
@@ -92,9 +97,9 @@ def header_html(state: RunViewState, note: str = "", live: bool = False) -> str:
         parts.append(f'<div class="besser-meta">{esc(note)}</div>')
     for error in state.errors[-3:]:
         parts.append(f'<div class="besser-error">{esc(error["code"])}: {esc(error["message"])}</div>')
-    parts.append(banner_html(state))
+    parts.append(banner_html(state, awaited))
     if live:
-        parts.append(detached_banner_html(state))
+        parts.append(detached_banner_html(state, cancellable))
     return "".join(parts)
 
 
@@ -107,8 +112,8 @@ def timeline_html(state: RunViewState) -> str:
     now = now_text(state)
     return (
         _phase_cells(state)
-        + f'<div class="besser-meta"><small>{provider} · {sandbox} · {esc(meter_text(state))}</small></div>'
-        + (f'<div class="besser-now"><small>{now}</small></div>' if now else "")
+        + f'<div class="besser-meta besser-provider">{provider} · {sandbox} · {esc(meter_text(state))}</div>'
+        + (f'<div class="besser-now">{now}</div>' if now else "")
     )
 
 
@@ -165,14 +170,15 @@ def timeline_text(state: RunViewState) -> str:
 def card_text(card: ApprovalView) -> str:
     from widgets.wording import row_text
 
-    return f"[{card.outcome}] {row_text(card, None)}"
+    return row_text(card, None, badge=True)
 
 
 # -- tasks, findings, done ----------------------------------------------------------------
 
 
 def texts_html(state: RunViewState) -> str:
-    return "".join(f'<div class="besser-meta besser-text"><small>{esc(shorten(t, 500))}</small></div>' for t in state.texts[-3:])
+    """The model's last words, at the notebook's own text size (``theme``: read from the back row)."""
+    return "".join(f'<div class="besser-text">{esc(shorten(t, 500))}</div>' for t in state.texts[-3:])
 
 
 TASK_LOOK = {  # status -> (mark, what it means): implemented is claimed, verified is checked
@@ -228,7 +234,7 @@ def done_html(state: RunViewState, link_base: str | None = None) -> str:
     done = state.done
     if not done:
         return ""
-    parts = [f"<b>done</b> {badge(str(done.get('status')))} {esc(done.get('summary') or '')}"]
+    parts = [f"<b>done</b> {badge(str(done.get('status')))} {esc(done_summary(done))}"]
     for blocker in done.get("blockers") or []:
         parts.append(f'<div class="besser-error">blocker: {esc(blocker)}</div>')
     if state.waiting_s >= 0.5:
@@ -250,6 +256,15 @@ def done_html(state: RunViewState, link_base: str | None = None) -> str:
     if state.run_dir:
         parts.append(f"<div><small>run folder: {file_link(state, '', link_base, label=state.run_dir)}</small></div>")
     return "".join(parts)
+
+
+def done_summary(done: dict[str, Any]) -> str:
+    """The ``done`` event's summary, and who cancelled a cancelled run when it says (``cancelled_by``)."""
+    from widgets.wording import DECIDERS
+
+    summary = str(done.get("summary") or "")
+    who = DECIDERS.get(f"cancelled:{done.get('cancelled_by')}") if done.get("status") == "cancelled" else None
+    return f"{summary} ({who})" if summary and who else (who or summary)
 
 
 def file_link(state: RunViewState, relative: str, link_base: str | None, label: str | None = None) -> str:
@@ -291,7 +306,7 @@ def run_text(state: RunViewState, note: str = "") -> str:
     lines.extend(rows_text(state))
     lines.extend(f"  {'resolved' if f.get('resolved') else f.get('severity')}: {f.get('message')}" for f in state.findings[-10:])
     if state.done:
-        lines.append(f"done: {state.done.get('status')} {state.done.get('summary') or ''}".rstrip())
+        lines.append(f"done: {state.done.get('status')} {done_summary(state.done)}".rstrip())
         for key, files in (state.done.get("authorship") or {}).items():
             if files:
                 lines.append(f"  {AUTHORSHIP_LABELS.get(key, key)}: {plural(len(files), 'file')}")
@@ -301,12 +316,12 @@ def run_text(state: RunViewState, note: str = "") -> str:
 
 def rows_text(state: RunViewState) -> list[str]:
     """Pending cards first, then every call in order, one line each (the text twin of the view)."""
-    from widgets.wording import call_word, row_text
+    from widgets.wording import row_text
 
     pending = [f"  [waiting] {row_text(card, state.calls.get(card.call_id))}" for card in state.open_approvals()]
     decided = []
     for key in state.rows:
         card, call = state.row(key)
         if card is None or not card.open:
-            decided.append(f"  [{card.outcome if card is not None else call_word(call)}] {row_text(card, call)}")
+            decided.append(f"  {row_text(card, call, badge=True)}")
     return pending + decided

@@ -58,6 +58,7 @@ class RunView(StaticFallback, w.VBox):
         self.cancel_run = cancel
         self.note = note
         self.link_base = link_base
+        self.awaited = False  # a notebook cell waits on this run (``lesson.answer_cards``): the banner says so
         self.follower: object = None  # the background task following the run, if any (kept referenced)
         self.timeline = PhaseTimeline(self.state)
         self._header = w.HTML()
@@ -97,6 +98,12 @@ class RunView(StaticFallback, w.VBox):
         for event in events:
             self.apply(event)
         return self
+
+    def set_awaited(self, awaited: bool) -> None:
+        """Whether a cell waits on this run: the banner over its cards says so (and goes with them)."""
+        if awaited != self.awaited:
+            self.awaited = awaited
+            self._render({"header"})
 
     def set_note(self, note: str) -> None:
         """A transport line under the header (mode, reconnecting, fallbacks)."""
@@ -152,7 +159,8 @@ class RunView(StaticFallback, w.VBox):
     def _render(self, changed: set[str]) -> None:
         state = self.state
         if "header" in changed:
-            _set(self._header, header_html(state, self.note, live=True))
+            _set(self._header, header_html(state, self.note, live=True, awaited=self.awaited,
+                                           cancellable=self.cancel_run is not None))
             self.controls.update(state)
         if changed & {"timeline", "meter"}:
             self.timeline.update(state)

@@ -265,7 +265,8 @@ class RunViewState:
 
     def _on_done(self, e: dict) -> set[str]:
         self.status, self.queue_position = e["status"], None
-        self.done = {k: e.get(k) for k in ("status", "authorship", "blockers", "verification", "phase_durations", "summary")}
+        self.done = {k: e.get(k) for k in ("status", "authorship", "blockers", "verification", "phase_durations", "summary",
+                                           "cancelled_by")}
         for name, seconds in (e.get("phase_durations") or {}).items():
             if name in self.phases:
                 self.phases[name].duration_s = seconds
@@ -277,6 +278,8 @@ class RunViewState:
         for card in self.approvals.values():
             if card.open:  # nobody answered before the run ended
                 card.outcome = "cancelled" if self.status == "cancelled" else self.status
+                if self.status == "cancelled" and e.get("cancelled_by"):
+                    card.decided_by = f"cancelled:{e['cancelled_by']}"  # who ended it (``wording.DECIDERS``)
                 self._waited(card, e.get("ts"))
                 changed.add(f"card:{card.key}")
         return changed | self._done_findings()

@@ -33,6 +33,12 @@ WARN = "var(--jp-warn-color1, #ff9800)"
 BAD = "var(--jp-error-color1, #f44336)"
 INFO = "var(--jp-brand-color1, #1976d2)"
 MUTED = "var(--jp-layout-color4, #757575)"
+READ = "var(--jp-content-font-size1, 14px)"  # the notebook's own text size: narration read from the back row
+
+# A diff shows side by side once its own box (a container query, in its code font's ``ch``: never
+# the viewport) is at least the width its longest line needs on both sides; ``diffview`` picks
+# the smallest of these that fits the diff, and a diff wider than the last stays unified.
+SPLIT_WIDTHS = (60, 80, 100, 120, 140, 170, 200, 240)
 
 # A status word -> the colour of its badge's edge.
 STATUS_TONE = {
@@ -66,9 +72,14 @@ def stylesheet() -> str:
     tones = "\n".join(
         f".besser-st-{word.replace(' ', '-')} {{border-left-color: {tone}}}" for word, tone in STATUS_TONE.items()
     )
+    split_rules = "\n".join(
+        f"@container (min-width: {width}ch) {{ .besser-diff-w{width} > .besser-diff-split {{display: table}} "
+        f".besser-diff-w{width} > .besser-diff-unified {{display: none}} }}" for width in SPLIT_WIDTHS
+    )
     return f"""
 .besser-run, .besser-card, .besser-request-report {{color: {TEXT}}}
 .besser-run table, .besser-card table {{color: inherit; font-size: inherit}}
+.besser-run table, .besser-card table, .besser-request-report table {{table-layout: auto; margin-left: 0; margin-right: 0}}
 .besser-req-line {{display: grid; grid-template-columns: 2em 5em minmax(10em, 1fr) 4em 5em 6em 5em 6em; gap: 0 12px;
   align-items: baseline; padding: 2px 0 2px 14px; border-bottom: 1px solid {BORDER}}}
 .besser-req-head {{font-weight: 600}}
@@ -80,6 +91,9 @@ def stylesheet() -> str:
 .besser-req-detail pre {{margin: 2px 0 6px; max-height: 16em; overflow: auto; color: {CONTENT};
   font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 13px)}}
 .besser-meta {{color: {META}; font-size: 90%}}
+.besser-run .besser-text, .besser-run .besser-provider, .besser-run .besser-now {{font-size: {READ}; line-height: 1.4}}
+.besser-run .besser-text {{color: {CONTENT}}}
+.besser-run .besser-provider {{color: {META}}}
 .besser-badge {{color: {TEXT}; background: {RAISED}; border: 1px solid {STRONG_BORDER}; border-left: 4px solid {MUTED};
   border-radius: 4px; padding: 0 6px; font-size: 90%; white-space: nowrap}}
 {tones}
@@ -98,13 +112,16 @@ def stylesheet() -> str:
   font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 13px); color: {CONTENT}}}
 .besser-code table, .besser-diff table {{border-collapse: collapse; width: 100%}}
 .besser-code td, .besser-diff td {{padding: 0 6px; white-space: pre; vertical-align: top; text-align: left}}
+/* a static run sits in JupyterLab's rendered HTML, whose tables are right-aligned: ours read from the left */
+:is(.besser-run, .besser-card, .besser-request-report) tr > :is(td, th):not(.besser-lineno) {{text-align: left}}
 .besser-lineno {{color: {META}; text-align: right !important; user-select: none; width: 1%}}
 .besser-diff {{container-type: inline-size; max-height: 28em; overflow: auto; border: 1px solid {BORDER}}}
 .besser-diff-split {{display: none}}
-@container (min-width: 56em) {{ .besser-diff-split {{display: block}} .besser-diff-unified {{display: none}} }}
-.besser-add {{background: {_tint(OK, 18)}}}
-.besser-del {{background: {_tint(BAD, 18)}}}
-.besser-hunk {{color: {META}; background: {PANEL}}}
+{split_rules}
+td.besser-add, tr.besser-add > td {{background: {_tint(OK, 18)}}}
+td.besser-del, tr.besser-del > td {{background: {_tint(BAD, 18)}}}
+.besser-hunk {{color: {META}}}
+.besser-hunk > td {{background: {PANEL}}}
 .besser-mark {{user-select: none; color: {META}; width: 1%}}
 .besser-table {{border-collapse: collapse}}
 .besser-table th, .besser-table td {{border-bottom: 1px solid {BORDER}; padding: 1px 8px; text-align: left}}
@@ -120,6 +137,12 @@ def stylesheet() -> str:
 .besser-run.jupyter-widgets-disconnected .besser-detached {{display: revert}}
 .besser-run.jupyter-widgets-disconnected .besser-live, .besser-run.jupyter-widgets-disconnected .besser-card-note {{display: none}}
 .besser-run.jupyter-widgets-disconnected button {{pointer-events: none; cursor: not-allowed; opacity: .45}}
+.besser-card-buttons {{flex-wrap: wrap; align-items: center; gap: 4px 0}}
+.besser-run .jupyter-button {{white-space: normal; overflow: visible; text-overflow: clip; height: auto;
+  min-height: var(--jp-widgets-inline-height, 28px); line-height: 1.3; flex-shrink: 0; max-width: 100%}}
+.besser-card-buttons > .widget-html {{flex: 1 1 auto; min-width: min(26em, 100%); margin-left: 4px}}
+.besser-card-buttons .widget-html-content {{line-height: 1.3; white-space: normal}}
+.besser-card-note {{display: inline-block}}
 .besser-run.jupyter-widgets-disconnected::before, .besser-run .jupyter-widgets-disconnected::before {{content: none; display: none}}
 .besser-eval {{color: {TEXT}}}
 .besser-eval .besser-table td {{white-space: nowrap}}

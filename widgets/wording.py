@@ -7,12 +7,14 @@ what happened ("applied, lines 46-48", "4/4 requests passed", "exit 1"), never o
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kernel_ext.safetext import line_range, plural, shorten
 from widgets.state import ApprovalView, CallView
 
 TARGET_CHARS = 80
+_READ_ID = re.compile(r"\s*\(read_id [^)\s]*\)")  # a read's handle for the model, not for a person
 
 # ``approval_resolved.by`` -> who decided, as a person reads it.
 DECIDERS = {
@@ -23,6 +25,10 @@ DECIDERS = {
     "policy": "policy",
     "timeout": "nobody (the approval timed out)",
     "cancelled": "nobody (the run was cancelled)",
+    # an open card when its run was cancelled: ``done.cancelled_by`` says who (``state._on_done``)
+    "cancelled:person": "you cancelled the run",
+    "cancelled:server": "nobody (the Jupyter server stopped)",
+    "cancelled:host": "nobody (the host cancelled the run)",
     "host": "the host",
     "duplicate id": "the host (a repeated call id)",
 }
@@ -81,7 +87,7 @@ def result_line(name: str, ok: bool | None, error_code: str | None, summary: str
         return f"created, {plural(int(changed[-1][1]), 'line')}"
     if ok and status == "applied" and changed:
         return f"applied, {ranges(changed)}"
-    first = summary.strip().splitlines()[0] if summary.strip() else ""
+    first = _READ_ID.sub("", summary.strip().splitlines()[0]) if summary.strip() else ""  # ids: in the folded details only
     if ok:
         return shorten(first, 120) or "done"
     return f"failed ({error_code}): {shorten(first, 100)}" if first else f"failed ({error_code})"
@@ -116,14 +122,36 @@ def call_word(call: CallView | None) -> str:
     return "executed" if call.ok else ("denied by policy" if call.error_code == "policy_denied" else "failed")
 
 
-def row_text(card: ApprovalView | None, call: CallView | None) -> str:
-    """``write_file backend/deps.py · created, 48 lines · decided by the run's --approve setting``."""
+def row_words(card: ApprovalView | None, call: CallView | None) -> tuple[str, str, str]:
+    """(badge word, outcome, who decided) of a row, each thing said once: a badge "denied by
+    policy" is followed by "not run", never "denied by policy: not run · policy"."""
+    word = card.outcome if card is not None else call_word(call)
+    said = outcome(card, call)
+    by = by_line(card, call)
+    if said.startswith(word + ": "):
+        said = said[len(word) + 2:]
+    if by and by in word:
+        by = ""
+    return word, said, by
+
+
+def heading(card: ApprovalView | None, call: CallView | None) -> str:
+    """``write_file backend/deps.py``: the tool and what it acts on."""
     name = card.name if card is not None else (call.name if call is not None else "?")
     arguments = (card.request or {}).get("arguments") if card is not None else (call.arguments if call else {})
-    where = target(name, arguments, card.request if card is not None else None)
-    who = decider(card, call)
-    by = _by(who)
-    return " · ".join(part for part in (f"{name} {where}".strip(), outcome(card, call), by) if part)
+    return f"{name} {target(name, arguments, card.request if card is not None else None)}".strip()
+
+
+def row_text(card: ApprovalView | None, call: CallView | None, badge: bool = False) -> str:
+    """``write_file backend/deps.py · created, 48 lines · decided by the run's --approve setting``;
+    ``badge``: led by the badge's word in brackets (``[denied by policy] write_file a.py · not run``)."""
+    if badge:
+        word, said, by = row_words(card, call)
+        return f"[{word}] " + " · ".join(part for part in (heading(card, call), said, by) if part)
+    said, by = outcome(card, call), by_line(card, call)
+    if by and by in said:
+        by = ""
+    return " · ".join(part for part in (heading(card, call), said, by) if part)
 
 
 def by_line(card: ApprovalView | None, call: CallView | None) -> str:
@@ -132,4 +160,9 @@ def by_line(card: ApprovalView | None, call: CallView | None) -> str:
 
 
 def _by(who: str) -> str:
-    return who if not who or who.startswith(("policy", "no approval", "nobody")) else f"decided by {who}"
+    return who if not who or who.startswith(("policy", "no approval", "nobody", "you cancelled")) else f"decided by {who}"
+
+
+def ids_line(call_id: str, category: str = "") -> str:
+    """The call's own id, for the folded details only (``call id: c10 (test)``)."""
+    return f"call id: {call_id}" + (f" ({category})" if category else "")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -61,16 +61,17 @@ class Admission:
         return len(self._waiting)
 
     @asynccontextmanager
-    async def slot(self, events: EventLog, request: str = "") -> AsyncIterator[None]:
-        """Hold one of the ``limit`` places while the body runs (waiting for one first, in the queue)."""
-        await self._enter(events, request)
+    async def slot(self, events: EventLog, request: str = "", cancelled_by: Callable[[], str] = str) -> AsyncIterator[None]:
+        """Hold one of the ``limit`` places while the body runs (waiting for one first, in the queue);
+        ``cancelled_by`` says who, should the run be cancelled while it waits."""
+        await self._enter(events, request, cancelled_by)
         try:
             yield
         finally:
             self.running -= 1
             self._admit()
 
-    async def _enter(self, events: EventLog, request: str) -> None:
+    async def _enter(self, events: EventLog, request: str, cancelled_by: Callable[[], str]) -> None:
         if self.limit is None or (self.running < self.limit and not self._waiting):
             self.running += 1
             return
@@ -91,7 +92,8 @@ class Admission:
                 self._announce(index)
                 if not events.closed:
                     events.emit("error", code="CANCELLED", message="the run was cancelled while it waited in the queue")
-                    events.emit("done", status="cancelled", summary="cancelled while queued; it never started")
+                    events.emit("done", status="cancelled", summary="cancelled while queued; it never started",
+                                cancelled_by=cancelled_by())
             raise
         if not events.closed:
             events.emit("queued", position=0, limit=self.limit, waited_s=round(time.monotonic() - waiter.since, 3))

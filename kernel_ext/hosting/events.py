@@ -158,6 +158,9 @@ class DoneEvent(_Event):
     verification: dict[str, Any] = Field(default_factory=dict)
     phase_durations: dict[str, float] = Field(default_factory=dict)
     summary: str = ""
+    # who ended a cancelled run: "person" (a Cancel button, the REST cancel), "server" (it stopped),
+    # "host" (the host's own reason); "" when not known (older logs, other statuses)
+    cancelled_by: str = ""
 
 
 class ErrorEvent(_Event):

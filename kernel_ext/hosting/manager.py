@@ -87,7 +87,7 @@ class RunManager:
         admission, asked, runtime = self.admission, _asked(options), runtime_budget(options, self.operator)
 
         async def admitted(context: RunContext) -> None:
-            async with admission.slot(context.events, asked):
+            async with admission.slot(context.events, asked, lambda: context.cancelled_by):
                 context.keep_runtime(runtime)  # from admission on: a card past it ends the run and frees the slot
                 await body(context)
 
@@ -229,7 +229,7 @@ class RunManager:
             if run.task is not None and not run.task.done():
                 if not run.events.closed:
                     run.events.emit("text", text="the Jupyter server is stopping; this run is cancelled")
-                run.cancel()
+                run.cancel(by="server")
                 tasks.append(run.task)
         if tasks:
             await asyncio.wait(tasks, timeout=timeout)

@@ -37,6 +37,7 @@ class RunContext:
     options: HostedRequest | None = None  # the request the run was started with (None: a library body)
     started_at: float = field(default_factory=time.monotonic)
     timed_out: str = ""  # why the run's runtime budget ended it (set by ``keep_runtime``'s deadline)
+    cancelled_by: str = ""  # who cancelled it (``Run.cancel``), said on its ``done``
 
     def keep_runtime(self, seconds: float | None) -> None:
         """From now (the run was admitted), its runtime budget bounds every approval card: a card
@@ -125,9 +126,12 @@ class Run:
                 return Verdict(False, "APPROVAL_CLOSED", f"{call_id!r} can no longer be decided: the run is {self.status}")
         return verdict
 
-    def cancel(self) -> bool:
+    def cancel(self, by: str = "host") -> bool:
+        """End the run; ``by`` (``person``, ``server``, ``host``) goes on its ``done`` event, so the
+        view can say who cancelled it rather than "nobody"."""
         if self.task is None or self.task.done():
             return False
+        self.context.cancelled_by = self.context.cancelled_by or by
         self.task.cancel()
         return True
 
@@ -177,7 +181,7 @@ async def _guarded(body: RunBody, context: RunContext) -> None:
             return
         if not events.closed:
             events.emit("error", code="CANCELLED", message="the run was cancelled")
-            events.emit("done", status="cancelled", summary="cancelled before it finished")
+            events.emit("done", status="cancelled", summary="cancelled before it finished", cancelled_by=context.cancelled_by)
         raise
     except EventLogUnwritable as exc:  # already said by its own ``error`` event
         if not events.closed:

@@ -172,7 +172,7 @@ class LocalBackend:
             return runner.soon(partial(run.decide, digest=digest, rest_of_kind=rest_of_kind), call_id, approved)
 
         view = RunView(run_id=run.id, decide=decide, note=self.note)
-        view.cancel_run = lambda: runner.soon(run.cancel)
+        view.cancel_run = lambda: runner.soon(partial(run.cancel, by="person"))
         view.replay(run.events.events)
         if run.task is not None and not run.task.done():
             run.events.add_listener(view.apply)

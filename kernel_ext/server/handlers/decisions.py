@@ -53,6 +53,6 @@ class CancelHandler(BesserHandler):
     @authorized(action="write")
     async def post(self, run_id: str) -> None:
         run = await self.find_run(run_id)
-        if not run.cancel():
+        if not run.cancel(by="person"):  # the view's Cancel button, or a person's own REST call
             raise Refusal(409, "RUN_NOT_ACTIVE", f"run {run.id} is not running here (status {run.status})")
         self.reply({"run_id": run.id, "cancelled": True})
