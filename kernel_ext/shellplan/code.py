@@ -54,6 +54,9 @@ _CODE_NETWORK = Scan(
 _CODE_EXEC = Scan(
     r"os\.system|subprocess|os\.popen|os\.exec|\bexec\(|\beval\(|child_process|execSync|spawnSync|\bsystem\(|`|\bpopen"
     r"|IO\.popen|Kernel\.|__import__|getattr\(|importlib|\bpty\b"
+    # perl/ruby/php forms without parentheses: system "cmd", exec $cmd, qx(cmd), %x(cmd), a piped open
+    r"|\b(?:system|exec)\s+[\"'$q@\[]|\bqx\s*[^\w\s]|%x[^\w\s]|\bspawn\s*\(|shell_exec|passthru|proc_open"
+    r"|\bopen\s*\([^)]*[\"']\s*(?:\||-\|)"
 )
 _CODE_EVAL = Scan(r"\bexec\(|\beval\(|\bcompile\(|\bexecfile|new Function|\bload\(|\bloadstring|instance_eval|`")
 _CODE_WRITE = Scan(
