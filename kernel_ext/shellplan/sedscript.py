@@ -10,6 +10,7 @@ in doubt (a command letter it does not know), says so: over-flagging is the rule
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ _NO_ARGUMENT = frozenset("=dDgGhHlnNpPxzFqQ")
 _LABELLED = frozenset("bBtT:")  # a label to the end of the command
 _TEXT = frozenset("aicrRv#")  # text, a file read or a comment: to the end of the line
 _ADDRESS = frozenset("0123456789$,~+! \t")
+_COMMAND_END = re.compile(r"[;\n]")
 
 
 @dataclass(frozen=True)
@@ -154,5 +156,5 @@ def _to_line_end(script: str, at: int) -> tuple[str, int]:
 
 
 def _to_command_end(script: str, at: int) -> int:
-    ends = [e for e in (script.find(";", at), script.find("\n", at)) if e >= 0]
-    return min(ends) if ends else len(script)
+    found = _COMMAND_END.search(script, at)  # one search, not a find per separator (":a;" * n stays linear)
+    return found.start() if found else len(script)
