@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = [
+    "BLANK",
     "DEEP",
     "INVISIBLE",
     "MAX_CALL_ID_CHARS",
@@ -69,9 +70,14 @@ INVISIBLE = (
     "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb"
     "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
 )
+# Characters that are not format characters yet may show as nothing or as a blank in a key's
+# seams (red team 2): the braille blank U+2800, the object replacement U+FFFC, private use
+# (U+E000-U+F8FF and planes 15-16: no glyph in most fonts, none at all on a terminal) and the
+# noncharacters U+FDD0-U+FDEF, U+FFFE, U+FFFF. Shown escaped and read past, like ``INVISIBLE``.
+BLANK = "\u2800\ufffc\ue000-\uf8ff\ufdd0-\ufdef\ufffe\uffff\U000f0000-\U0010ffff"
 # What a terminal or a page must show, not obey: line and paragraph separators (U+2028/9,
-# U+0085) and every invisible character above.
-_SPOOF = re.compile(f"[\x85\u2028\u2029{INVISIBLE}]")
+# U+0085), every invisible character above and the blanks.
+_SPOOF = re.compile(f"[\x85\u2028\u2029{INVISIBLE}{BLANK}]")
 
 
 def shown_text(text: str) -> str:

@@ -4,7 +4,8 @@ A key can be written so that no run of its characters appears: percent-encoded b
 as ``\\uXXXX`` / ``\\xNN`` / octal ``\\163`` escapes (up to eight backslashes each), ``\\U`` and
 ``\\u{..}`` escapes, HTML entities (``&#116;``, ``&#x74;``, ``&sol;``), ``0x74 0x6f`` bytes, split by
 backslash-newlines, with an invisible character (``safetext.INVISIBLE``: zero-width, format,
-default-ignorable), a combining mark or a non-ASCII space between its characters, spaced out
+default-ignorable) or a blank-looking one (``safetext.BLANK``: braille blank, private use,
+noncharacters; U+0640; an unassigned code point of the BMP), a combining mark or a non-ASCII space between its characters, spaced out
 with ``SEPARATORS`` (hex split by colons or spaces is read as hex), in compatibility letters
 (fullwidth, mathematical bold or italic, accented: each folded to the ASCII its NFKD spells), as
 Unicode tag characters (a run of ``TAG_RUN`` or more read as the ASCII they shadow), or any of
@@ -31,12 +32,13 @@ import unicodedata
 from collections.abc import Callable
 from html.entities import html5 as _ENTITIES
 
-from kernel_ext.safetext import INVISIBLE
+from kernel_ext.safetext import BLANK, INVISIBLE
 
 # Read past: whitespace, the characters a key is split or spelled out with ("sk-a-b-c",
 # "piece+piece", '"ab", "cd"', "74:6f:6b"), and ASCII control characters.
 SEPARATORS = b" \t\r\n\f+-_.,\"':" + bytes([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x20), 0x7F])
 _SPACES = "\x80-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_KASHIDA = "\u0640"  # Arabic tatweel: a stretch of the baseline between letters, read past (shown as it is)
 ROUNDS = 3  # nested encodings decoded: percent of percent of \u escapes, no deeper
 TAG_RUN = 4  # tag characters (U+E0000-E007F) in a run this long spell ASCII; fewer are invisible
 _CONTINUATION = bytes(range(0x80, 0xC0))  # a UTF-8 byte that does not start a character
@@ -73,14 +75,14 @@ def _tables() -> tuple[re.Pattern[str], re.Pattern[str], dict[str, str]]:
     folds: dict[str, str] = {}
     for code in range(0xA0, 0x20000):
         char = chr(code)
-        if unicodedata.category(char) in ("Mn", "Me"):
-            marks.append(code)
+        if unicodedata.category(char) in ("Mn", "Me") or (code < 0x10000 and unicodedata.category(char) in ("Cn", "Cs")):
+            marks.append(code)  # marks, and unassigned or surrogate code points of the BMP: no glyph of their own
         elif unicodedata.decomposition(char):
             base = "".join(c for c in unicodedata.normalize("NFKD", char) if unicodedata.category(c) not in ("Mn", "Me"))
             if base.isascii() and base:
                 folds[char] = base
     codes = [ord(c) for c in folds]
-    drop = re.compile(f"[{INVISIBLE}{_SPACES}{_class(marks)}]+")
+    drop = re.compile(f"[{INVISIBLE}{BLANK}{_KASHIDA}{_SPACES}{_class(marks)}]+")
     fold = re.compile(f"[\U000e0000-\U000e007f]{{{TAG_RUN},}}|[{_class(codes)}]+")
     folds.update({chr(0xE0000 + code): chr(code) for code in range(0x80)})
     return drop, fold, folds

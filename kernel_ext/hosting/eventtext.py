@@ -22,7 +22,7 @@ def describe(event: Any) -> str:
     if t == "tool_call":
         return f"  -> {event.name} {event.summary}"
     if t == "tool_result":
-        return f"  <- {event.name} {'ok' if event.ok else event.error_code}: {event.summary.splitlines()[0][:120] if event.summary else ''}"
+        return f"  <- {event.name} {'ok' if event.ok else event.error_code}: {_first_line(event.summary)[:120]}"
     if t == "approval_resolved":
         note = f": {event.note}" if event.note else ""
         who = {"card": "you, on its card", "terminal": "you, at the terminal"}.get(event.by, event.by)
@@ -38,7 +38,7 @@ def describe(event: Any) -> str:
     if t == "text":
         if getattr(event, "partial", False):  # the reply while it streams: the final text follows
             return ""
-        return "  model: " + event.text.strip().splitlines()[0][:160] if event.text.strip() else ""
+        return "  model: " + _first_line(event.text.strip())[:160] if event.text.strip() else ""
     if t == "error":
         return f"error {event.code}: {event.message}"
     if t == "done":
@@ -51,3 +51,10 @@ def describe(event: Any) -> str:
             lines.append("  phases: " + ", ".join(f"{k} {v:.2f}s" for k, v in event.phase_durations.items()))
         return "\n".join(lines)
     return ""
+
+
+def _first_line(text: str) -> str:
+    """Up to the first newline only: ``splitlines`` also ends a line at U+2028, U+0085 or a form
+    feed, which a name can hold, so the rest of a file name was hidden ("created u" for a name
+    going on after U+2028); the caller's escaping shows those characters instead."""
+    return (text or "").replace("\r\n", "\n").split("\n", 1)[0].split("\r", 1)[0]

@@ -32,7 +32,7 @@ from kernel_ext.hosting.bus import EventLog
 from kernel_ext.hosting.layout import RunLayout, run_folder
 from kernel_ext.hosting.offloop import for_request, off_loop
 from kernel_ext.hosting.options import OperatorSettings, RunRequest
-from kernel_ext.hosting.requests import HostedRequest, capped
+from kernel_ext.hosting.requests import HostedRequest, capped, fingerprint
 from kernel_ext.hosting.run import Run, RunBody, RunContext, load_finished, start_run
 from kernel_ext.hosting.runindex import RunIndex
 from kernel_ext.hosting.stored import log_stat, open_log
@@ -77,7 +77,10 @@ class RunManager:
         """``start`` for the server: resolving opens the files the request names (``hold_named_files``),
         so it runs on the request workers, never on the loop."""
         body = await for_request(resolve_body, request, self.operator)
-        return self.start_body(body, options=request)
+        stamp = await for_request(fingerprint, request)  # a body can hold megabytes of model_json: off the loop
+        run = self.start_body(body, options=request)
+        run.context.fingerprint = stamp
+        return run
 
     def start_body(self, body: RunBody, *, options: HostedRequest | None = None, run_id: str | None = None) -> Run:
         """Host an already-built body (library callers, benchmarks); needs a running loop. It waits in

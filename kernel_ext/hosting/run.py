@@ -38,6 +38,18 @@ class RunContext:
     started_at: float = field(default_factory=time.monotonic)
     timed_out: str = ""  # why the run's runtime budget ended it (set by ``keep_runtime``'s deadline)
     cancelled_by: str = ""  # who cancelled it (``Run.cancel``), said on its ``done``
+    # sha256 of the request's JSON, once: a request can hold megabytes of model_json, and every
+    # summary (each GET of the run) named it (0.3-0.5 s on the loop each; red team 2)
+    fingerprint: str | None = field(default=None, repr=False)
+
+    def request_fingerprint(self) -> str | None:
+        """The request's fingerprint (``requests.fingerprint``), computed at most once."""
+        from kernel_ext.hosting.options import RunRequest, ScenarioRequest
+        from kernel_ext.hosting.requests import fingerprint
+
+        if self.fingerprint is None and isinstance(self.options, (RunRequest, ScenarioRequest)):
+            self.fingerprint = fingerprint(self.options)
+        return self.fingerprint
 
     def keep_runtime(self, seconds: float | None) -> None:
         """From now (the run was admitted), its runtime budget bounds every approval card: a card

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kernel_ext.errors import ToolFailure
 from kernel_ext.hosting.options import RunRequest, ScenarioRequest
-from kernel_ext.hosting.requests import fingerprint, kind_of
+from kernel_ext.hosting.requests import kind_of
 from kernel_ext.hosting.run import Run
 from kernel_ext.workspace.fence import DIR_FLAGS, FILE_FLAGS, open_regular_at
 from kernel_ext.workspace.internal import RUN_STATE_DIR
@@ -78,7 +78,7 @@ def summarize(run: Run) -> RunSummary:
         run_dir=str(run.context.layout.run_dir),
         kind=kind_of(options) if isinstance(options, (RunRequest, ScenarioRequest)) else None,
         queue_position=run.queue_position,
-        fingerprint=fingerprint(options) if isinstance(options, (RunRequest, ScenarioRequest)) else None,
+        fingerprint=run.context.request_fingerprint(),
     )
 
 

@@ -9,6 +9,7 @@ destructive or network verbs anywhere in the raw text, quotes included. Both ove
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from kernel_ext.shellplan.reach import SEVERE_WRITE, landing, literal_paths, resolve
@@ -54,7 +55,13 @@ _CODE_NETWORK = Scan(
 _CODE_EXEC = Scan(
     r"os\.system|subprocess|os\.popen|os\.exec|\bexec\(|\beval\(|child_process|execSync|spawnSync|\bsystem\(|`|\bpopen"
     r"|IO\.popen|Kernel\.|__import__|getattr\(|importlib|\bpty\b"
+    # perl/ruby/php forms without parentheses: system "cmd", exec $cmd, qx(cmd), %x(cmd), a piped open
+    r"|\b(?:system|exec)\s+[\"'$q@\[]|\bqx\s*[^\w\s]|%x[^\w\s]|\bspawn\s*\(|shell_exec|passthru|proc_open"
+    r"|\bopen\s*\([^)]*[\"']\s*(?:\||-\|)"
 )
+# Code that reads its own input (``python -c "exec(sys.stdin.read())"`` is ``python -`` spelled otherwise).
+_READS_INPUT = Scan(r"sys\.stdin|\binput\(|STDIN|process\.stdin|\$stdin|/dev/stdin|fileinput|readFileSync\(\s*0|\bgets\b|<>")
+_EVAL_WORD = Scan(r"\beval\s")  # perl and ruby: eval <STDIN>, eval $code
 _CODE_EVAL = Scan(r"\bexec\(|\beval\(|\bcompile\(|\bexecfile|new Function|\bload\(|\bloadstring|instance_eval|`")
 _CODE_WRITE = Scan(
     r"open\([^)]*['\"](?:[wax]|r\+)|\.write\(|write_text|write_bytes|os\.rename|os\.replace|shutil\.(?:copy|move)"
@@ -136,7 +143,12 @@ def interpreter_verdict(name: str, texts: list[str], heredocs: list[str]) -> Ver
         return mut("edit", [t for t in texts if not t.startswith("-")][1:], note="perl -i edits files in place")
     code = value_of(texts, code_flags)
     if code is not None:
-        return code_verdict(lang, code)
+        verdict = code_verdict(lang, code)
+        if _READS_INPUT.search(code) and (_CODE_EVAL.search(code) or _EVAL_WORD.search(code)):
+            # exec(sys.stdin.read()), eval <STDIN>: the code runs whatever is piped in, as `python -` does
+            verdict = dataclasses.replace(worst([verdict, unknown(f"the {lang} code runs what it reads from its input")]),
+                                          runs_stdin=True)
+        return verdict
     if lang == "python" and "-m" in texts:
         index = texts.index("-m")
         module = texts[index + 1] if index + 1 < len(texts) else ""

@@ -9,6 +9,8 @@ that looks like a path is treated as discarding changes.
 
 from __future__ import annotations
 
+import re
+
 from kernel_ext.shellplan.deletion import deletion
 from kernel_ext.shellplan.reach import SEVERE_WRITE, UNPLACED, Reach, write_landing
 from kernel_ext.shellplan.verdict import (
@@ -22,6 +24,7 @@ from kernel_ext.shellplan.verdict import (
     ro,
     short_flags,
     unknown,
+    worst,
 )
 
 _GLOBAL_VALUED = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env",
@@ -39,18 +42,63 @@ _CLONE_VALUED = ("-b", "--branch", "-o", "--origin", "--depth", "-c", "--config"
                  "--template", "--separate-git-dir", "-j", "--jobs", "--filter", "--shallow-since", "--shallow-exclude")
 
 
+# Configuration keys whose value git runs as a command (or a folder it runs hooks from): given to
+# one call by ``-c``/``--config-env``, a read-only-looking call runs it (``git -c core.fsmonitor=CMD
+# status``); set by ``git config``, every later call may (a planted command). Over-flagging by design.
+_COMMAND_KEY = re.compile(
+    r"(?i)(?:core\.(?:fsmonitor|pager|editor|sshcommand|hookspath|askpass|gitproxy)|sequence\.editor|diff\.external"
+    r"|diff\..+\.(?:command|textconv)|difftool\..+\.cmd|mergetool\..+\.cmd|merge\..+\.driver"
+    r"|filter\..+\.(?:clean|smudge|process)|alias\..+|credential\.(?:.+\.)?helper|gpg\.(?:.+\.)?program|pager\..+"
+    r"|uploadpack\.packobjectshook|protocol\..+\.allow|remote\..+\.(?:uploadpack|receivepack|vcs)|include\.path"
+    r"|includeif\..+\.path|init\.templatedir)"
+)
+# Options of the read subcommands that run a command or write a file.
+_RUNS_PAGER = frozenset({"-O", "--open-files-in-pager"})
+
+
+def command_key(key: str) -> bool:
+    """Whether git runs the value of configuration ``key`` as a command (or hooks from it)."""
+    return _COMMAND_KEY.fullmatch(key.strip()) is not None
+
+
 def classify_git(args: list[str], reach: Reach = UNPLACED) -> Verdict:
     """``git ARGS``; ``reach``: where it runs (``git -C DIR`` moves it) and the run's checkpoints."""
     i = 0
+    keyed: list[str] = []  # command keys given to this call (``-c``, ``--config-env``)
     while i < len(args) and args[i].startswith("-"):
         if args[i] == "-C" and i + 1 < len(args):
             reach = reach.moved(args[i + 1])
         elif args[i] in ("--git-dir", "--work-tree") or args[i].startswith(("--git-dir=", "--work-tree=")):
             reach = reach.moved(None)  # the tree it cleans is elsewhere: not known
+        elif (args[i] in ("-c", "--config-env") and i + 1 < len(args)) or args[i].startswith("--config-env="):
+            setting = args[i].split("=", 1)[1] if args[i].startswith("--config-env=") else args[i + 1]
+            if command_key(setting.split("=", 1)[0]):
+                keyed.append(setting.split("=", 1)[0])
         i += 2 if args[i] in _GLOBAL_VALUED else 1
     if i >= len(args):
         return ro()
-    sub, rest = args[i], args[i + 1 :]
+    verdict = _subcommand(args[i], args[i + 1 :], reach)
+    if keyed:
+        verdict = worst([verdict, unknown(f"git -c {keyed[0]}=...: git runs that value as a command")])
+    return worst([verdict, _read_side_effects(args[i], args[i + 1 :])]) if args[i] in _READ else verdict
+
+
+def _read_side_effects(sub: str, rest: list[str]) -> Verdict:
+    """What a read subcommand's options do besides reading: run a pager command on files, an
+    external diff from the configuration, or write a file (``--output``)."""
+    parts: list[Verdict] = []
+    if sub == "grep" and any(a in _RUNS_PAGER or a.startswith(("--open-files-in-pager", "-O")) for a in rest):
+        parts.append(unknown("git grep -O runs a command on the matching files"))
+    if "--ext-diff" in rest:
+        parts.append(unknown("--ext-diff runs the external diff command the configuration names"))
+    outputs = [a.split("=", 1)[1] for a in rest if a.startswith("--output=")]
+    outputs += [rest[j + 1] for j, a in enumerate(rest[:-1]) if a == "--output"]
+    if outputs:
+        parts.append(bad("write", outputs, f"--output replaces {outputs[0]} with git's output"))
+    return worst(parts) if parts else ro()
+
+
+def _subcommand(sub: str, rest: list[str], reach: Reach) -> Verdict:
     if sub == "clean":
         return _clean(rest, reach)
     rule = _SPECIAL.get(sub)
@@ -117,6 +165,9 @@ def _config(rest: list[str]) -> Verdict:
     if len(words) <= 1 and not has(rest, "--unset", "--unset-all", "--remove-section", "--rename-section", "--add", "-e",
                                    "--edit"):
         return ro()
+    if words and command_key(words[0]) and not has(rest, "--unset", "--unset-all", "--remove-section"):
+        return bad("git", ("config",), f"git config {words[0]} plants a command that later git calls run "
+                   "(a read-only-looking git status or git diff then runs it)")
     return mut("git", ("config",), note="changes git configuration")
 
 

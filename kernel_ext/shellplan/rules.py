@@ -12,6 +12,7 @@ from __future__ import annotations
 from kernel_ext.shellplan.deletion import delete_program, into_system
 from kernel_ext.shellplan.hostrules import HOST_RULES
 from kernel_ext.shellplan.reach import SEVERE_WRITE, UNPLACED, Reach, landing, literal_paths, resolve, worse_by_reach
+from kernel_ext.shellplan.sedscript import sed_effects
 from kernel_ext.shellplan.verdict import (
     Verdict,
     bad,
@@ -23,6 +24,7 @@ from kernel_ext.shellplan.verdict import (
     ro,
     short_flags,
     unknown,
+    worst,
 )
 
 # -- program tables -------------------------------------------------------------------------------
@@ -143,10 +145,18 @@ def _truncate(args: list[str]) -> Verdict:
 
 
 def _sed(args: list[str]) -> Verdict:
+    parts: list[Verdict] = []
     if "i" in short_flags(args) or "--in-place" in long_flags(args):
         files = positional(args, ("-e", "-f", "-l", "--expression", "--file"))
-        return mut("edit", files[1:] if not has(args, "-e", "--expression", "-f", "--file") else files)
-    return ro()
+        parts.append(mut("edit", files[1:] if not has(args, "-e", "--expression", "-f", "--file") else files))
+    effects = sed_effects(args)
+    if effects.writes:
+        parts.append(bad("write", effects.writes, f"the sed script's w command replaces {effects.writes[0]} (truncated first)"))
+    if effects.runs:
+        parts.append(unknown("the sed script's e command runs a shell command"))
+    if effects.unsure:
+        parts.append(unknown(effects.unsure))
+    return worst(parts) if parts else ro()
 
 
 def _awk(args: list[str]) -> Verdict:
