@@ -1,0 +1,104 @@
+"""The session's reset between commands, fast path included: a command that defines nothing costs
+only the light step its own line ends with (no reset round); a definition made in any way between
+two commands (alias, function, ``enable``, ``hash -p``, ``set -o`` / ``shopt`` options, traps) is
+gone before the next command, whose names run what they name; PATH is kept and named, as in a
+terminal. Real bubblewrap, one shell per test."""
+
+from __future__ import annotations
+
+import pytest
+from sandbox_fixtures import make_run
+from shell_tools_fixtures import needs_bwrap
+
+from kernel_ext.sandbox.session import protocol
+from kernel_ext.sandbox.session.persistent import ShellSession
+from kernel_ext.sandbox.session.registry import SessionRegistry
+from kernel_ext.sandbox.tiers import choose_tier
+
+pytestmark = needs_bwrap
+
+
+@pytest.fixture
+def shell(tmp_path):
+    run = make_run(tmp_path)
+    (run.ws / ".hidden").write_text("dot\n")
+    registry = SessionRegistry(max_sessions=2, idle_seconds=900)
+    session = registry.session("r1", lambda: ShellSession(choose_tier("bwrap"), run.ws, run.home))
+    sent: list[str] = []
+    original = session._send
+
+    def recording(text: str) -> None:
+        sent.append(text)
+        original(text)
+
+    session._send = recording  # type: ignore[method-assign]
+    session.sent = sent  # type: ignore[attr-defined]
+    yield session
+    registry.close()
+
+
+def resets(session) -> int:
+    return session.sent.count(protocol.RESET_LINE)
+
+
+PROBE = "cat project.txt; type -t ls cat echo; echo *; false; trap -p; echo end"
+CLEAN = "inside-the-project\nfile\nfile\nbuiltin\nproject.txt sub\ntrap -- '__b_exit' EXIT\n"
+
+DEFINITIONS = {
+    "alias": "shopt -s expand_aliases; alias cat='echo PWNED'; alias ls='echo PWNED'",
+    "function": "cat() { echo PWNED; }; ls() { echo PWNED; }",
+    "function via eval": 'eval "$(printf \'%s\' \'cat() { echo PWNED; }\')"',
+    "enable -n": "enable -n echo",
+    "hash -p": "hash -p /bin/echo cat",
+    "set -o noglob": "set -o noglob",
+    "shopt dotglob": "shopt -s dotglob",
+    "posix mode": "set -o posix",
+    "DEBUG trap": "trap 'echo PWNED' DEBUG",
+    "DEBUG trap inherited": "set -T; trap 'echo PWNED' DEBUG RETURN",
+    "ERR trap": "trap 'echo PWNED' ERR",
+    "signal trap": "trap 'cat() { echo PWNED; }' USR2",
+    "builtin shadowed": "builtin() { echo PWNED; }; trap() { echo PWNED; }; unalias() { :; }; command() { :; }",
+    "disabled then shadowed": "enable -n unalias; unalias() { :; }; shopt -s expand_aliases; alias cat='echo PWNED'",
+}
+
+# What the light step every command line ends with clears by itself (no reset round).
+LIGHT = {"alias", "hash -p", "posix mode", "DEBUG trap", "ERR trap", "builtin shadowed"}
+
+
+def test_a_command_that_defines_nothing_takes_no_reset_round(shell):
+    for _ in range(3):
+        record = shell.run("true", timeout=30)
+        assert record.exit_code == 0
+    assert resets(shell) == 0 and shell.caveat == ""
+    record = shell.run("cd sub && export X=1", timeout=30)  # state a terminal keeps is no definition
+    assert record.exit_code == 0 and resets(shell) == 0
+    assert shell.run("pwd; echo $X", timeout=30).stdout.text.endswith("/sub\n1\n")
+
+
+@pytest.mark.parametrize("how", list(DEFINITIONS))
+def test_a_definition_made_in_any_way_is_gone_before_the_next_command(shell, how):
+    assert shell.run(PROBE, timeout=30).stdout.text.startswith(CLEAN)  # the probe, as a clean shell answers it
+    defined = shell.run(DEFINITIONS[how], timeout=30)
+    assert defined.exit_code == 0 and not defined.timed_out, (how, defined.notes)  # a trap's output never hides the marker
+    probe = shell.run(PROBE, timeout=30)
+    assert "PWNED" not in probe.stdout.text + probe.stderr.text, (how, probe.stdout.text, probe.stderr.text)
+    assert probe.stdout.text.startswith(CLEAN), (how, probe.stdout.text)
+    assert (resets(shell) == 1) is (how not in LIGHT), (how, resets(shell))  # the full reset runs only when needed
+    assert shell.caveat == "" and not any("could not be dropped" in n for n in probe.notes)
+
+
+def test_a_trap_that_skips_the_reset_ends_the_shell_and_the_next_starts_clean(shell):
+    shell.kill_grace_s = 1.0
+    shell.run("ls() { echo PWNED; }", timeout=30)
+    skipped = shell.run("shopt -s extdebug; trap 'false' DEBUG", timeout=2)  # every later step skipped: no marker
+    assert skipped.timed_out or any("restarted" in n or "exited" in n for n in skipped.notes), skipped
+    probe = shell.run(PROBE, timeout=30)
+    assert "PWNED" not in probe.stdout.text and probe.stdout.text.startswith(CLEAN), probe.stdout.text
+
+
+def test_path_is_kept_and_named_a_readonly_function_is_named(shell):
+    shell.run("mkdir -p bin && printf '#!/bin/sh\\necho SHIM\\n' > bin/cat && chmod +x bin/cat && export PATH=$PWD/bin:$PATH",
+              timeout=30)
+    assert "changed PATH" in shell.caveat
+    shell.run("ls() { echo PWNED; }; readonly -f ls", timeout=30)
+    assert "could not be dropped (ls)" in shell.caveat
