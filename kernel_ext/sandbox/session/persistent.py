@@ -37,17 +37,14 @@ from kernel_ext.sandbox.record import CommandRecord, new_record_id
 from kernel_ext.sandbox.runnet import RunNetwork
 from kernel_ext.sandbox.session.overflow import run_overflow
 from kernel_ext.sandbox.session.protocol import (
-    RESET_LINE,
     CommandFiles,
     ControlChannel,
     Marker,
     command_line,
     control_root,
     init_script,
-    is_clean,
     read_and_remove,
     shell_caveat,
-    shell_state,
 )
 from kernel_ext.sandbox.shares import MEMORY_LIMIT, NO_WATCH, STDERR_TAIL
 from kernel_ext.sandbox.spec import Confinement, is_within
@@ -251,9 +248,7 @@ class ShellSession:
         files.retire()
         notes = self._take_notes()
         code, pwd = (marker[0].status, marker[0].cwd) if marker else (None, "")
-        if marker:
-            self._reset_if_needed()
-            self.caveat = shell_caveat(self.ctl, notes)  # said on every result while it holds
+        self.caveat = shell_caveat(self.ctl, notes) if marker else self.caveat  # said on every result while it holds
         stopped = memory.note(kills_before, code, stderr.result().text[-STDERR_TAIL:])
         if stopped:
             notes.append(stopped)
@@ -278,18 +273,6 @@ class ShellSession:
                 self._send(f"builtin cd -- {shlex.quote(str(self.cwd))}\n")
         return self._record(command, code, timed_out, capped, duration, stdout, stderr, timeout, wd, notes, started_at,
                             MEMORY_LIMIT if stopped else None)
-
-    def _reset_if_needed(self) -> None:
-        """The full reset, as a round of its own, when the command's inventory is not a clean shell's.
-
-        Most commands define nothing, so they pay only the light step their own line ends with; a
-        shell that does not answer the reset is ended (the next command starts a clean one).
-        """
-        if is_clean(shell_state(self.ctl)):
-            return
-        self._send(RESET_LINE)
-        if self._await_marker("reset", START_TIMEOUT_S) is None:
-            self._terminate()
 
     def _abort_round(self, before: set[tuple[int, int]]) -> None:
         """Stop the running command: ask the shell to abandon it, kill what it started.

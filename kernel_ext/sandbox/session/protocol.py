@@ -25,51 +25,68 @@ from kernel_ext.sandbox.supervisor import drainer
 
 _USR1 = """'[ -n "$__b_run" ] && [ "${FUNCNAME[0]:-}" != __b_done ] && return 130'"""
 _TRAPS = f"trap -- '__b_exit' EXIT\ntrap -- {_USR1} SIGUSR1\n"  # ``trap -p`` of a clean shell
-_DROP = "unset -f builtin command compgen declare enable type shopt unalias printf export local mapfile hash trap set"
-# After every command: ``__b_light`` (functions named like the builtins the steps call dropped,
-# aliases, ``expand_aliases`` and remembered paths (``hash -p``) cleared), then, at top level
-# (a function neither sees nor clears them), the DEBUG, RETURN and ERR traps cleared, then
-# ``__b_done``, whose inventory (``__b_inv``, builtins only, no fork) in ``<ctl>/state`` lists
-# PATH, functions, aliases, disabled and loaded builtins, ``set -o`` and ``shopt`` options and
-# traps. The host compares it with a clean shell's (``is_clean``); only when it differs does it
-# send the full reset (``RESET_LINE``: functions unset, builtins re-enabled or unloaded, options
-# and signal traps restored) as a round of its own, and reads the inventory again.
+_DROP = "unset -f builtin command compgen declare enable type shopt unalias printf export local mapfile hash trap set read"
+_CLEAN_STATE = "k"  # the inventory line of a shell the check found clean
+# Every command line ends with ``__b_light`` (functions named like the builtins the steps call
+# dropped; aliases, ``expand_aliases`` and remembered paths (``hash -p``) cleared), then, at top
+# level (a function neither sees nor clears them), the DEBUG, RETURN and ERR traps cleared, then
+# ``__b_done``. Its check (``__b_check``, builtins only, no fork) compares the options with the
+# shell's first ones and one listing (functions, disabled and loaded builtins, signal traps) with
+# a clean shell's, taken before anything ran (``__b_clean``); only when they differ does the full
+# reset run (functions unset, builtins re-enabled or unloaded, options and traps restored). Its
+# ``<ctl>/state`` is ``p`` (PATH) then ``k N`` (clean; N full resets so far), or, when something
+# could not be dropped, the full inventory (``__b_inv``) for ``shell_caveat`` to name.
 _INIT = r"""readonly __b_path="$PATH"
 set -m
 set -o physical
 readonly __b_sopts="$SHELLOPTS" __b_bopts="$BASHOPTS"
 builtin compgen -A builtin > {ctl}/builtins; builtin mapfile -t __b_l < {ctl}/builtins; readonly __b_bi=" ${{__b_l[*]}} "; unset __b_l
+__b_nreset=0
 __b_light() {{ POSIXLY_CORRECT=1; {drop}; unset POSIXLY_CORRECT; \
-unalias -a; builtin hash -r; builtin shopt -u expand_aliases inherit_errexit; }}
+unalias -a; builtin hash -r; builtin shopt -u expand_aliases inherit_errexit; builtin set -E; }}
+__b_list() {{ {{ builtin compgen -P 'f ' -A function; builtin compgen -P 'd ' -A disabled; builtin compgen -P 'b ' -A builtin; \
+builtin trap -p; }} > {ctl}/defs 2>/dev/null; }}
+__b_check() {{ __b_v=; [[ -z $__b_v && $SHELLOPTS == "$__b_sopts" && $BASHOPTS == "$__b_bopts" ]] || return 1; \
+__b_list; IFS= builtin read -r -d '' __b_v < {ctl}/defs; [[ $__b_v == "$__b_clean" ]]; }}
 __b_inv() {{ {{ [[ $PATH == "$__b_path" ]] && builtin printf 'p same\n' || builtin printf 'p %s\n' "$PATH"; \
 builtin compgen -P 'f ' -A function; \
 builtin compgen -P 'd ' -A disabled; builtin compgen -P 'b ' -A builtin; builtin printf 'B%s\n' "$__b_bi"; \
 builtin printf 'o %s\n' "$SHELLOPTS" "$BASHOPTS"; builtin printf 'O %s\n' "$__b_sopts" "$__b_bopts"; \
 builtin printf 't\n'; builtin trap -p; }} > {ctl}/state 2>/dev/null; }}
 __b_reset() {{ POSIXLY_CORRECT=1; {drop}; \
-local IFS=$' \t\n' __b_f __b_l; \
-{{ builtin compgen -P 'f ' -A function; builtin compgen -P 'd ' -A disabled; builtin compgen -P 'b ' -A builtin; \
-}} > {ctl}/defs 2>/dev/null; builtin mapfile -t __b_l < {ctl}/defs; \
-for __b_f in "${{__b_l[@]}}"; do case $__b_f in 'f __b_done'|'f __b_exit'|'f __b_reset'|'f __b_light'|'f __b_inv') ;; \
+local IFS=$' \t\n' __b_f __b_l; (( __b_nreset++ )); \
+__b_list; builtin mapfile -t __b_l < {ctl}/defs; \
+for __b_f in "${{__b_l[@]}}"; do case $__b_f in 'f __b_done'|'f __b_exit'|'f __b_reset'|'f __b_light'|\
+'f __b_inv'|'f __b_list'|'f __b_check'|'f __b_state'|'f __b_opts'|'f __b_untrap') ;; \
 'f '*) unset -f -- "${{__b_f#f }}";; 'd '*) builtin enable -- "${{__b_f#d }}";; \
 'b '*) case $__b_bi in *" ${{__b_f#b }} "*) ;; *) builtin enable -d -- "${{__b_f#b }}";; esac;; esac; done 2>/dev/null; \
 unset POSIXLY_CORRECT; builtin trap - {{1..64}} 2>/dev/null; builtin trap __b_exit EXIT; builtin trap {usr1} USR1; \
+__b_light; __b_opts; }}
+__b_opts() {{ [[ $SHELLOPTS == "$__b_sopts" && $BASHOPTS == "$__b_bopts" ]] && return; local IFS=$' \t\n' __b_f; \
 if [[ $SHELLOPTS != "$__b_sopts" ]]; then for __b_f in ${{SHELLOPTS//:/ }}; do \
 case :$__b_sopts: in *:$__b_f:*) ;; *) builtin set +o "$__b_f";; esac; done; \
 for __b_f in ${{__b_sopts//:/ }}; do builtin set -o "$__b_f"; done; fi 2>/dev/null; \
 if [[ $BASHOPTS != "$__b_bopts" ]]; then for __b_f in ${{BASHOPTS//:/ }}; do \
 case :$__b_bopts: in *:$__b_f:*) ;; *) builtin shopt -u "$__b_f";; esac; done; \
-for __b_f in ${{__b_bopts//:/ }}; do builtin shopt -s "$__b_f"; done; fi 2>/dev/null; \
-__b_light; }}
-__b_done() {{ __b_run=; __b_inv; builtin export -p > {ctl}/env 2>/dev/null; builtin printf 'D %s %s %s\0' "$1" "$2" "$PWD"; }}
+for __b_f in ${{__b_bopts//:/ }}; do builtin shopt -s "$__b_f"; done; fi 2>/dev/null; }}
+__b_untrap() {{ builtin trap - DEBUG RETURN ERR; }}
+__b_state() {{ __b_check || {{ __b_reset; __b_check; }} || {{ __b_inv; return; }}; \
+{{ [[ $PATH == "$__b_path" ]] && builtin printf 'p same\n' || builtin printf 'p %s\n' "$PATH"; \
+builtin printf 'k %s\n' "$__b_nreset"; }} > {ctl}/state 2>/dev/null; }}
+__b_done() {{ __b_run=; __b_opts; __b_state; \
+builtin export -p > {ctl}/env 2>/dev/null; builtin printf 'D %s %s %s\0' "$1" "$2" "$PWD"; }}
 __b_exit() {{ builtin export -p > {ctl}/env 2>/dev/null; builtin printf '%s' "$PWD" > {ctl}/cwd; }}
-readonly -f __b_light __b_inv __b_reset __b_done __b_exit
+declare -ft __b_untrap
+readonly -f __b_light __b_list __b_check __b_inv __b_reset __b_opts __b_untrap __b_state __b_done __b_exit
+trap __b_exit EXIT
+trap {usr1} USR1
+__b_list; IFS= builtin read -r -d '' __b_v < {ctl}/defs; readonly __b_clean="$__b_v"
 if [ -f {ctl}/env ]; then . {ctl}/env >/dev/null 2>&1; fi
-__b_reset; trap - DEBUG RETURN ERR; __b_inv
+__b_light; __b_untrap; __b_opts; __b_state
 builtin cd -- {cwd} 2>/dev/null || builtin cd -- {ws}
 builtin printf 'R 0 %s\0' "$PWD"
 """
-_OWN = frozenset({"__b_done", "__b_exit", "__b_light", "__b_inv", "__b_reset"})
+_OWN = frozenset(f"__b_{name}" for name in ("done", "exit", "light", "list", "check", "inv", "reset", "state", "opts", "untrap"))
 
 
 def init_script(ctl: Path, cwd: Path, workspace: Path) -> str:
@@ -78,8 +95,7 @@ def init_script(ctl: Path, cwd: Path, workspace: Path) -> str:
     return _INIT.format(ctl=q(str(ctl)), cwd=q(str(cwd)), ws=q(str(workspace)), usr1=_USR1, drop=_DROP)
 
 
-AFTER = "__b_run=; __b_light; trap - DEBUG RETURN ERR; __b_done"  # what every command line ends with (then: number, status)
-RESET_LINE = "__b_reset; trap - DEBUG RETURN ERR; __b_done reset 0\n"  # the full reset, as a round of its own
+AFTER = "__b_run=; __b_light; __b_untrap; __b_done"  # what every command line ends with (then: number, status)
 
 
 def shell_state(ctl: Path) -> list[str] | None:
@@ -88,11 +104,6 @@ def shell_state(ctl: Path) -> list[str] | None:
         return (ctl / "state").read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return None
-
-
-def is_clean(lines: list[str] | None) -> bool:
-    """Whether the inventory is a clean shell's, so no full reset is needed before the next command."""
-    return lines is not None and not _leftovers(lines) and bool(lines) and lines[0] == "p same"
 
 
 def _leftovers(lines: list[str]) -> list[str]:
@@ -135,7 +146,7 @@ def shell_caveat(ctl: Path, out: list[str] | None = None) -> str:
     if not lines or lines[0] != "p same":
         path = lines[0].removeprefix("p ") if lines else ""
         notes.append(f"an earlier command changed PATH to {path[:300]!r}: a command name may run another program")
-    left = _leftovers(lines)
+    left = [] if len(lines) > 1 and lines[1].startswith(_CLEAN_STATE + " ") else _leftovers(lines)
     if left:
         notes.append(
             f"definitions an earlier command made could not be dropped ({', '.join(left[:8])}): a command name may run something else"
