@@ -100,3 +100,12 @@ def test_path_is_kept_and_named_a_readonly_function_is_named(shell):
     assert "changed PATH" in shell.caveat
     shell.run("ls() { echo PWNED; }; readonly -f ls", timeout=30)
     assert "could not be dropped (ls)" in shell.caveat
+
+
+def test_a_check_variable_made_readonly_means_a_full_reset_every_time(shell):
+    shell.run('readonly __b_v="$__b_clean"; cat() { echo PWNED; }', timeout=30)  # a forged "clean" listing
+    for _ in range(2):
+        probe = shell.run(PROBE, timeout=30)
+        assert "PWNED" not in probe.stdout.text and probe.stdout.text.startswith(CLEAN), probe.stdout.text
+        lines = shell_state(shell.ctl) or []
+        assert len(lines) > 2 and not lines[1].startswith("k ")  # never reported clean: the full reset ran

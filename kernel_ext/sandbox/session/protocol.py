@@ -46,7 +46,7 @@ __b_light() {{ POSIXLY_CORRECT=1; {drop}; unset POSIXLY_CORRECT; \
 unalias -a; builtin hash -r; builtin shopt -u expand_aliases inherit_errexit; builtin set -E; }}
 __b_list() {{ {{ builtin compgen -P 'f ' -A function; builtin compgen -P 'd ' -A disabled; builtin compgen -P 'b ' -A builtin; \
 builtin trap -p; }} > {ctl}/defs 2>/dev/null; }}
-__b_check() {{ __b_v=; [[ -z $__b_v && $SHELLOPTS == "$__b_sopts" && $BASHOPTS == "$__b_bopts" ]] || return 1; \
+__b_check() {{ [[ ${{__b_v@a}} != *r* && $SHELLOPTS == "$__b_sopts" && $BASHOPTS == "$__b_bopts" ]] || return 1; \
 __b_list; IFS= builtin read -r -d '' __b_v < {ctl}/defs; [[ $__b_v == "$__b_clean" ]]; }}
 __b_inv() {{ {{ [[ $PATH == "$__b_path" ]] && builtin printf 'p same\n' || builtin printf 'p %s\n' "$PATH"; \
 builtin compgen -P 'f ' -A function; \
