@@ -28,14 +28,15 @@ _TRAPS = f"trap -- '__b_exit' EXIT\ntrap -- {_USR1} SIGUSR1\n"  # ``trap -p`` of
 _DROP = "unset -f builtin command compgen declare enable type shopt unalias printf export local mapfile hash trap set read"
 _CLEAN_STATE = "k"  # the inventory line of a shell the check found clean
 # Every command line ends with ``__b_light`` (functions named like the builtins the steps call
-# dropped; aliases, ``expand_aliases`` and remembered paths (``hash -p``) cleared), then, at top
-# level (a function neither sees nor clears them), the DEBUG, RETURN and ERR traps cleared, then
-# ``__b_done``. Its check (``__b_check``, builtins only, no fork) compares the options with the
-# shell's first ones and one listing (functions, disabled and loaded builtins, signal traps) with
-# a clean shell's, taken before anything ran (``__b_clean``); only when they differ does the full
-# reset run (functions unset, builtins re-enabled or unloaded, options and traps restored). Its
-# ``<ctl>/state`` is ``p`` (PATH) then ``k N`` (clean; N full resets so far), or, when something
-# could not be dropped, the full inventory (``__b_inv``) for ``shell_caveat`` to name.
+# dropped; aliases, ``expand_aliases`` and remembered paths (``hash -p``) cleared; errtrace on),
+# then ``__b_untrap`` called from top level: a traced function, so the DEBUG, RETURN and ERR traps
+# an untraced function neither sees nor clears are cleared for the shell; then ``__b_done``:
+# options put back when they differ from the shell's first ones (``__b_opts``), and a check
+# (``__b_check``, builtins only, no fork) of one listing (functions, disabled and loaded builtins,
+# signal traps) against a clean shell's taken before anything ran (``__b_clean``); only when they
+# differ does the full reset run (functions unset, builtins re-enabled or unloaded, signal traps
+# restored). ``<ctl>/state`` is ``p`` (PATH) then ``k N`` (clean; N full resets so far), or, when
+# the check still fails, the full inventory (``__b_inv``) for ``shell_caveat`` to name.
 _INIT = r"""readonly __b_path="$PATH"
 set -m
 set -o physical
