@@ -72,6 +72,28 @@ registry.close()
 """
 
 
+ROUND_TRIP_NOTE = (
+    "since 2026-12 (G3) every command ends with the session's reset, so a name runs what sh_plan judged (1.8x); H4: "
+    "that reset forked a subshell per command ($(compgen)) to list functions; now the check stays in the shell with "
+    "no fork (a light step, traps cleared from top level, options compared, one listing compared with a clean "
+    "shell's) and the full reset runs only when they differ. Shell CPU per command, one bash: 550-930 us -> 240-250 "
+    "us (fork+exec of true: 750-1,450 us). Same-process A/B, 5 rounds of 100 interleaved with the bare subprocess "
+    "(2026-12-03, load average 20 on 2 cores): G3 1.74x [1.58-4.14], H4 1.15x [0.45-1.17]. The full run's 1.34x "
+    "[1.25-1.90] was taken at that load, with bare `true` at 6.7 ms (about 6x its idle figure) and the sandbox's "
+    "CPU weight at half the server's")
+FIRST_NOTE = (
+    "H4 target 10 ms, missed: the shell's start no longer forks in its reset; what is left is the sandbox's start, "
+    "whose floor is bubblewrap itself with the run's mounts ('bwrap with a one-off's mounts (floor)': 10.8 ms idle on "
+    "2026-12-01, above the target before bash runs; 27 ms in the 2026-12-03 run, load average 20, where this row read "
+    "102 ms). Reaching 10 ms needs a session sandbox started ahead of the first command (as run_confined's prepared "
+    "one-offs are), not done here")
+PRIVATE_NOTE = (
+    "since 2026-12 (G3) a run's namespace is made by a holder sandbox, sealed (an unreachable rule per host address, "
+    "multicast rules), filtered (tc) and registered with netwatch before pasta attaches: about 20 ms more, once per "
+    "run; the run's later sessions and sh_run commands join it. H4 target 20 ms, missed: the first command without "
+    "network is itself above it (see 'first command of a new session'); the namespace's making adds 1.25x here")
+
+
 def _med(values: list[float]) -> float:
     return statistics.median(values)
 
@@ -112,14 +134,12 @@ def bench_round_trip(workspace: Path, home: Path) -> list:
         session.append(_med(s))
         bare.append(_med(b))
     registry.close()
-    print("1. round trip, p50 per round (target: session <= 2x bare subprocess)")
+    print("1. round trip, p50 per round (target: session <= 1.2x bare subprocess)")
     _row("subprocess.run(['true'])", bare)
     _row("session.run('true') [bwrap]", session, bare)
     return [figure("session round trip 'true'", session, "ms", baseline=("subprocess.run(['true'])", bare),
-                   target=Target("<=", 2.0, on_ratio=True), group="shell",
-                   note="since 2026-12 (G3) every command ends with the session's reset (aliases and functions an earlier "
-                        "command defined are dropped, PATH is recorded), so a name runs what sh_plan judged: about 1 ms "
-                        "more per command than before (0.53 -> 1.7 ms), within the 2x target")]
+                   target=Target("<=", 1.2, on_ratio=True), group="shell",
+                   note=ROUND_TRIP_NOTE)]
 
 
 def bench_network_modes(workspace: Path, home: Path) -> list:
@@ -159,10 +179,8 @@ def bench_network_modes(workspace: Path, home: Path) -> list:
     shown += [figure(f"sh_run 'true' (a sandbox of its own), network {m}", fresh[m], "ms", group="shell",
                      baseline=("sh_run 'true', network off", fresh["off"])) for m in ("host", "private")]
     return [*shown, figure("first command of a new session, network private", firsts["private"], "ms",
-                baseline=("first command, network off", firsts["off"]), group="shell",
-                note="since 2026-12 (G3) a run's namespace is made by a holder sandbox, sealed (an unreachable rule per "
-                     "host address, multicast rules), filtered (tc) and registered with netwatch before pasta attaches: "
-                     "about 20 ms more, once per run; the run's later sessions and sh_run commands join it")]
+                baseline=("first command, network off", firsts["off"]), group="shell", target=Target("<=", 20.0),
+                note=PRIVATE_NOTE)]
 
 
 def _sh_run_per_mode(workspace: Path, home: Path, modes: tuple[str, ...]) -> dict[str, list[float]]:
@@ -208,11 +226,11 @@ def bench_first_command(workspace: Path, home: Path) -> list:
             registry.close()
         first.append(_med(f))
         bare.append(_med(b))
-    print("2. first command of a session (target: <= 20 ms)")
+    print("2. first command of a session (target: <= 10 ms)")
     _row("subprocess.run(['true'])", bare)
     _row("new session + 'true' [bwrap]", first, bare)
     return [figure("first command of a new session", first, "ms", baseline=("subprocess.run(['true'])", bare),
-                   target=Target("<=", 20.0), group="shell")]
+                   target=Target("<=", 10.0), group="shell", note=FIRST_NOTE)]
 
 
 def bench_one_off(workspace: Path, home: Path) -> list:

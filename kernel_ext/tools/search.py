@@ -26,18 +26,20 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import shutil
-import stat
 import subprocess
 import time
 from collections import Counter
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.safe_regex import Matcher, compile_untrusted
 from kernel_ext.tools.files_common import shown, split_lines
 from kernel_ext.workspace import Entry, Location, Walker, Workspace
-from kernel_ext.workspace.treewalk import entries, open_dir
+from kernel_ext.workspace.fence import open_regular_at, read_upto
+from kernel_ext.workspace.treewalk import open_dir
 
 RG_MIN_FILES = 200
 RG_TIMEOUT = 20.0
@@ -96,30 +98,93 @@ def search(
     loc = ws.locate(start)
     walker = Walker(ws, loc)
     walked = [e for e in walker if e.kind == "file" and glob_matches(e, file_glob, loc.parts)]
+    files = [e for e in walked if e.size <= MAX_FILE_BYTES]
+    is_dir = not walked or walked[0].parts != loc.parts
+    use_rg = is_dir and (engine == "rg" or (engine == "auto" and len(files) >= RG_MIN_FILES))
+    found = _rg_candidates(ws, loc, pattern) if use_rg else None
     result = SearchResult(skipped=Counter(walker.skipped), complete=walker.complete, files_searched=len(walked))
     # Decided from the walk alone (never from which files ripgrep flags), so the count says
     # nothing about content.
-    files = [e for e in walked if e.size <= MAX_FILE_BYTES]
     if len(files) < len(walked):
         result.skipped["files over 8 MB"] += len(walked) - len(files)
-    candidates = files
-    is_dir = not walked or walked[0].parts != loc.parts
-    use_rg = is_dir and (engine == "rg" or (engine == "auto" and len(files) >= RG_MIN_FILES))
-    if use_rg:
-        narrowed = _rg_candidates(ws, loc, pattern, files)
-        if narrowed is not None:
-            candidates, result.engine = narrowed, "rg"
-        elif engine == "rg":
-            result.engine = RG_FALLBACK
-    for entry in candidates:
-        _search_file(ws, entry, regex, result, limit)
+    candidates: list[tuple[Entry, list[int] | None]] = [(e, None) for e in files]
+    if found is not None:
+        result.engine = "rg"
+        depth, safe = len(loc.parts), line_safe(pattern)
+        candidates = []
+        for entry in files:
+            offsets = found.get("/".join(entry.parts[depth:]))
+            if offsets is not None:
+                candidates.append((entry, offsets if safe else None))
+    elif engine == "rg" and use_rg:
+        result.engine = RG_FALLBACK
+    with FolderReader(ws) as reader:
+        for entry, offsets in candidates:
+            _search_file(reader, entry, offsets, regex, result, limit)
     return result
 
 
-def _search_file(ws: Workspace, entry: Entry, regex: Matcher, result: SearchResult, limit: int) -> None:
+# Where ripgrep's engine (Rust ``regex``, Unicode classes, lines ending at ``\n``) may match
+# fewer lines than RE2 on the shown line (ASCII ``\b \W \D \S``, ``$`` before a ``\r``
+# the shown line has lost, ``\A``/``\z`` at each line's edges, inline flags): such a pattern
+# uses ripgrep to pick files only, and RE2 reads every line of them.
+_LINE_UNSAFE = re.compile(r"\\[bBAzZWDS]|\$|\(\?(?!:|P<)")
+
+
+def line_safe(pattern: str) -> bool:
+    """Whether every line RE2 matches is also one ripgrep reports, so its line list may be used."""
+    return _LINE_UNSAFE.search(pattern) is None
+
+
+class FolderReader:
+    """Reads files through the fence folder by folder: one no-follow walk to each folder, then
+    one ``open_regular_at`` per file in it (the same checks as ``Workspace.read_bytes``)."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.folder: tuple[object, tuple[str, ...]] | None = None
+        self.stack = ExitStack()
+        self.fd = -1
+
+    def __enter__(self) -> FolderReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stack.close()
+
+    def read(self, entry: Entry) -> bytes:
+        """The file's bytes (at most ``MAX_FILE_BYTES``), or ``ToolFailure``."""
+        folder = (entry.root, entry.parts[:-1])
+        if folder != self.folder:
+            self.stack.close()
+            self.folder, self.fd = None, -1
+            self.fd = self.stack.enter_context(self.ws.parent_dir(entry.location))
+            self.folder = folder
+        fd, st = open_regular_at(self.fd, entry.parts[-1], entry.path)
+        try:
+            if st.st_size > MAX_FILE_BYTES:
+                raise ToolFailure(ErrorCode.TOO_LARGE, f"{entry.path!r} is over the read limit")
+            # One read sized by fstat (a 1 MB buffer per small file costs more than the read);
+            # anything but exactly the size reads on to the end, as ``read_upto`` does.
+            data = os.read(fd, st.st_size + 1)
+            if len(data) != st.st_size:
+                data += read_upto(fd, MAX_FILE_BYTES + 1 - len(data))
+        finally:
+            os.close(fd)
+        if len(data) > MAX_FILE_BYTES:
+            raise ToolFailure(ErrorCode.TOO_LARGE, "file grew past the read limit while reading")
+        return data
+
+
+def _search_file(reader: FolderReader, entry: Entry, offsets: list[int] | None, regex: Matcher, result: SearchResult, limit: int) -> None:
+    """Count and keep ``entry``'s matching lines, read through the fence and matched on RE2.
+
+    ``offsets`` (ripgrep's line starts) limits RE2 to those lines; None (or offsets that no
+    longer fall on line starts: the file changed) means every line.
+    """
     try:
-        data, _ = ws.read_bytes(entry.location, MAX_FILE_BYTES)
-    except ToolFailure:
+        data = reader.read(entry)
+    except (ToolFailure, OSError):
         result.skipped["files that changed or became links while searching"] += 1
         return
     reason = "binary files" if b"\x00" in data else ""
@@ -134,34 +199,53 @@ def _search_file(ws: Workspace, entry: Entry, regex: Matcher, result: SearchResu
         if any(regex.search(shown(line)) for line in split_lines(lossy)):
             result.skipped[f"{reason} with a possible match (not shown)"] += 1
         return
+    listed = _listed_lines(data, offsets) if offsets is not None else None
+    lines = listed if listed is not None else enumerate((shown(raw).encode() for raw in split_lines(text)), start=1)
     matched = False
-    for number, raw in enumerate(split_lines(text), start=1):
-        line = shown(raw)
-        if regex.search(line):
+    for number, line in lines:
+        if regex.search(line):  # RE2 on the line's UTF-8 bytes: the same answer as on its text
             matched = True
             result.total += 1
             if len(result.hits) < limit:
-                result.hits.append(Hit(entry.path, number, line))
+                result.hits.append(Hit(entry.path, number, line.decode("utf-8")))
     if matched:
         result.files_matched += 1
+
+
+def _listed_lines(data: bytes, offsets: list[int]) -> list[tuple[int, bytes]] | None:
+    """``(number, shown line)`` at each byte offset, numbered from the data itself; None when an
+    offset is not a line start (the file changed since ripgrep read it)."""
+    out: list[tuple[int, bytes]] = []
+    number, counted_to = 1, 0
+    for off in offsets if len(offsets) == 1 else sorted(set(offsets)):
+        if off >= len(data) or (off and data[off - 1] != 0x0A):
+            return None
+        number += data.count(b"\n", counted_to, off)
+        counted_to = off
+        end = data.find(b"\n", off)
+        out.append((number, (data[off:] if end < 0 else data[off:end]).removesuffix(b"\r")))
+    return out
 
 
 def rg_path() -> str | None:
     return shutil.which("rg")
 
 
-def _rg_candidates(ws: Workspace, loc: Location, pattern: str, files: list[Entry]) -> list[Entry] | None:
-    """Files ripgrep reports a match in (as walk entries, in walk order), or None to go without it.
+def _rg_candidates(ws: Workspace, loc: Location, pattern: str) -> dict[str, list[int]] | None:
+    """``{path below the start: byte offsets of its matching lines}`` as ripgrep reports them, or
+    None to go without it.
 
     None also when the start folder can no longer be opened through the fence, or when any
-    folder below it changed while ripgrep ran: then every walked file is read instead.
+    folder below it changed while ripgrep ran: then every walked file is read instead. Only
+    walked files are ever looked up in the answer.
     """
     rg = rg_path()
     if rg is None:
         return None
     argv = [
-        rg, "--files-with-matches", "--null", "--no-config", "--hidden", "--no-ignore",
-        "--no-follow", "--no-messages", "--text", "--max-depth", str(RG_MAX_DEPTH), "--", pattern, ".",
+        rg, "--null", "--line-number", "--byte-offset", "--no-heading", "--with-filename", "--color", "never",
+        "--max-columns", "1", "--no-config", "--hidden", "--no-ignore", "--no-follow", "--no-messages", "--text",
+        "--max-depth", str(RG_MAX_DEPTH), "--", pattern, ".",
     ]  # fmt: skip
     try:
         with ws.directory(loc) as fd:
@@ -175,13 +259,22 @@ def _rg_candidates(ws: Workspace, loc: Location, pattern: str, files: list[Entry
         return None  # the start folder became a link or vanished: the fenced reads decide
     if proc.returncode not in (0, 1):
         return None  # e.g. a pattern Rust's regex rejects: the pure-Python search answers
-    found = set()
-    for raw in proc.stdout.split(b"\x00"):
-        if raw:
-            name = os.fsdecode(raw)
-            found.add(name.removeprefix("./"))
-    depth = len(loc.parts)
-    return [e for e in files if "/".join(e.parts[depth:]) in found]
+    return parse_rg_lines(proc.stdout)
+
+
+def parse_rg_lines(out: bytes) -> dict[str, list[int]] | None:
+    """``{relative path: [line start offsets]}`` from ``path NUL number:offset:...`` records, or
+    None when any record does not parse (a file name holding a newline splits its record)."""
+    if out and not out.endswith(b"\n"):
+        return None
+    found: dict[str, list[int]] = {}
+    for record in out.split(b"\n")[:-1]:
+        name, nul, rest = record.partition(b"\x00")
+        fields = rest.split(b":", 2)
+        if not nul or len(fields) < 3 or not (fields[0].isdigit() and fields[1].isdigit()):
+            return None
+        found.setdefault(os.fsdecode(name).removeprefix("./"), []).append(int(fields[1]))
+    return found
 
 
 def run_rg(argv: list[str], dir_fd: int) -> subprocess.CompletedProcess[bytes] | None:
@@ -243,9 +336,7 @@ def folder_stamps(fd: int) -> dict[str, Stamp] | None:
             return False
         if depth >= RG_MAX_DEPTH:
             return True
-        for name, child_st in entries(dir_fd):
-            if not stat.S_ISDIR(child_st.st_mode):
-                continue
+        for name in subfolders(dir_fd):
             try:
                 child = open_dir(name, dir_fd)
             except OSError:
@@ -259,3 +350,10 @@ def folder_stamps(fd: int) -> dict[str, Stamp] | None:
         return True
 
     return stamps if visit(fd, ".", 0) else None
+
+
+def subfolders(fd: int) -> list[str]:
+    """Names of the folders (never links) in the folder open as ``fd``, sorted: from the listing's
+    file types, so without a ``stat`` per entry (``DirEntry`` stats only when the type is unknown)."""
+    with os.scandir(fd) as listing:
+        return sorted(e.name for e in listing if e.is_dir(follow_symlinks=False))
