@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -94,26 +93,31 @@ def _task_ids(spec: str | None) -> list[str] | None:
 
 
 def _prepare_outputs(args: argparse.Namespace) -> None:
-    """Every place the suite writes, tried before the first run: a live suite is not spent for a
-    folder that turns out to be read-only at the end."""
+    """Every place the suite writes, checked before the first run (and nothing made yet): a live suite
+    is not spent for a folder that turns out to be read-only at the end."""
     from kernel_ext.errors import ToolFailure
 
-    folders = [("--runs", args.runs), ("--record", args.record)]
-    if args.json is not None:
-        if args.json.is_dir():
-            raise ToolFailure("invalid_argument", f"--json {args.json}: is a folder; give a file name")
-        folders.append(("--json", args.json.parent))
-    for flag, folder in folders:
-        if folder is None:
-            continue
-        if folder.exists() and not folder.is_dir():
-            raise ToolFailure("invalid_argument", f"{flag} {folder}: is a file, not a folder")
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            os.rmdir(tempfile.mkdtemp(prefix=".besser-eval-probe-", dir=folder))
-        except OSError as exc:
-            raise ToolFailure("invalid_argument", f"{flag} {folder}: cannot write there "
-                                                  f"({exc.strerror or type(exc).__name__})") from None
+    if args.json is not None and args.json.is_dir():
+        raise ToolFailure("invalid_argument", f"--json {args.json}: is a folder; give a file name")
+    places = [("--runs", args.runs, args.runs), ("--record", args.record, args.record),
+              ("--json", args.json, args.json.parent if args.json else None)]
+    for flag, named, folder in places:
+        if folder is not None and (why := _cannot_write(folder)):
+            raise ToolFailure("invalid_argument", f"{flag} {named}: {why}")
+
+
+def _cannot_write(folder: Path) -> str:
+    """Why ``folder`` could not be made or written in ("" when it can): read from its nearest existing
+    ancestor, so checking creates nothing."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder"
+    if os.access(existing, os.W_OK | os.X_OK):
+        return ""
+    read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+    return f"cannot write in {existing} ({'a read-only file system' if read_only else 'no write permission'})"
 
 
 def _from_environment() -> str:
