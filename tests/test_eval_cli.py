@@ -22,6 +22,7 @@ from provider_server import PROVIDER_ENV
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "kernel_ext" / "eval" / "data" / "cassettes"
 QUICK = "library-impossible"  # the shortest run of the suite (no app change to verify at length)
+PAIR = ("library-cors", QUICK)  # two short runs, in the registry's order (the order a suite runs them)
 
 
 def besser_eval(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -190,25 +191,25 @@ def test_ctrl_c_keeps_the_runs_that_finished(tmp_path):
     clean = {k: v for k, v in os.environ.items() if k not in PROVIDER_ENV}
     results = tmp_path / "results.json"
     child = subprocess.Popen([sys.executable, "-m", "kernel_ext", "eval", "--provider", "scripted:oracle",
-                              "--tasks", f"{QUICK},library-cors", "--runs", str(tmp_path / "runs"), "--json", str(results)],
+                              "--tasks", ",".join(PAIR), "--runs", str(tmp_path / "runs"), "--json", str(results)],
                              env=clean, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              start_new_session=True)
     seen = []
     assert child.stdout is not None
     for line in child.stdout:  # the event meant: the first run's verdict is printed (and its JSON written)
         seen.append(line)
-        if line.startswith(f"[1/2] {QUICK} r1: "):
+        if line.startswith(f"[1/2] {PAIR[0]} r1: "):
             break
-    assert seen and seen[-1].startswith(f"[1/2] {QUICK} r1: passed"), "".join(seen)
+    assert seen and seen[-1].startswith(f"[1/2] {PAIR[0]} r1: passed"), "".join(seen)
     child.send_signal(signal.SIGINT)
     out, err = child.communicate(timeout=300)
 
     assert child.returncode == 130, out + err
     assert "Traceback" not in err and err.strip().splitlines() == ["error: interrupted: Ctrl-C after 1 of 2 runs; 1 kept above"]
-    assert "[2/2]" not in out and any(row.startswith(QUICK) and "1/1" in row for row in out.splitlines())
+    assert "[2/2]" not in out and any(row.startswith(PAIR[0]) and "1/1" in row for row in out.splitlines())
     assert "stopped after 1 of 2 planned runs: interrupted by Ctrl-C (the run under way was not verified)" in out
     kept = json.loads(results.read_text())
-    assert [r["task_id"] for r in kept["runs"]] == [QUICK] and kept["runs"][0]["passed"]
+    assert [r["task_id"] for r in kept["runs"]] == [PAIR[0]] and kept["runs"][0]["passed"]
     assert kept["planned"] == 2 and kept["stopped"].startswith("interrupted by Ctrl-C")
 
 
@@ -220,12 +221,12 @@ def test_an_endpoint_that_is_down_stops_the_suite_and_is_named(tmp_path):
     with socket.socket() as probe:  # a loopback port that was free a moment ago, now closed
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    done = besser_eval("--provider", "openai", "--model", "gpt-4o-mini", "--tasks", f"{QUICK},library-cors",
+    done = besser_eval("--provider", "openai", "--model", "gpt-4o-mini", "--tasks", ",".join(PAIR),
                        "--runs", str(tmp_path / "runs"), "--json", str(tmp_path / "r.json"),
                        env={"OPENAI_API_KEY": "sk-test-not-a-key", "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1"})
     line = one_line(done)
     assert line.startswith(f"error: stopped: the provider did not answer (UPSTREAM_LLM: could not reach http://127.0.0.1:{port}/v1")
-    assert f"[1/2] {QUICK} r1: FAILED" in done.stdout and "could not reach" in done.stdout and "[2/2]" not in done.stdout
+    assert f"[1/2] {PAIR[0]} r1: FAILED" in done.stdout and "could not reach" in done.stdout and "[2/2]" not in done.stdout
     kept = json.loads((tmp_path / "r.json").read_text())
     assert len(kept["runs"]) == 1 and kept["planned"] == 2 and "could not reach" in kept["runs"][0]["metrics"]["error"]
-    assert not (tmp_path / "runs" / "library-cors.r1").exists()
+    assert not (tmp_path / "runs" / f"{PAIR[1]}.r1").exists()
