@@ -229,4 +229,6 @@ def test_an_endpoint_that_is_down_stops_the_suite_and_is_named(tmp_path):
     assert f"[1/2] {PAIR[0]} r1: FAILED" in done.stdout and "could not reach" in done.stdout and "[2/2]" not in done.stdout
     kept = json.loads((tmp_path / "r.json").read_text())
     assert len(kept["runs"]) == 1 and kept["planned"] == 2 and "could not reach" in kept["runs"][0]["metrics"]["error"]
+    ledger = next(c for c in kept["runs"][0]["report"]["checks"] if c["name"] == "generator_files_intact")
+    assert ledger["detail"] == "no run.json: the run ended 'failed' before the host wrote its ledger"  # not "Phase 1 unfinished"
     assert not (tmp_path / "runs" / f"{PAIR[1]}.r1").exists()
