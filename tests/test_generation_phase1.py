@@ -233,6 +233,18 @@ def test_generate_cli(tmp_path):
     assert cli("generate", "example:library", "--out", str(tmp_path / "o3"), "--generator", "react").returncode == 2
 
 
+@pytest.mark.parametrize("request_text", [None, "Add CORS for https://x.example"])
+def test_generate_into_a_place_it_cannot_write_is_one_named_line(request_text, tmp_path):
+    """``--out`` under a file (a folder that cannot be made, as a read-only one): one line, exit 2, no traceback,
+    for Phase 1 alone and for the whole run."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("kept\n")
+    proc = cli("generate", "example:library", *([request_text] if request_text else []), "--out", str(blocker / "out"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"error: io_error: Not a directory: {blocker / 'out'}")
+    assert blocker.read_text() == "kept\n" and sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
 def test_the_app_import_runs_only_in_the_sandbox(tmp_path):
     """Generated code is model-derived: it is imported confined, or not at all (fail closed)."""
     planted = tmp_path / "escaped.txt"

@@ -35,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigurationError as exc:  # the operator's environment, named: no traceback
         print(f"error: configuration: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a folder the person named is read-only, a file, full: the place and the reason
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"error: io_error: {exc.strerror or type(exc).__name__}{where}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

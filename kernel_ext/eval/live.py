@@ -202,15 +202,34 @@ def _recorded_from(provider: Provider) -> str:
 
 
 Progress = Callable[[int, int, PlannedRun, "TaskOutcome"], None]
+Keep = Callable[[SuiteResults], None]
+# A live run that ended on one of these before the model answered a turn says the endpoint cannot
+# answer at all (down, the key refused, no money left): every later run would end the same way.
+PROVIDER_CANNOT_ANSWER = frozenset({ErrorCode.UPSTREAM_LLM, ErrorCode.INVALID_KEY, ErrorCode.BUDGET_EXHAUSTED,
+                                    ErrorCode.NOT_CONFIGURED})
+
+
+def cannot_answer(choice: ProviderChoice, outcome: TaskOutcome) -> str:
+    """Why the suite should stop after this run ("" to go on): a live endpoint that never answered."""
+    code = outcome.metrics.error.partition(":")[0].strip().lower()
+    if choice.kind != "live" or outcome.metrics.turns or code not in PROVIDER_CANNOT_ANSWER:
+        return ""
+    return f"the provider did not answer ({outcome.metrics.error}); the other runs would end the same way"
 
 
 async def run_suite(choice: ProviderChoice, runs: Sequence[PlannedRun], runs_dir: Path, host: AppHost, *,
-                    record: Path | None = None, shell: bool = False, progress: Progress | None = None) -> SuiteResults:
-    """Each planned run through ``runner.run_task_async`` into ``runs_dir/<task>.r<N>``; the results."""
+                    record: Path | None = None, shell: bool = False, progress: Progress | None = None,
+                    keep: Keep | None = None) -> SuiteResults:
+    """Each planned run through ``runner.run_task_async`` into ``runs_dir/<task>.r<N>``; the results.
+
+    ``keep`` is given the results after every run (the command line writes its JSON then), so a suite
+    interrupted half-way loses none of the runs that finished. A live endpoint that never answers
+    stops the suite after its first run (``results.stopped`` says why)."""
     from kernel_ext.eval.runner import run_task_async
 
     providers: list[Provider] = []
-    rows: list[dict[str, Any]] = []
+    approvals = {"policy": POLICY, "shell": "on" if shell else "off"}
+    results = SuiteResults(choice.describe(providers), approvals, [], planned=len(runs))
     for index, planned in enumerate(runs, 1):
         provider = choice.build(planned)
         providers.append(provider)
@@ -222,10 +241,15 @@ async def run_suite(choice: ProviderChoice, runs: Sequence[PlannedRun], runs_dir
         await provider.aclose()
         if provider.recorder is not None and provider.recorder.failed:
             cassette = None
-        rows.append({**outcome.as_dict(), "repeat": planned.repeat,
-                     "cassette": str(cassette or planned.cassette or "") or None,
-                     "replay_note": getattr(provider, "note", "") or None})
+        results.runs.append({**outcome.as_dict(), "repeat": planned.repeat,
+                             "cassette": str(cassette or planned.cassette or "") or None,
+                             "replay_note": getattr(provider, "note", "") or None})
+        results.provider = choice.describe(providers)
+        results.stopped = cannot_answer(choice, outcome)
+        if keep is not None:
+            keep(results)
         if progress is not None:
             progress(index, len(runs), planned, outcome)
-    approvals = {"policy": POLICY, "shell": "on" if shell else "off"}
-    return SuiteResults(choice.describe(providers), approvals, rows)
+        if results.stopped:
+            break
+    return results

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,8 @@ class SuiteResults:
     provider: dict[str, Any]  # spec, kind, label, model, notice (a replay says what it was recorded from)
     approvals: dict[str, Any]  # the labelled policy that answered every card, and whether shell tools were on
     runs: list[dict[str, Any]] = field(default_factory=list)  # task_id, repeat, passed, report, metrics, cassette...
+    planned: int = 0  # how many runs were asked for (0: as many as there are); fewer ran when the suite stopped
+    stopped: str = ""  # why the suite ended before its plan (Ctrl-C, an endpoint that cannot answer), if it did
 
     def tasks(self) -> dict[str, Tally]:
         out: dict[str, Tally] = {}
@@ -125,11 +128,16 @@ class SuiteResults:
             "results": RESULTS_VERSION, "interval": INTERVAL, "provider": self.provider, "approvals": self.approvals,
             "tasks": {task_id: tally.as_dict() for task_id, tally in self.tasks().items()},
             "overall": self.overall().as_dict(), "runs": self.runs,
+            "planned": self.planned or len(self.runs), "stopped": self.stopped or None,
         }
 
     def write(self, path: Path) -> None:
+        """Replace ``path`` whole (a temporary file renamed over it): written after every run, so a
+        suite stopped half-way leaves a readable file with the runs that finished."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.as_dict(), indent=2) + "\n", encoding="utf-8")
+        temporary = path.with_name(f".{path.name}.partial")
+        temporary.write_text(json.dumps(self.as_dict(), indent=2) + "\n", encoding="utf-8")
+        os.replace(temporary, path)
 
     @classmethod
     def read(cls, path: Path) -> SuiteResults:
@@ -137,7 +145,8 @@ class SuiteResults:
         data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, dict) or data.get("results") != RESULTS_VERSION:
             raise ValueError(f"{path.name} is not a version {RESULTS_VERSION} results file")
-        return cls(dict(data["provider"]), dict(data["approvals"]), list(data["runs"]))
+        return cls(dict(data["provider"]), dict(data["approvals"]), list(data["runs"]),
+                   int(data.get("planned") or 0), str(data.get("stopped") or ""))
 
 
 # -- text ------------------------------------------------------------------------------------------
@@ -201,7 +210,7 @@ def to_text(results: SuiteResults) -> str:
               "refusals by code: " + ("; ".join(refusal_lines(overall)) or "none"),
               f"Phase 3 repair rounds: {overall.repairs}; runs ended: {counts(overall.ended)}",
               f"cards: {counts(overall.approvals)} ('auto' is the {results.approvals.get('policy', '?').split(':')[0]} policy)",
-              *replay_notes(results)]
+              *replay_notes(results), *stop_note(results)]
     return "\n".join(lines)
 
 
@@ -209,3 +218,10 @@ def replay_notes(results: SuiteResults) -> list[str]:
     """Where a replayed run's requests first differed from its recording (a prompt or a tool changed)."""
     return [f"replay note: {run['task_id']} r{run.get('repeat', 1)}: {run['replay_note']}"
             for run in results.runs if run.get("replay_note")]
+
+
+def stop_note(results: SuiteResults) -> list[str]:
+    """A suite that ended early says so under its table: the rates above cover only the runs that finished."""
+    if not results.stopped:
+        return []
+    return [f"stopped after {len(results.runs)} of {results.planned or len(results.runs)} planned runs: {results.stopped}"]

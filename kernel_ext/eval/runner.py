@@ -44,6 +44,7 @@ class RunMetrics:
     wall_s: float = 0.0
     repair_rounds: int = 0
     phase2: str = ""  # how the customize phase ended, as the host recorded it ("skipped: nothing to customise")
+    error: str = ""  # the run's ending error, "CODE: message" (an unreachable endpoint, a refused key), if any
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -136,6 +137,8 @@ def run_metrics(run: Run, wall_s: float) -> RunMetrics:
                 metrics.repair_rounds = int((getattr(event, "details", {}) or {}).get("rounds", 0))
             elif getattr(event, "phase", "") == "customize":
                 metrics.phase2 = f"{getattr(event, 'status', '')}: {getattr(event, 'message', '')}"
+        elif kind == "error" and getattr(event, "terminal", False):
+            metrics.error = f"{getattr(event, 'code', '')}: {getattr(event, 'message', '')}"
         elif kind == "done":
             metrics.status = str(getattr(event, "status", ""))
     metrics.tool_calls, metrics.refusals = dict(calls), dict(refusals)

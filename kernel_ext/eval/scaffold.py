@@ -52,6 +52,8 @@ def kept_share(reference: str, current: str) -> float:
 def _generator_intact(produced: Produced) -> Outcome:
     generated = produced.recipe.get("generated")
     if not isinstance(generated, dict) or not generated:
+        if not (produced.run_dir / "run.json").exists():  # the host writes it when Phase 3 ends
+            return False, f"no run.json: the run ended {produced.status or 'without a status'!r} before the host wrote its ledger"
         return False, "run.json has no ledger of generator-written files (the run did not finish Phase 1)"
     reference = reference_scaffold(produced.model_key)
     problems = []

@@ -75,6 +75,18 @@ NOTES = [
     "  `duration_minutes` in 10..120 was probed with 1: a false blocker on every clean clinic scaffold).",
     "- `test_api` accepts `Origin` and the CORS preflight headers, so an agent can test CORS itself.",
     "",
+    "## Oracle apps broken by hand",
+    "",
+    "`tests/test_eval_hand_broken.py` takes the app an oracle script built, breaks one requirement in its files",
+    "by hand (the run's record still says the work was done), and checks the verifier fails the check that",
+    "requirement names: a signature never checked, a missing token let through, staff let into the admin",
+    "report, the report counting every appointment, one order line's stock left alone, the order committed",
+    "before the stock check. It found two holes, now closed: `library-jwt`'s forged token (`e30.e30.c2ln`, no",
+    "claims) was refused for having no expiry, so an app that never checks a signature passed; and",
+    "`clinic-role-access` sent no forged token at all, so a token claiming `role: admin` that the app never",
+    "signed was never tried. Both now send tokens claiming a real user (and admin) with a far expiry, one",
+    "wrongly signed and one with `alg: none` (`forged_tokens` in `kernel_ext/eval/tasks/base.py`).",
+    "",
 ]
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kernel_ext.eval.scripts import ScriptKind, null_script
 from kernel_ext.eval.verify import Check
@@ -34,3 +37,20 @@ class Task:
             return null_script(self.id)
         source = self.oracle if kind == "oracle" else self.wrong
         return Script.of(f"{self.id}-{kind}", source())
+
+
+FAR_EXPIRY = 4102444800  # 2100-01-01: a forged token must be refused for its signature, not its age
+
+
+def forged_tokens(claims: dict[str, Any]) -> tuple[str, ...]:
+    """Bearer tokens claiming ``claims`` (valid until 2100) that the app never signed: an HS256 token
+    with a wrong signature, and one with ``alg: none`` and no signature. An app that reads a token's
+    claims without checking its signature accepts both (a token with no claims does not show that:
+    it is refused for having no expiry or no user)."""
+
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value, separators=(",", ":")).encode()).rstrip(b"=").decode()
+
+    body = part({**claims, "exp": FAR_EXPIRY})
+    return (f"{part({'alg': 'HS256', 'typ': 'JWT'})}.{body}.bm90LXRoZS1hcHBzLXNpZ25hdHVyZQ",
+            f"{part({'alg': 'none', 'typ': 'JWT'})}.{body}.")

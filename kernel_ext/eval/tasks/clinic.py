@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernel_ext.eval.scripts import close, edit, plan, turns, wire, write
-from kernel_ext.eval.tasks.base import Task
+from kernel_ext.eval.tasks.base import Task, forged_tokens
 from kernel_ext.eval.verify import Check, Outcome, Produced, http
 from kernel_ext.scenarios.library_jwt import DEPS
 
@@ -251,6 +251,10 @@ RBAC = Task(
               _report_counts),
         http("staff_forbidden", "a staff token is refused with 403", [*_account("sam", "staff"), _report(403, "1")]),
         http("anonymous_refused", "no token is refused with 401", [_report(401, None)]),
+        http("forged_admin_refused", "a token claiming role admin that the app did not sign is refused (401 or 403)",
+             [*_account("sam", "staff"),
+              *({**_report(401, None), "expected_status": [401, 403], "headers": {"Authorization": f"Bearer {token}"}}
+                for token in forged_tokens({"sub": "sam", "role": "admin"}))]),
     ),
     oracle=lambda: _roles_turns(ROLES),
     wrong=lambda: _roles_turns(ROLES.replace("claims: dict = Depends(require_admin), database",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kernel_ext.eval.scripts import close, edit, plan, turns, wire, write
-from kernel_ext.eval.tasks.base import Task
+from kernel_ext.eval.tasks.base import Task, forged_tokens
 from kernel_ext.eval.verify import Check, Outcome, Produced, http, status_is
 from kernel_ext.providers.scripted import Turn
 from kernel_ext.scenarios.library_jwt import AUTH, DEPS
@@ -43,9 +43,11 @@ JWT = Task(
         http("token_opens_protected_route", "a registered user logs in and reads /auth/me with the bearer token",
              [REGISTER, LOGIN, {"method": "GET", "path": "/auth/me", "headers": {"Authorization": "Bearer {{1.access_token}}"},
                                 "expected_status": 200, "expected_fields": {"username": "ada"}}]),
-        http("protected_route_refuses_without_token", "/auth/me answers 401 with no token and with a forged one",
+        http("protected_route_refuses_without_token",
+             "/auth/me answers 401 with no token, an empty one, and ones forged for a real user (unsigned or wrongly signed)",
              [REGISTER, LOGIN, {"method": "GET", "path": "/auth/me", "expected_status": 401},
-              {"method": "GET", "path": "/auth/me", "headers": {"Authorization": "Bearer e30.e30.c2ln"}, "expected_status": 401}]),
+              *({"method": "GET", "path": "/auth/me", "headers": {"Authorization": f"Bearer {token}"}, "expected_status": 401}
+                for token in ("e30.e30.c2ln", *forged_tokens({"sub": CREDENTIALS["username"]})))]),
     ),
     oracle=lambda: _jwt_turns(AUTH_OK),
     wrong=lambda: _jwt_turns(AUTH_OPEN),
