@@ -37,6 +37,15 @@ RUNS_A_COMMAND = [  # at least "unknown": the plan cannot see what runs
     "perl -e 'open(my $f, \"-|\", \"ls\")'",
     "ruby -e '%x(ls)'",
     "php -r 'shell_exec(\"ls\");'",
+    "tar -cf a.tar --checkpoint=1 --checkpoint-action=exec='rm -rf src' main.py",
+    "tar -cf a.tar --checkpoint=1 --checkpoint-a=exec=sh main.py",
+    "tar -tf a.tar --to-command='rm -rf src'",
+    "tar -xf a.tar --to-com=sh",
+    "tar -I 'sh -c \"rm -rf src\"' -tf a.tar",
+    "tar --use-compress-program=./x.sh -tf a.tar",
+    "tar -cf a.tar -F ./next.sh -M main.py",
+    "sort --compress-program=./x.sh -S 1 main.py",
+    "sort --compress-p=sh main.py",
 ]
 DESTROYS = [  # destructive: a file is replaced or a deletion runs
     "sed -n 'w main.py' /dev/null",
@@ -54,6 +63,8 @@ STILL_READ_ONLY = [  # no over-flagging of the everyday forms
     "git status", "git status --short", "git diff", "git log -p", "git diff -Oorder.txt", "git config --get core.pager",
     "sed -n '1,5p' f", "sed 's/hello/world/g' f", "sed -E 's/(a|b)+/x/' f", "sed '/^#/d;s/\\t/ /g' f",
     "sed -n '/start/,/end/p' f", "sed '$!N;s/\\n/ /' f", "sed 'y/abc/xyz/' f", "sed ':a;N;$!ba;s/\\n/,/g' f",
+    "tar -tf a.tar", "tar -tvzf a.tar.gz", "tar --list --file a.tar", "sort -u f", "sort --check f",
+    "sort -k2,2n --stable f",
     "sed 's#/usr#/opt#' f", "sed '/x/{s/a/b/;p}' f", "sed --sandbox 'w x' f", "sed = f",
     "python -c \"print('the system works')\"",
 ]

@@ -23,6 +23,7 @@ from kernel_ext.shellplan.verdict import (
     positional,
     ro,
     short_flags,
+    spelled_options,
     unknown,
     worst,
 )
@@ -171,7 +172,24 @@ def _awk(args: list[str]) -> Verdict:
     return ro()
 
 
+# Options that hand the program a command of its own to run: the command is a shell line the plan
+# cannot read, so the call is at least ``unknown`` whatever else it does (red team 2).
+_SORT_RUNS = ("--compress-program",)
+_TAR_RUNS = ("--checkpoint-action", "--to-command", "--use-compress-program", "--info-script",
+             "--new-volume-script", "--rsh-command", "--rmt-command")
+
+
+def _runs_a_command(program: str, args: list[str], names: tuple[str, ...], letters: set[str] = frozenset()) -> Verdict | None:
+    spelled = spelled_options(args, names)
+    if spelled or letters:
+        given = ", ".join(spelled + [f"-{letter}" for letter in sorted(letters)])
+        return unknown(f"{program} {given} runs a command of its own")
+    return None
+
+
 def _sort(args: list[str]) -> Verdict:
+    if runs := _runs_a_command("sort", args, _SORT_RUNS):
+        return runs
     for i, arg in enumerate(args):
         if arg in ("-o",) and i + 1 < len(args):
             return mut("write", [args[i + 1]])
@@ -197,6 +215,8 @@ def _tar(args: list[str]) -> Verdict:
     letters = set(first) if first and not first.startswith("-") else short_flags(args)
     longs = long_flags(args)
     files = _value_after(args, ("-f", "--file"))
+    if runs := _runs_a_command("tar", args, _TAR_RUNS, letters & {"I", "F"}):
+        return runs
     if "--delete" in longs:
         return bad("delete", files, "tar --delete removes archive members")
     if "x" in letters or "--extract" in longs or "--get" in longs:

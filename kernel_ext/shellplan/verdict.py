@@ -99,6 +99,13 @@ def short_flags(args: Sequence[str]) -> set[str]:
     return found
 
 
+def spelled_options(args: Sequence[str], names: Sequence[str]) -> list[str]:
+    """Which of ``names`` (long options) ``args`` gives, abbreviations included: GNU getopt takes
+    any unambiguous prefix (``--checkpoint-a=exec=...``), so a prefix of three letters or more counts."""
+    return sorted({name for flag in long_flags(args) if len(flag) >= 5
+                   for name in names if name.startswith(flag)})
+
+
 def long_flags(args: Sequence[str]) -> set[str]:
     out: set[str] = set()
     for arg in args:
