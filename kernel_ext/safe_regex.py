@@ -26,11 +26,11 @@ __all__ = ["MAX_PATTERN_CHARS", "Matcher", "compile_untrusted"]
 
 
 class Matcher(Protocol):
-    """What callers use of a compiled pattern (RE2's ``_Regexp`` and ``re.Pattern`` both fit)."""
+    """What callers use of a compiled pattern (RE2's ``_Regexp``)."""
 
     pattern: Any
 
-    def search(self, text: str) -> Any: ...
+    def search(self, text: str | bytes) -> Any: ...  # RE2 reads both; a str pattern on UTF-8 bytes gives the same answer
 
 
 def compile_untrusted(pattern: str, *, what: str = "pattern", multiline: bool = False, dotall: bool = False) -> Matcher:

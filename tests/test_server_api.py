@@ -265,3 +265,61 @@ async def test_a_follower_that_leaves_does_not_disturb_the_run(jp_fetch, jp_serv
     await asyncio.sleep(0.2)  # a few heartbeats find the connection closed
     await finish_run(jp_fetch, jp_serverapp, run_id)
     assert manager_of(jp_serverapp).get(run_id).status == "completed"
+
+
+async def test_event_streams_past_the_servers_most_are_refused_by_name_and_a_closed_one_frees_its_place(jp_fetch, jp_serverapp):
+    """Hundreds of streams at once held GET config for seconds (red team 2, F5): past the server's
+    most, a stream is refused (429 TOO_MANY_STREAMS); one that closes gives its place back."""
+    limits = jp_serverapp.web_app.settings[STATE_KEY].streams
+    limits.max_open = 2
+    run_id = await start_scenario(jp_fetch)
+    async with async_client(jp_serverapp) as client:
+        opened: list[asyncio.Future] = []
+        leave = [asyncio.Event(), asyncio.Event()]
+        first_event = [asyncio.Event(), asyncio.Event()]
+
+        async def follow(index: int) -> None:
+            async with client.stream("GET", f"runs/{run_id}/events") as response:
+                assert response.status_code == 200
+                async for line in response.aiter_lines():
+                    if line.startswith("data:"):
+                        first_event[index].set()
+                        await leave[index].wait()
+                        return
+
+        for index in range(2):
+            opened.append(asyncio.ensure_future(follow(index)))
+            await asyncio.wait_for(first_event[index].wait(), 30)
+        assert limits.open == 2
+        refused = await client.get(f"runs/{run_id}/events")
+        assert refused.status_code == 429
+        assert refused.json()["code"] == "TOO_MANY_STREAMS"
+        assert "event streams are open" in refused.json()["message"]
+        leave[0].set()
+        await asyncio.wait_for(opened[0], 30)
+        await poll(lambda: limits.open == 1)
+        first_event[0].clear()
+        leave[0].clear()
+        again = asyncio.ensure_future(follow(0))
+        await asyncio.wait_for(first_event[0].wait(), 30)
+        leave[0].set()
+        leave[1].set()
+        await asyncio.wait_for(asyncio.gather(again, opened[1]), 30)
+    await finish_run(jp_fetch, jp_serverapp, run_id)
+    await poll(lambda: limits.open == 0)
+
+
+async def test_many_replays_of_a_finished_run_at_once_each_get_every_event(jp_fetch, jp_serverapp):
+    """Replays wait their turn (a few are written at once), and none is cut short by waiting."""
+    run_id = await start_scenario(jp_fetch)
+    await finish_run(jp_fetch, jp_serverapp, run_id)
+    expected = len(manager_of(jp_serverapp).get(run_id).events.since(0))
+    async with async_client(jp_serverapp) as client:
+
+        async def replay() -> int:
+            response = await client.get(f"runs/{run_id}/events")
+            assert response.status_code == 200
+            return len([f for f in parse_sse_text(response.text) if "data" in f])
+
+        counts = await asyncio.wait_for(asyncio.gather(*(replay() for _ in range(24))), 120)
+    assert counts == [expected] * 24

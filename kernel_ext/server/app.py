@@ -21,7 +21,7 @@ from kernel_ext.hosting.options import OperatorSettings
 from kernel_ext.secrets import secret_values
 from kernel_ext.server.auth import Capability, KernelExport, api_url, direct_url
 from kernel_ext.server.handlers import routes
-from kernel_ext.server.handlers.base import MAX_BODY_BYTES, STATE_KEY, ServerState
+from kernel_ext.server.handlers.base import MAX_BODY_BYTES, MAX_EVENT_STREAMS, STATE_KEY, ServerState, StreamLimits
 
 if TYPE_CHECKING:
     from jupyter_server.serverapp import ServerApp
@@ -64,6 +64,10 @@ class BesserAgentApp(ExtensionApp):
     heartbeat_interval = Float(15.0, config=True, help="Seconds between SSE heartbeats on a quiet stream.")
     export_to_kernels = Bool(True, config=True, help="Export BESSER_AGENT_URL and BESSER_AGENT_TOKEN to kernels started by this server.")
     max_body_bytes = Int(MAX_BODY_BYTES, config=True, help="Largest request body the extension's endpoints read (413 beyond it).")
+    max_event_streams = Int(
+        MAX_EVENT_STREAMS, config=True,
+        help="Event streams (GET runs/<id>/events) open at once on this server; more are refused (429 TOO_MANY_STREAMS).",
+    )
     sweep_temp_homes = Bool(
         True, config=True,
         help="Remove this user's sandbox temporary homes (besser-home-*, besser-oneoff-home-*, besser-apphost-*) "
@@ -113,6 +117,7 @@ class BesserAgentApp(ExtensionApp):
         self.settings[STATE_KEY] = ServerState(
             manager, capability, operator, heartbeat_s=self.heartbeat_interval,
             max_body_bytes=self.max_body_bytes, bind_capability=self.bind_kernel_token,
+            streams=StreamLimits(max_open=self.max_event_streams),
         )
         self._export = KernelExport()
         self._publish()

@@ -9,6 +9,8 @@ wrappers, interpreters, ``find -exec``) lives in ``plan``, ``git`` in ``git``.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from kernel_ext.shellplan.deletion import delete_program, into_system
 from kernel_ext.shellplan.hostrules import HOST_RULES
 from kernel_ext.shellplan.reach import SEVERE_WRITE, UNPLACED, Reach, landing, literal_paths, resolve, worse_by_reach
@@ -179,7 +181,7 @@ _TAR_RUNS = ("--checkpoint-action", "--to-command", "--use-compress-program", "-
              "--new-volume-script", "--rsh-command", "--rmt-command")
 
 
-def _runs_a_command(program: str, args: list[str], names: tuple[str, ...], letters: set[str] = frozenset()) -> Verdict | None:
+def _runs_a_command(program: str, args: list[str], names: tuple[str, ...], letters: AbstractSet[str] = frozenset()) -> Verdict | None:
     spelled = spelled_options(args, names)
     if spelled or letters:
         given = ", ".join(spelled + [f"-{letter}" for letter in sorted(letters)])

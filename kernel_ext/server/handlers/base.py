@@ -18,9 +18,10 @@ stable code. In ``prepare``, in this order:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -49,6 +50,24 @@ MAX_BODY_BYTES = 4 * 1024 * 1024  # the default of ``BesserAgentApp.max_body_byt
 _OWN_PROCESS_CONNECTIONS: weakref.WeakSet[HTTPConnection] = weakref.WeakSet()
 
 
+MAX_EVENT_STREAMS = 512  # the default of ``BesserAgentApp.max_event_streams``
+REPLAYS_AT_ONCE = 4
+
+
+@dataclass
+class StreamLimits:
+    """Event streams open on this server, and how many finished runs' replays are written at once.
+
+    Each open stream costs the loop a little per event and heartbeat; a replay costs it the join of
+    its batches. Hundreds at once (a class reloading a notebook, or one client opening streams in a
+    loop) held ``GET config`` for seconds (red team 2, F5): past ``max_open`` a stream is refused
+    by name (429), and replays beyond ``REPLAYS_AT_ONCE`` wait their turn instead of interleaving."""
+
+    max_open: int = MAX_EVENT_STREAMS
+    open: int = 0
+    replays: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(REPLAYS_AT_ONCE))
+
+
 @dataclass
 class ServerState:
     """Everything the handlers need, put in the web app's settings by the ExtensionApp."""
@@ -61,6 +80,7 @@ class ServerState:
     max_body_bytes: int = MAX_BODY_BYTES
     bind_capability: bool = True  # the capability only from this server's own process tree
     configuration: dict[str, Any] | None = None  # GET config's answer but for its live counts, built once
+    streams: StreamLimits = field(default_factory=lambda: StreamLimits())
 
 
 class Refusal(HTTPError):

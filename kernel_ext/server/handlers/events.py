@@ -19,6 +19,7 @@ from tornado.iostream import StreamClosedError
 
 from kernel_ext.hosting.events import BaseEvent
 from kernel_ext.hosting.offloop import off_loop
+from kernel_ext.hosting.run import Run
 from kernel_ext.hosting.stored import StoredEvents
 from kernel_ext.hosting.stored import frame as sse_frame
 from kernel_ext.server.handlers.base import BesserHandler, Refusal
@@ -55,6 +56,17 @@ class EventsHandler(BesserHandler):
     async def get(self, run_id: str) -> None:
         run = await self.find_run(run_id)
         after = self._resume_point()
+        limits = self.state.streams
+        if limits.open >= limits.max_open:
+            raise Refusal(429, "TOO_MANY_STREAMS", f"{limits.open} event streams are open on this server, its most; "
+                          "close views you no longer watch, or try again in a moment")
+        limits.open += 1
+        try:
+            await self._stream(run, after)
+        finally:
+            limits.open -= 1
+
+    async def _stream(self, run: Run, after: int) -> None:
         self.set_header("Content-Type", EVENT_STREAM)
         self.set_header("Cache-Control", "no-cache, no-transform")
         self.set_header("X-Accel-Buffering", "no")  # nginx: do not buffer the stream
@@ -73,6 +85,10 @@ class EventsHandler(BesserHandler):
     async def _replay(self, events: Sequence[BaseEvent]) -> None:
         """A finished run's events, serialised in a worker thread a batch at a time and flushed
         per batch: a log of tens of MB neither stalls the loop nor piles up in the write buffer."""
+        async with self.state.streams.replays:
+            await self._replay_batches(events)
+
+    async def _replay_batches(self, events: Sequence[BaseEvent]) -> None:
         position = 0
         text: str | bytes
         while position < len(events):
