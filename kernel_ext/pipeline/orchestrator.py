@@ -389,7 +389,11 @@ class Orchestrator:
         summary = (f"{plural(len(split['generator_untouched']), 'generator file')} untouched"
                    f"{' (generated output reused from cache)' if ledger.reused_from_cache else ''}, "
                    f"{len(split['generator_llm_modified'])} modified by the LLM, {len(split['llm_authored'])} LLM-authored; "
-                   f"{plural(len(blockers), 'blocker')}, {plural(len(open_tasks), 'open task')}")
+                   f"{plural(len(blockers), 'blocker')}, "
+                   + (f"{plural(len(open_tasks), 'open task')}" if self.provider is not None else
+                      # no tasks were ever derived: "0 open tasks" would read as "all you asked is done"
+                      "your request beyond BESSER's generator output was not worked on (no LLM provider: "
+                      "set one with --provider or BESSER_LLM_PROVIDER)"))
         status, summary = self.budgets.ending("blocked" if incomplete else "completed", summary)
         self.events.emit("done", status=status, authorship=split, blockers=blockers + open_tasks,
                          verification=verification, phase_durations=self.timer, summary=summary)
