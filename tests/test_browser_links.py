@@ -1,0 +1,134 @@
+# ruff: noqa: F811 - the browser fixture comes from test_browser and is requested by name
+"""A real browser: a run view's links open in the page that shows them (issue 31, items 11 and 12).
+
+A notebook (written here, one cell) puts a finished run's folder under the server's root, with
+one file the LLM wrote, and shows its run view twice, as a person meets it: the live widget
+(its HTML set as is by ipywidgets) and the finished run's static HTML (rendered by the front
+end's rendermime). In JupyterLab 4, clicking the file's authorship link in each opens the file
+in the same JupyterLab: no new browser tab, a document tab named after the file appears in the
+main area with the file's text. In Notebook 7 (one document per tab by design) the click opens
+the file in Notebook 7's own editor (``/edit/...``) from the live view and as the file itself
+(``/files/...``, Notebook 7's rendermime rewrites the static output's link) from the static one,
+never a JupyterLab. The "hosted by" line's
+address (``<base_url>/besser-agent/``) answers the browser, logged in by its cookie, with the
+status page. Screenshots go to ``tests/artifacts/browser/<front end>-links/``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+from lab_server import LabServer
+from test_browser import ARTIFACTS, LAB_SETTINGS, NOTEBOOK_URL, STATIC_VIEW, browser, kernel_ready, shoot  # noqa: F401
+
+pytestmark = pytest.mark.slow
+
+NOTEBOOK = "links.ipynb"
+RUN_ID = "20250101-000000-c0ffee"
+FILE_TEXT = "print('hello from the run view link test')"
+LIVE_VIEW = ".besser-run.jupyter-widgets"  # the widget itself (ipywidgets' own class on its element)
+CELL = f'''import json, pathlib
+from IPython.display import display
+from kernel_ext.hosting.bus import EventLog
+from widgets.runview import RunView
+run = pathlib.Path("besser_runs/{RUN_ID}").resolve()
+(run / "app" / "backend").mkdir(parents=True, exist_ok=True)
+(run / "app" / "backend" / "main.py").write_text({FILE_TEXT!r} + "\\n")
+events = [{{"seq": 1, "run_id": "{RUN_ID}", "ts": 1.0, "type": "run_started", "request": "r", "run_dir": str(run)}},
+          {{"seq": 2, "run_id": "{RUN_ID}", "ts": 2.0, "type": "done", "status": "completed",
+           "authorship": {{"llm_authored": ["backend/main.py"]}}}}]
+(run / "events.jsonl").write_text("".join(json.dumps(e) + "\\n" for e in events))
+view = RunView(run_id="{RUN_ID}").replay(EventLog.load("{RUN_ID}", run / "events.jsonl").events)
+display(view._repr_mimebundle_(), raw=True)  # the live widget (a finished view displays as static HTML)
+display(view.static_bundle(), raw=True)  # the finished run's static HTML
+'''
+
+
+@pytest.fixture
+def lab(tmp_path, frontend):
+    root = tmp_path / "lab"
+    root.mkdir()
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells.append(nbformat.v4.new_code_cell(CELL))
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, root / NOTEBOOK)
+    for name, settings in LAB_SETTINGS.items():
+        path = tmp_path / "jupyter-config" / "lab" / "user-settings" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(settings))
+    server = LabServer(tmp_path, frontend, root)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+def run_the_cell(page, url: str, token: str) -> None:
+    page.goto(f"{url}/{NOTEBOOK_URL[page.frontend]}{NOTEBOOK}?token={token}")
+    page.locator(".jp-Notebook .jp-CodeCell").first.wait_for()
+    kernel_ready(url, token)
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    page.locator(STATIC_VIEW).first.wait_for(timeout=120_000)
+    page.locator(LIVE_VIEW).first.wait_for(timeout=20_000)
+
+
+def editor_tab(page):
+    return page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="main.py")
+
+
+def open_in_lab(browser, page, link, shots, name: str) -> None:
+    """Click ``link``: the file opens as a tab of this JupyterLab, in this browser tab."""
+    pages = len(browser.pages)
+    link.click()
+    editor_tab(page).first.wait_for(timeout=30_000)
+    page.locator(".jp-FileEditor", has_text=FILE_TEXT).first.wait_for(timeout=30_000)
+    assert len(browser.pages) == pages and "/lab" in page.url  # the same browser tab, still this JupyterLab
+    shoot(page, shots, name)
+    editor_tab(page).first.locator(".lm-TabBar-tabCloseIcon").click()
+    editor_tab(page).first.wait_for(state="detached")
+
+
+@pytest.mark.parametrize("frontend", ["lab", "notebook"])
+def test_an_authorship_link_opens_the_file_in_the_same_front_end(browser, lab, frontend):
+    url, token, _root = lab
+    shots = ARTIFACTS / f"{frontend}-links"
+    page = browser.new_page()
+    tabs = len(browser.pages)  # a persistent context starts with a blank page of its own
+    page.frontend = frontend
+    page.set_default_timeout(60_000)
+    try:
+        run_the_cell(page, url, token)
+        live = page.locator(LIVE_VIEW).first.locator("a", has_text="backend/main.py")
+        static = page.locator(STATIC_VIEW).first.locator("a", has_text="backend/main.py")
+        assert live.count() == 1 and static.count() == 1
+        assert live.get_attribute("target") is None  # the view asks for no new tab (rendermime may add one: it intercepts)
+        if frontend == "lab":
+            open_in_lab(browser, page, live, shots, "1-opened-from-the-live-view")
+            open_in_lab(browser, page, static, shots, "2-opened-from-the-static-view")
+            assert len(browser.pages) == tabs
+        else:
+            # Notebook 7 opens every document in a tab of its own: the live view's link opens its editor; the
+            # static output's link is rewritten by Notebook 7's rendermime to the file itself (``/files/...``)
+            for which, link, route in (("live", live, "edit"), ("static", static, "files")):
+                with browser.expect_page() as opened:
+                    link.click()
+                shown = opened.value
+                shown.wait_for_load_state()
+                assert f"/{route}/besser_runs/{RUN_ID}/app/backend/main.py" in shown.url and "/lab" not in shown.url, shown.url
+                shown.get_by_text(FILE_TEXT).first.wait_for(timeout=60_000)
+                shoot(shown, shots, f"opened-from-the-{which}-view")
+                shown.close()
+        status = browser.new_page()
+        answer = status.goto(f"{url}/besser-agent/")  # the "hosted by" line's address, with the login cookie
+        assert answer.status == 200 and "besser-agent is running on this Jupyter server" in status.inner_text("body")
+        assert token not in status.content()
+        shoot(status, shots, "3-status-page")
+        status.close()
+    finally:
+        if not page.is_closed():
+            shoot(page, shots, "last-state")
+            (shots / "last-state.html").write_text(page.content())
