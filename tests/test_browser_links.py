@@ -17,6 +17,8 @@ status page. Screenshots go to ``tests/artifacts/browser/<front end>-links/``.
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -26,6 +28,7 @@ from test_browser import ARTIFACTS, LAB_SETTINGS, NOTEBOOK_URL, STATIC_VIEW, bro
 pytestmark = pytest.mark.slow
 
 NOTEBOOK = "links.ipynb"
+LESSON = "01-library-prototyping.ipynb"
 RUN_ID = "20250101-000000-c0ffee"
 FILE_TEXT = "print('hello from the run view link test')"
 LIVE_VIEW = ".besser-run.jupyter-widgets"  # the widget itself (ipywidgets' own class on its element)
@@ -132,3 +135,28 @@ def test_an_authorship_link_opens_the_file_in_the_same_front_end(browser, lab, f
         if not page.is_closed():
             shoot(page, shots, "last-state")
             (shots / "last-state.html").write_text(page.content())
+
+
+@pytest.mark.parametrize("frontend", ["lab"])
+def test_notebook_01_opens_with_no_unsaved_mark(browser, lab, frontend):
+    """Issue 31, item 14: opened in JupyterLab, notebook 01 is not marked unsaved once its kernel is up.
+
+    A control copy with the metadata it used to hold (``language_info`` of one key) is opened first
+    and must become marked: the kernel's info arrives and JupyterLab writes it (so the check can fail)."""
+    url, token, root = lab
+    shipped = Path(__file__).resolve().parent.parent / "notebooks" / LESSON
+    control = nbformat.read(shipped, as_version=4)
+    control.metadata["language_info"] = {"name": "python"}
+    nbformat.write(control, root / "control.ipynb")
+    shutil.copy(shipped, root / LESSON)
+    page = browser.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(f"{url}/lab/tree/control.ipynb?token={token}")
+    page.locator(".lm-TabBar-tab.jp-mod-dirty", has_text="control.ipynb").wait_for(timeout=120_000)
+    page.goto(f"{url}/lab/tree/{LESSON}?token={token}")
+    page.locator(".jp-RenderedMarkdown h1", has_text="Prototyping a Library backend").first.wait_for()
+    kernel_ready(url, token)
+    page.locator(".jp-StatusBar-TextItem", has_text="Idle").first.wait_for(timeout=120_000)  # the kernel's info is in
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=LESSON)
+    assert tab.count() == 1 and "jp-mod-dirty" not in (tab.get_attribute("class") or "")
+    shoot(page, ARTIFACTS / "lab-links", "4-notebook-01-opened-clean")
