@@ -25,6 +25,7 @@ TITLE_H = 24
 PAD = 8
 GAP_X = 60
 GAP_Y = 80
+ENUM_GAP_Y = 30  # above the enumerations' rows: no line runs to an enumeration, so no band for arcs or labels
 MARGIN = 20
 TOP = 60  # room for arcs above the first row
 MAX_LINES = 10
@@ -205,10 +206,15 @@ def _fresh(index: ModelIndex) -> Layout:
         _size(box)
     columns = max(4, math.ceil(math.sqrt(len(boxes)) * 1.3))
     rows: list[list[str]] = []
-    for layer in [*_ordered_layers(index), list(index.enumerations)]:
+    for layer in _ordered_layers(index):
         rows.extend(layer[i : i + columns] for i in range(0, len(layer), columns) if layer[i : i + columns])
+    first_enum = len(rows)
+    enums = list(index.enumerations)
+    rows.extend(enums[i : i + columns] for i in range(0, len(enums), columns))
     y, width = float(TOP), 0.0
     for r, row in enumerate(rows):
+        if r == first_enum and r > 0:
+            y -= GAP_Y - ENUM_GAP_Y
         x = float(MARGIN)
         for c, name in enumerate(row):
             box = boxes[name]
