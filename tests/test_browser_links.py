@@ -160,3 +160,49 @@ def test_notebook_01_opens_with_no_unsaved_mark(browser, lab, frontend):
     tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=LESSON)
     assert tab.count() == 1 and "jp-mod-dirty" not in (tab.get_attribute("class") or "")
     shoot(page, ARTIFACTS / "lab-links", "4-notebook-01-opened-clean")
+
+
+def saved_live_view(root: Path) -> None:
+    """A notebook saved while its run was live: the widget's output (model id, text and HTML beside it) and
+    the reattach line, as the kernel sent them (``widgets.snapshot.show``)."""
+    from widgets.snapshot import reattach_bundle
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    cell = nbformat.v4.new_code_cell("view = %besser generate example:library 'x'")
+    widget = {"model_id": "0123456789abcdef0123456789abcdef", "version_major": 2, "version_minor": 0}
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", data={"application/vnd.jupyter.widget-view+json": widget, "text/plain": "run r1",
+                                                     "text/html": "<div class='besser-run'><b>run r1</b> as it was saved</div>"}),
+        nbformat.v4.new_output("display_data", data=reattach_bundle("r1")),
+    ]
+    notebook.cells.append(cell)
+    nbformat.write(notebook, root / "saved.ipynb")
+
+
+@pytest.mark.parametrize(("frontend", "trusted"), [("lab", False), ("lab", True), ("notebook", False)])
+def test_a_live_view_reopened_shows_its_saved_html_or_its_reattach_line(browser, lab, frontend, trusted, tmp_path):
+    """Issue 31 (the brief's item 5): a notebook saved with a live run, reopened on a new server with no kernel.
+    Untrusted (never signed here), the front end renders the widget output's saved HTML, and the reattach line
+    shows under it; trusted, the widget renders "model not found", which the line's stylesheet hides. Never
+    a visible "model not found"."""
+    import subprocess
+    import sys
+
+    url, token, root = lab
+    saved_live_view(root)
+    if trusted:
+        env = {"JUPYTER_DATA_DIR": str(tmp_path / "jupyter-data"), "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config"), "PATH": ""}
+        subprocess.run([str(Path(sys.executable).with_name("jupyter")), "trust", str(root / "saved.ipynb")], env=env, check=True)
+    page = browser.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(f"{url}/{NOTEBOOK_URL[frontend]}saved.ipynb?token={token}")
+    line = page.locator(".besser-reattach", has_text="%besser attach r1")
+    line.first.wait_for()
+    if trusted:
+        page.get_by_text("model not found").first.wait_for(state="attached")  # the widget tried, and failed
+    else:
+        page.locator(STATIC_VIEW, has_text="as it was saved").first.wait_for()
+    assert [t for t in page.get_by_text("model not found").all() if t.is_visible()] == []
+    assert line.first.is_visible()
+    shoot(page, ARTIFACTS / f"{frontend}-links", f"5-saved-live-view-{'trusted' if trusted else 'untrusted'}")
