@@ -16,14 +16,12 @@ status page. Screenshots go to ``tests/artifacts/browser/<front end>-links/``.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
-from lab_server import LabServer
-from test_browser import ARTIFACTS, LAB_SETTINGS, NOTEBOOK_URL, STATIC_VIEW, browser, kernel_ready, shoot  # noqa: F401
+from test_browser import ARTIFACTS, NOTEBOOK_URL, STATIC_VIEW, browser, kernel_ready, serving, shoot  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -57,16 +55,8 @@ def lab(tmp_path, frontend):
     notebook.cells.append(nbformat.v4.new_code_cell(CELL))
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(notebook, root / NOTEBOOK)
-    for name, settings in LAB_SETTINGS.items():
-        path = tmp_path / "jupyter-config" / "lab" / "user-settings" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(settings))
-    server = LabServer(tmp_path, frontend, root)
-    try:
-        server.start()
+    with serving(tmp_path, frontend, root) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def run_the_cell(page, url: str, token: str) -> None:
