@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 
-from kernel_ext.model.layout import Box
+from kernel_ext.model.layout import Box, Rect, Segment, crosses
 
 CHAR_W = 6.0  # a 10 px monospace character
 HEIGHT = 12.0
@@ -25,19 +24,6 @@ ROOM = 2.0  # the least space around a label
 RINGS = 80  # how far the search goes (rings of RING px) before it settles for the first choice
 LINE_RINGS = 8  # how far a label goes looking for a spot that no other edge's line crosses
 RING = 6.0
-Segment = tuple[float, float, float, float]
-
-
-@dataclass(frozen=True)
-class Rect:
-    x: float
-    y: float
-    w: float
-    h: float
-
-    def meets(self, other: Rect, room: float = 0.0) -> bool:
-        return not (self.x + self.w + room <= other.x or other.x + other.w + room <= self.x
-                    or self.y + self.h + room <= other.y or other.y + other.h + room <= self.y)
 
 
 def label_rect(x: float, y: float, text: str) -> Rect:
@@ -48,26 +34,6 @@ def label_rect(x: float, y: float, text: str) -> Rect:
 
 def box_rect(box: Box) -> Rect:
     return Rect(box.x, box.y, box.w, box.h)
-
-
-def crosses(rect: Rect, segment: Segment) -> bool:
-    """Whether a line segment passes through a rectangle (Liang-Barsky clipping)."""
-    x1, y1, x2, y2 = segment
-    dx, dy = x2 - x1, y2 - y1
-    low, high = 0.0, 1.0
-    for p, q in ((-dx, x1 - rect.x), (dx, rect.x + rect.w - x1), (-dy, y1 - rect.y), (dy, rect.y + rect.h - y1)):
-        if p == 0:
-            if q < 0:
-                return False
-            continue
-        t = q / p
-        if p < 0:
-            low = max(low, t)
-        else:
-            high = min(high, t)
-        if low > high:
-            return False
-    return True
 
 
 class LabelPlacer:
