@@ -29,7 +29,7 @@ WITHDRAWN_NOTE = "withdrawn: the run's runtime budget was spent while this card 
 _DENIED_BY = {
     "card": "the person denied {name} on its card",
     "terminal": "the person denied {name} at the terminal",
-    "timeout": "nobody answered {name}'s card before it expired",
+    "timeout": "nobody answered the card for {name} before it expired",
     "host": "the program running this run denied {name}",
 }
 
