@@ -12,8 +12,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from export_fixtures import demo_run, run_copy  # noqa: F401 - fixtures requested by name
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import start_new_kernel
+
+from kernel_ext.hosting.export import export_run
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 
@@ -37,5 +40,13 @@ def test_a_notebook_holds_what_its_kernel_reports(path, kernel_info):
     assert {k: v for k, v in saved.items() if k != "version"} == {k: v for k, v in reported.items() if k != "version"}
     if saved.get("version") != reported.get("version"):
         pytest.xfail(f"saved with Python {saved.get('version')}, this kernel is {reported.get('version')}: JupyterLab marks it unsaved")
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    assert metadata["kernelspec"] == {"display_name": spec.display_name, "language": spec.language, "name": "python3"}
+
+
+def test_an_exported_run_holds_what_its_kernel_reports(run_copy, tmp_path, kernel_info):  # noqa: F811
+    """``besser-agent export`` writes the same metadata, so a handed-in run opens unmarked too."""
+    metadata = nbformat.read(export_run(run_copy, tmp_path), as_version=4).metadata
+    assert metadata["language_info"] == kernel_info["language_info"]
     spec = KernelSpecManager().get_kernel_spec("python3")
     assert metadata["kernelspec"] == {"display_name": spec.display_name, "language": spec.language, "name": "python3"}
