@@ -97,6 +97,8 @@ async def denial_flow(tmp_path, run, results, decide) -> None:
     assert resolved == [(False, "card"), (True, "card"), (False, "card")]
     assert run.context.approver.grants.all() == ()
     assert [(r.ok, r.error_code) for r in results] == [(False, "approval_denied"), (True, ""), (False, "approval_denied")]
+    denied = [r.observation for r in results if not r.ok]  # the person's "no" is named as theirs (issue 31, item 10)
+    assert all("the person denied" in m and "on its card; nothing ran" in m for m in denied), denied
     assert {p.name: p.read_text() for p in run.context.layout.app_dir.iterdir() if p.suffix == ".txt"} == {"b.txt": "two"}
 
 

@@ -78,3 +78,13 @@ async def test_cancelling_the_run_cancels_the_pending_request(project):
     assert approver.pending() == ()
     assert not approver.resolve("c1", True)
     assert (project / "app.py").read_text() == "print('hello')\n"
+
+
+def test_a_denial_names_who_decided():
+    """Issue 31, item 10: a person's "no" is theirs, an expired card nobody's, never "the host did not approve"."""
+    from kernel_ext.boundary.approval import denial_words
+
+    assert denial_words("modify_file", "terminal") == "the person denied 'modify_file' at the terminal; nothing ran"
+    assert denial_words("modify_file", "card") == "the person denied 'modify_file' on its card; nothing ran"
+    assert denial_words("test_api", "timeout") == "nobody answered the card for 'test_api' before it expired; nothing ran"
+    assert denial_words("x", "duplicate id") == "'x' was not approved; nothing ran"

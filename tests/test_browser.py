@@ -30,6 +30,7 @@ the test is skipped with the reason printed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -147,6 +148,13 @@ def server(tmp_path, frontend, flavour, lesson):
     root.mkdir()
     copy_lesson(root, flavour, lesson)
     kernel_spec(tmp_path / "jupyter-path", flavour)
+    with serving(tmp_path, frontend, root) as lab:
+        yield lab
+
+
+@contextlib.contextmanager
+def serving(tmp_path: Path, frontend: str, root: Path):
+    """A started ``LabServer`` on ``root`` with quiet JupyterLab settings, stopped on leaving."""
     for name, settings in LAB_SETTINGS.items():
         path = tmp_path / "jupyter-config" / "lab" / "user-settings" / name
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -129,3 +129,11 @@ def test_without_a_terminal_the_first_line_says_what_happens_to_approvals(tmp_pa
         assert first == announce(approve)
     assert "will be denied" in announce("none") and "--approve edits|shell|all" in announce("none")
     assert announce("edits").startswith("no terminal to ask on: --approve edits: file edits and generator runs are approved")
+
+
+def test_the_help_says_what_generate_gives_a_person():
+    """``besser-agent --help`` in plain words: the whole pipeline, not a phase number (issue 31, item 10)."""
+    shown = subprocess.run([sys.executable, "-m", "kernel_ext", "--help"], env=env(), capture_output=True, text=True, check=True).stdout
+    line = " ".join(shown.split("generate", 1)[1].split("scenario", 1)[0].split())
+    assert "Phase 1" not in line
+    assert "build a working app from a model" in line and "the whole run" in line and "wait for your yes" in line

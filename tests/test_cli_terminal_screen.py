@@ -85,6 +85,7 @@ def test_a_denial_in_the_replay_stops_it_naming_the_decision_and_runs_nothing_af
     assert screen.splitlines()[-1] == "EXIT=1"
     assert f"you denied {call_id} (" in screen and "a recording can only follow the decisions it was recorded with" in screen
     assert "--approve all or a live model" in screen
+    assert "the person denied 'write_file' at the terminal; nothing ran" in screen and "on its card" not in screen
     assert "install what is missing" not in screen and "Traceback" not in screen
     assert screen.count(PROMPT) == 1  # asked once: the run stopped at the answer
     events = _events(out)

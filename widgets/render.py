@@ -6,25 +6,13 @@ Shared by the live widgets (HTML) and their ``_repr_mimebundle_`` fallbacks for 
 
 from __future__ import annotations
 
-import html
-import os
-from typing import Any
-from urllib.parse import quote, urlsplit
-
-from kernel_ext.safetext import plural, shorten, shown_text
+from kernel_ext.safetext import plural, shorten
+from widgets.escape import esc
+from widgets.links import file_link
 from widgets.state import ApprovalView, RunViewState
 from widgets.theme import badge_class
 
 STATUS_MARK = {"pending": "○", "started": "◐", "done": "●", "skipped": "–", "failed": "✕", "stopped": "■"}
-
-
-def esc(value: Any) -> str:
-    """HTML for any value: escaped, and shown-not-obeyed (``safetext.shown_text``: HTML escaping
-    leaves bidi overrides and line separators live, which could reorder what a card says)."""
-    text = str(value)
-    if text.isascii() and text.isprintable():  # nothing shown_text would change (the common case, fast)
-        return html.escape(text, quote=True)
-    return html.escape(shown_text(text), quote=True)
 
 
 def badge(text: str) -> str:
@@ -265,36 +253,6 @@ def done_summary(done: dict[str, Any]) -> str:
     summary = str(done.get("summary") or "")
     who = DECIDERS.get(f"cancelled:{done.get('cancelled_by')}") if done.get("status") == "cancelled" else None
     return f"{summary} ({who})" if summary and who else (who or summary)
-
-
-def file_link(state: RunViewState, relative: str, link_base: str | None, label: str | None = None) -> str:
-    """A link the notebook front end opens: relative to the kernel's folder, or under ``link_base``.
-
-    ``run_dir`` and file names come from events (a replayed ``events.jsonl`` may be crafted), so
-    the link is only ever a relative path or a path under an http(s) or same-origin
-    ``link_base``: every segment is percent-encoded (``javascript:`` cannot become a scheme),
-    and anything else is shown as plain text.
-    """
-    href = file_href(state.run_dir, relative, link_base)
-    text = esc(label or relative)
-    return f'<a href="{esc(href)}" target="_blank">{text}</a>' if href is not None else text
-
-
-def file_href(run_dir: str, relative: str, link_base: str | None) -> str | None:
-    """The URL of a run file, or None when no safe one exists."""
-    target = os.path.join(run_dir, "app", relative) if relative else run_dir
-    if link_base is None:
-        try:
-            target = os.path.relpath(target)
-        except ValueError:
-            return None
-        if not target or os.path.isabs(target) or target.startswith(("/", "\\")):
-            return None
-        return quote(target.replace("\\", "/"), safe="/")
-    base = urlsplit(link_base)
-    if base.scheme not in ("", "http", "https") or (not base.scheme and base.netloc):
-        return None  # e.g. javascript:, data:, or a protocol-relative //host
-    return link_base.rstrip("/") + "/" + quote(target.replace("\\", "/").lstrip("/"), safe="/")
 
 
 def run_text(state: RunViewState, note: str = "") -> str:

@@ -24,6 +24,22 @@ log = logging.getLogger(__name__)
 WITHDRAWN_NOTE = "withdrawn: the run's runtime budget was spent while this card waited"
 
 
+# Who denied a call, as the tool result says it to the model and the timeline shows it to a person
+# (the ``by`` of ``approval_resolved``): a person's "no" is named as theirs, never the host's.
+_DENIED_BY = {
+    "card": "the person denied {name} on its card",
+    "terminal": "the person denied {name} at the terminal",
+    "timeout": "nobody answered the card for {name} before it expired",
+    "host": "the program running this run denied {name}",
+}
+
+
+def denial_words(name: str, by: str) -> str:
+    """Why ``name`` did not run, naming who decided (``by``); the executor's ``approval_denied`` message."""
+    words = _DENIED_BY.get(by, "{name} was not approved")
+    return f"{words.format(name=repr(name))}; nothing ran"
+
+
 @dataclass(frozen=True)
 class ApprovalRequest:
     """Immutable details of one proposed operation, shown to the approver.

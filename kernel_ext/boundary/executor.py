@@ -35,6 +35,7 @@ from kernel_ext.boundary.approval import (
     BoundaryEvent,
     Observer,
     always_deny,
+    denial_words,
     freeze_arguments,
     thaw_arguments,
 )
@@ -124,9 +125,8 @@ class Executor:
             approved = decision is True
             await self._notify(BoundaryEvent("approval_resolved", call_id, name, request, approved))
             if not approved:
-                return self._failure(
-                    call_id, name, ToolFailure(ErrorCode.APPROVAL_DENIED, f"{name!r} was not approved on its card; nothing ran")
-                )
+                by = getattr(self.approver, "decided_by", {}).get(call_id, "")  # an AsyncApprover knows who answered
+                return self._failure(call_id, name, ToolFailure(ErrorCode.APPROVAL_DENIED, denial_words(name, by)))
             failure = self._recheck(files, "during approval")
             if failure is not None:
                 return self._failure(call_id, name, failure)

@@ -19,7 +19,10 @@ from kernel_ext.hosting.flags import add_switch_flags
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("generate", help="build an app for a model: the whole run with a REQUEST, Phase 1 (a BESSER generator) without")
+    parser = sub.add_parser("generate", help=(
+        "build a working app from a model: with a REQUEST in words, the whole run (BESSER's generator writes the code, "
+        "an LLM edits it to fit, the app is tested, changes and commands wait for your yes); without one, the "
+        "generator's code alone"))
     parser.add_argument("model", nargs="?", help="a model file (.py, .plantuml, .json) or example:NAME")
     parser.add_argument("request", nargs="?", help="what to build, in words: runs the whole pipeline")
     parser.add_argument("--out", type=Path, help="the folder to generate into (with a REQUEST: the run folder)")

@@ -149,9 +149,10 @@ def _invariants(index: ModelIndex) -> list[Any]:
 THEME = (
     "svg.besser-uml text{fill:var(--jp-ui-font-color1,#000)}"
     "svg.besser-uml .uml-bg,svg.besser-uml .uml-plate,svg.besser-uml .uml-hollow{fill:var(--jp-layout-color0,#fff)}"
-    "svg.besser-uml .uml-box{fill:var(--jp-layout-color1,#fefce8)}svg.besser-uml .uml-enum{fill:var(--jp-layout-color2,#f4f8e8)}"
+    "svg.besser-uml .uml-box{fill:var(--jp-layout-color1,#fefce8)}"
+    "svg.besser-uml .uml-enum,svg.besser-uml .uml-note{fill:var(--jp-layout-color2,#f4f8e8)}"
     "svg.besser-uml .uml-box,svg.besser-uml .uml-enum,svg.besser-uml .uml-line,svg.besser-uml .uml-hollow,"
-    "svg.besser-uml .association,svg.besser-uml .generalization"
+    "svg.besser-uml .association,svg.besser-uml .generalization,svg.besser-uml .uml-note,svg.besser-uml .uml-note-link"
     "{stroke:var(--jp-ui-font-color2,#444)}"
     "svg.besser-uml .uml-solid{fill:var(--jp-ui-font-color2,#444)}svg.besser-uml text.uml-name{fill:var(--jp-brand-color1,#225)}"
 )
@@ -190,9 +191,10 @@ def _text(x: float, y: float, text: str, **attrs: str) -> str:
     return f'<text x="{x:.1f}" y="{y:.1f}"{extra}>{escape(xml_text(text))}</text>'
 
 
-def _label(placer: LabelPlacer, wanted: list[tuple[float, float]], text: str, **attrs: str) -> str:
-    """Small centred text on a plate, at the first of ``wanted`` that covers no box or label."""
-    x, y = placer.place(text, wanted)
+def _label(placer: LabelPlacer, wanted: list[tuple[float, float]], text: str, owner: object = None, **attrs: str) -> str:
+    """Small centred text on a plate, at the first of ``wanted`` that covers no box or label (nor, where it can,
+    another edge's line than ``owner``'s)."""
+    x, y = placer.place(text, wanted, owner)
     w = len(text) * 6.0 + 4
     return (
         f'<g class="label"><rect class="uml-plate" x="{x - w / 2:.1f}" y="{y - 9:.1f}" width="{w:.1f}" height="12" fill="white" '
@@ -227,20 +229,53 @@ def _edges(index: ModelIndex, plan: Layout) -> tuple[list[str], list[str], tuple
     lines: list[str] = []
     labels: list[str] = []
     boxes = plan.boxes
-    placer = LabelPlacer(boxes.values())
-    for view in index.classes.values():
-        for parent in view.parents:
-            if parent in boxes:
-                lines.extend(_generalization(boxes[view.name], boxes[parent]))
-    for a, b in _associations(index):
-        if a.declared_in in boxes and a.target in boxes:
-            _association(plan, boxes[a.declared_in], boxes[a.target], a, b, lines, labels, placer)
+    inherits = [(boxes[v.name], boxes[p]) for v in index.classes.values() for p in v.parents if p in boxes]
+    associations = [(a, b) for a, b in _associations(index) if a.declared_in in boxes and a.target in boxes]
+    drawn = [(("is-a", c.name, p.name), _ends(c, p)) for c, p in inherits]  # every line, before any label
+    for a, _b in associations:
+        drawn.extend((a.association, seg) for seg in _segments(plan, boxes[a.declared_in], boxes[a.target]))
+    placer = LabelPlacer(boxes.values(), drawn)
+    for child, parent in inherits:
+        lines.extend(_generalization(child, parent))
+    for a, b in associations:
+        _association(plan, boxes[a.declared_in], boxes[a.target], a, b, lines, labels, placer)
+    for context, constraints in _invariants_by_class(index).items():
+        if context in boxes:
+            lines_, note = _note(boxes[context], constraints, placer)
+            lines.extend(lines_)
+            labels.append(note)
     return lines, labels, placer.extent()
 
 
+def _ends(near: Box, far: Box) -> tuple[float, float, float, float]:
+    """The straight line between two boxes, clipped to their borders."""
+    x1, y1 = border(near, far.cx, far.cy)
+    x2, y2 = border(far, near.cx, near.cy)
+    return x1, y1, x2, y2
+
+
+def _arc(plan: Layout, near: Box, far: Box) -> tuple[Box, float, float, float, float] | None:
+    """(left box, x1, x2, y, lift) of the arc above a band joining two boxes of it with others between; else None."""
+    if not (abs(near.y - far.y) < 1 and plan.between(near, far)):
+        return None
+    left, right = (near, far) if near.x < far.x else (far, near)
+    return left, left.cx + left.w / 4, right.cx - right.w / 4, left.y, min(GAP_Y - 10, 30 + 4 * abs(near.column - far.column))
+
+
+def _segments(plan: Layout, near: Box, far: Box) -> list[tuple[float, float, float, float]]:
+    """The straight pieces an association's line is drawn along (a curve by the polygon around it)."""
+    if near is far:
+        x, y = near.x + near.w, near.cy
+        return [(x, y - 12, x + 28, y - 12), (x + 28, y - 12, x + 28, y + 12), (x + 28, y + 12, x, y + 12)]
+    arc = _arc(plan, near, far)
+    if arc is None:
+        return [_ends(near, far)]
+    _left, x1, x2, y, lift = arc
+    return [(x1, y, x1, y - lift), (x1, y - lift, x2, y - lift), (x2, y - lift, x2, y)]
+
+
 def _generalization(child: Box, parent: Box) -> list[str]:
-    x1, y1 = border(child, parent.cx, parent.cy)
-    x2, y2 = border(parent, child.cx, child.cy)
+    x1, y1, x2, y2 = _ends(child, parent)
     ux, uy = unit(x1 - x2, y1 - y2)
     bx, by = x2 + ux * 14, y2 + uy * 14
     return [
@@ -254,32 +289,33 @@ def _association(plan: Layout, near: Box, far: Box, a: Any, b: Any, lines: list[
                  placer: LabelPlacer) -> None:
     """``a`` is the end seen from ``near`` (its role points at ``far``); ``b`` the opposite one."""
     own_role = b.role if b is not a else a.own_role
+
+    def own(wanted: list[tuple[float, float]], text: str, **attrs: str) -> str:
+        return _label(placer, wanted, text, a.association, **attrs)
+
     far_text, near_text = f"{a.role} {_short(a.multiplicity)}", f"{own_role} {_short(a.own_multiplicity)}"
     if near is far:  # a self-association: a loop on the right side
         x, y = near.x + near.w, near.cy
         lines.append(f'<path class="association" d="M {x:.1f} {y - 12:.1f} h 28 v 24 h -28" fill="none" stroke="#444"/>')
         text = f"{a.association}: {a.role} {_short(a.multiplicity)}"
         half = len(text) * 3.0
-        labels.append(_label(placer, [(x + 32 + half, y - 16), (x + 32 + half, y + 24), (x + 32 + half, y + 4)], text))
+        labels.append(own([(x + 32 + half, y - 16), (x + 32 + half, y + 24), (x + 32 + half, y + 4)], text))
         return
-    if abs(near.y - far.y) < 1 and plan.between(near, far):
-        # Same band, boxes in between: arc through the free band above it.
-        left, right = (near, far) if near.x < far.x else (far, near)
-        x1, x2, y = left.cx + left.w / 4, right.cx - right.w / 4, left.y
-        lift = min(GAP_Y - 10, 30 + 4 * abs(near.column - far.column))
+    arc = _arc(plan, near, far)
+    if arc is not None:  # same band, boxes in between: arc through the free band above it
+        left, x1, x2, y, lift = arc
         lines.append(
             f'<path class="association" d="M {x1:.1f} {y:.1f} C {x1:.1f} {y - lift * 1.33:.1f} '
             f'{x2:.1f} {y - lift * 1.33:.1f} {x2:.1f} {y:.1f}" fill="none" stroke="#444"/>'
         )
         middle = (x1 + x2) / 2
-        labels.append(_label(placer, [(middle, y - lift + 4), (middle, y - lift - 10), (middle, y - lift + 18)], a.association,
+        labels.append(own([(middle, y - lift + 4), (middle, y - lift - 10), (middle, y - lift + 18)], a.association,
                              class_="uml-name", fill="#225"))
         nx, fx = (x1, x2) if near is left else (x2, x1)
         for at, text in ((fx, far_text), (nx, near_text)):
-            labels.append(_label(placer, [(at, y - 6), (at, y - 20), (at + 30, y - 6), (at - 30, y - 6)], text))
+            labels.append(own([(at, y - 6), (at, y - 20), (at + 30, y - 6), (at - 30, y - 6)], text))
         return
-    x1, y1 = border(near, far.cx, far.cy)
-    x2, y2 = border(far, near.cx, near.cy)
+    x1, y1, x2, y2 = _ends(near, far)
     ux, uy = unit(x2 - x1, y2 - y1)
     lines.append(f'<line class="association" x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="#444"/>')
     for (ex, ey, sign), whole in (((x1, y1, 1), a.owns), ((x2, y2, -1), a.part_of)):
@@ -290,10 +326,55 @@ def _association(plan: Layout, near: Box, far: Box, a: Any, b: Any, lines: list[
                 f'<polygon class="uml-solid" points="{ex:.1f},{ey:.1f} {mx - uy * 5:.1f},{my + ux * 5:.1f} {bx:.1f},{by:.1f} '
                 f'{mx + uy * 5:.1f},{my - ux * 5:.1f}" fill="#444"/>'
             )
-    labels.append(_label(placer, near_end(x2, y2, -ux, -uy, far_text), far_text))
-    labels.append(_label(placer, near_end(x1, y1, ux, uy, near_text), near_text))
-    labels.append(_label(placer, along(x1, y1, x2, y2, (0.5, 0.4, 0.6, 0.3, 0.7), (9, -9, 20, -20)), a.association,
+    labels.append(own(near_end(x2, y2, -ux, -uy, far_text), far_text))
+    labels.append(own(near_end(x1, y1, ux, uy, near_text), near_text))
+    labels.append(own(along(x1, y1, x2, y2, (0.5, 0.4, 0.6, 0.3, 0.7), (9, -9, 20, -20)), a.association,
                          class_="uml-name", fill="#225"))
+
+
+NOTE_CHARS = 48  # a note's line is cut there (the text view and the model keep the whole invariant)
+NOTE_LINE = 14.0
+
+
+def _invariants_by_class(index: ModelIndex) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for constraint in _invariants(index):
+        out.setdefault(constraint.context, []).append(constraint)
+    return out
+
+
+def _note_lines(constraints: list[Any]) -> list[str]:
+    """One line per invariant, ``inv NAME: BODY`` (the body after its ``context ... inv NAME:`` head), cut with an ellipsis."""
+    lines = []
+    for c in constraints:
+        expression = str(c.expression)
+        head, colon, rest = expression.partition(":")
+        body = rest.strip() if colon and " inv " in f" {head} " else expression
+        text = f"inv {c.name}: {body}"
+        lines.append(text if len(text) <= NOTE_CHARS else text[: NOTE_CHARS - 1] + "\u2026")
+    return lines
+
+
+def _note(box: Box, constraints: list[Any], placer: LabelPlacer) -> tuple[list[str], str]:
+    """A UML note (folded corner) holding a class's OCL invariants, beside the class and joined to it by a dashed line."""
+    rows = _note_lines(constraints)
+    w, h = max(len(r) for r in rows) * 6.0 + 16, len(rows) * NOTE_LINE + 10
+    gap = 24.0
+    wanted = [(box.x + box.w + gap, box.y), (box.x - gap - w, box.y), (box.x, box.y + box.h + gap), (box.x, box.y - gap - h)]
+    x, y = placer.place_rect(w, h, wanted)
+    cx, cy = x + w / 2, y + h / 2
+    bx, by = border(box, cx, cy)
+    note_box = Box("", "", [], x, y, w, h)
+    nx, ny = border(note_box, bx, by)
+    link = (f'<line class="uml-note-link" x1="{bx:.1f}" y1="{by:.1f}" x2="{nx:.1f}" y2="{ny:.1f}" stroke="#444" '
+            'stroke-dasharray="4 3"/>')
+    fold = 8.0
+    parts = [f'<g class="note" data-context={quoteattr(xml_text(box.name))}>',
+             f'<polygon class="uml-note" points="{x:.1f},{y:.1f} {x + w - fold:.1f},{y:.1f} {x + w:.1f},{y + fold:.1f} '
+             f'{x + w:.1f},{y + h:.1f} {x:.1f},{y + h:.1f}" fill="#fff8dc" stroke="#444"/>']
+    parts.extend(_text(x + 8, y + 5 + NOTE_LINE * (i + 1) - 3, row, font_size="10") for i, row in enumerate(rows))
+    parts.append("</g>")
+    return [link], "".join(parts)
 
 
 def _short(mult: str) -> str:

@@ -1,8 +1,12 @@
-"""Where the class diagram's small labels go: never over a box or over another label.
+"""Where the class diagram's small labels go: never over a box or over another label, and over
+no line but their own where a spot is free of lines.
 
 Each label (an association's name, a role with its multiplicity) comes with the places it
 would like, best first (along its line, on either side); it takes the first that is free. When
 all are taken, it looks further out, ring by ring around its first choice, until one is free.
+A spot crossed by another edge's line (``lines``, every edge known before any label is placed)
+counts as taken in a first search out to ``LINE_RINGS``; only when none is free of lines is a
+line crossed (a label on its plate stays readable). Notes (OCL invariants) are placed the same way.
 Labels and boxes are rectangles; a label never leaves the top or left edge of the picture, and
 the picture grows to take a label pushed past its right or bottom edge.
 """
@@ -11,27 +15,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 
-from kernel_ext.model.layout import Box
+from kernel_ext.model.layout import Box, Rect, Segment, crosses
 
 CHAR_W = 6.0  # a 10 px monospace character
 HEIGHT = 12.0
 ROOM = 2.0  # the least space around a label
 RINGS = 80  # how far the search goes (rings of RING px) before it settles for the first choice
+LINE_RINGS = 8  # how far a label goes looking for a spot that no other edge's line crosses
 RING = 6.0
-
-
-@dataclass(frozen=True)
-class Rect:
-    x: float
-    y: float
-    w: float
-    h: float
-
-    def meets(self, other: Rect, room: float = 0.0) -> bool:
-        return not (self.x + self.w + room <= other.x or other.x + other.w + room <= self.x
-                    or self.y + self.h + room <= other.y or other.y + other.h + room <= self.y)
 
 
 def label_rect(x: float, y: float, text: str) -> Rect:
@@ -45,34 +37,44 @@ def box_rect(box: Box) -> Rect:
 
 
 class LabelPlacer:
-    def __init__(self, boxes: Iterable[Box]):
+    def __init__(self, boxes: Iterable[Box], lines: Iterable[tuple[object, Segment]] = ()):
         self.obstacles = [box_rect(b) for b in boxes]
         self.placed: list[Rect] = []
+        self.lines = list(lines)  # (owner, segment): a label may sit on its own edge's line, not another's
 
-    def free(self, rect: Rect) -> bool:
+    def free(self, rect: Rect, owner: object = None, lines: bool = False) -> bool:
         if rect.x < 0 or rect.y < 0:
             return False
-        return not any(rect.meets(o, ROOM) for o in self.obstacles) and not any(rect.meets(p, ROOM) for p in self.placed)
+        if any(rect.meets(o, ROOM) for o in self.obstacles) or any(rect.meets(p, ROOM) for p in self.placed):
+            return False
+        return not lines or not any(who != owner and crosses(rect, seg) for who, seg in self.lines)
 
-    def place(self, text: str, wanted: Iterable[tuple[float, float]]) -> tuple[float, float]:
+    def place(self, text: str, wanted: Iterable[tuple[float, float]], owner: object = None) -> tuple[float, float]:
         """The first free spot of ``wanted``, else the nearest free one around the first of them."""
-        choices = list(wanted)
-        for x, y in choices:
-            if self.free(label_rect(x, y, text)):
-                return self._take(x, y, text)
-        x0, y0 = choices[0]
-        for ring in range(1, RINGS + 1):
-            steps = 8 * ring
-            for step in range(steps):
-                angle = 2 * math.pi * step / steps
-                x, y = x0 + math.cos(angle) * ring * RING, y0 + math.sin(angle) * ring * RING
-                if self.free(label_rect(x, y, text)):
-                    return self._take(x, y, text)
-        return self._take(x0, y0, text)  # nothing free within reach: the first choice (never reached in practice)
+        w, h = len(text) * CHAR_W + 4, HEIGHT
+        x, y = self.place_rect(w, h, [(x - w / 2, y - 9) for x, y in wanted], owner)
+        return x + w / 2, y + 9
 
-    def _take(self, x: float, y: float, text: str) -> tuple[float, float]:
-        self.placed.append(label_rect(x, y, text))
-        return x, y
+    def place_rect(self, w: float, h: float, wanted: Iterable[tuple[float, float]], owner: object = None) -> tuple[float, float]:
+        """The top-left corner of a ``w`` x ``h`` rectangle at the first free spot (lines avoided first)."""
+        choices = list(wanted)
+        for lines, reach in ((True, LINE_RINGS), (False, RINGS)):
+            for x, y in choices:
+                if self.free(Rect(x, y, w, h), owner, lines):
+                    return self._take(Rect(x, y, w, h))
+            x0, y0 = choices[0]
+            for ring in range(1, reach + 1):
+                steps = 8 * ring
+                for step in range(steps):
+                    angle = 2 * math.pi * step / steps
+                    x, y = x0 + math.cos(angle) * ring * RING, y0 + math.sin(angle) * ring * RING
+                    if self.free(Rect(x, y, w, h), owner, lines):
+                        return self._take(Rect(x, y, w, h))
+        return self._take(Rect(*choices[0], w, h))  # nothing free within reach: the first choice (never reached in practice)
+
+    def _take(self, rect: Rect) -> tuple[float, float]:
+        self.placed.append(rect)
+        return rect.x, rect.y
 
     def extent(self) -> tuple[float, float]:
         """The right and bottom edges of every label placed (the picture grows to hold them)."""

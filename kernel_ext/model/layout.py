@@ -4,7 +4,9 @@ Layers follow inheritance (a class sits one layer below its lowest parent). The 
 is ordered by a breadth-first walk from the most connected class, so associated classes end
 up side by side; each later layer is ordered by the mean position of its already placed
 neighbours, so children sit under their parents. Layers wrap into rows that keep the
-picture roughly square; enumerations take the last rows.
+picture roughly square; enumerations take the last rows, under a shorter band (no line reaches
+an enumeration). In a model of up to ``CROSSING_BOXES`` boxes, each row of up to
+``PERMUTED_ROW`` boxes then takes the order with the fewest crossings (``crossings``).
 
 Given the layout it drew before (``keep``), every box that is still there stays where it was
 (a person who adds a class finds the picture they knew): only new boxes, and a kept box that
@@ -14,6 +16,7 @@ would cover.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -25,6 +28,7 @@ TITLE_H = 24
 PAD = 8
 GAP_X = 60
 GAP_Y = 80
+ENUM_GAP_Y = 30  # above the enumerations' rows: no line runs to an enumeration, so no band for arcs or labels
 MARGIN = 20
 TOP = 60  # room for arcs above the first row
 MAX_LINES = 10
@@ -75,6 +79,41 @@ class Layout:
             and box.y < bottom and box.y + box.h > top
             for box in self.boxes.values()
         )
+
+
+@dataclass(frozen=True)
+class Rect:
+    x: float
+    y: float
+    w: float
+    h: float
+
+    def meets(self, other: Rect, room: float = 0.0) -> bool:
+        return not (self.x + self.w + room <= other.x or other.x + other.w + room <= self.x
+                    or self.y + self.h + room <= other.y or other.y + other.h + room <= self.y)
+
+
+Segment = tuple[float, float, float, float]
+
+
+def crosses(rect: Rect, segment: Segment) -> bool:
+    """Whether a line segment passes through a rectangle (Liang-Barsky clipping)."""
+    x1, y1, x2, y2 = segment
+    dx, dy = x2 - x1, y2 - y1
+    low, high = 0.0, 1.0
+    for p, q in ((-dx, x1 - rect.x), (dx, rect.x + rect.w - x1), (-dy, y1 - rect.y), (dy, rect.y + rect.h - y1)):
+        if p == 0:
+            if q < 0:
+                return False
+            continue
+        t = q / p
+        if p < 0:
+            low = max(low, t)
+        else:
+            high = min(high, t)
+        if low > high:
+            return False
+    return True
 
 
 def _clip(text: str) -> str:
@@ -205,18 +244,77 @@ def _fresh(index: ModelIndex) -> Layout:
         _size(box)
     columns = max(4, math.ceil(math.sqrt(len(boxes)) * 1.3))
     rows: list[list[str]] = []
-    for layer in [*_ordered_layers(index), list(index.enumerations)]:
+    for layer in _ordered_layers(index):
         rows.extend(layer[i : i + columns] for i in range(0, len(layer), columns) if layer[i : i + columns])
-    y, width = float(TOP), 0.0
+    first_enum = len(rows)
+    enums = list(index.enumerations)
+    rows.extend(enums[i : i + columns] for i in range(0, len(enums), columns))
+    y = float(TOP)
     for r, row in enumerate(rows):
-        x = float(MARGIN)
-        for c, name in enumerate(row):
-            box = boxes[name]
-            box.x, box.y, box.row, box.column = x, y, r, c
-            x += box.w + GAP_X
-        width = max(width, x - GAP_X + MARGIN)
+        if r == first_enum and r > 0:
+            y -= GAP_Y - ENUM_GAP_Y
+        _place_row(boxes, row, r, y)
         y += max(boxes[n].h for n in row) + GAP_Y
+    if len(boxes) <= CROSSING_BOXES:
+        _fewer_crossings(boxes, rows[:first_enum], _edges(index))
+    width = max(box.x + box.w for box in boxes.values()) + MARGIN if boxes else 2 * MARGIN
     return Layout(boxes, width, y - GAP_Y + MARGIN, rows)
+
+
+def _place_row(boxes: dict[str, Box], row: list[str], r: int, y: float) -> None:
+    x = float(MARGIN)
+    for c, name in enumerate(row):
+        box = boxes[name]
+        box.x, box.y, box.row, box.column = x, y, r, c
+        x += box.w + GAP_X
+
+
+PERMUTED_ROW = 5  # a row of at most this many boxes is tried in every order (120)
+CROSSING_BOXES = 16  # past this many boxes rows keep their barycentre order (each count is quadratic in edges)
+
+
+def _edges(index: ModelIndex) -> list[tuple[str, str]]:
+    near = _neighbours(index)
+    return sorted({(a, b) if a < b else (b, a) for a, others in near.items() for b in others})
+
+
+def _fewer_crossings(boxes: dict[str, Box], rows: list[list[str]], edges: list[tuple[str, str]]) -> None:
+    """Reorder each short row where another order has fewer crossings (straight lines between box
+    centres that cross each other or run through a third box); ties keep the barycentre order."""
+    if not edges:
+        return
+    for _sweep in range(2):
+        for r, row in enumerate(rows):
+            if not 2 <= len(row) <= PERMUTED_ROW:
+                continue
+            y = boxes[row[0]].y
+            best, best_cost = list(row), crossings(boxes, edges)
+            for order in itertools.permutations(row):
+                _place_row(boxes, list(order), r, y)
+                cost = crossings(boxes, edges)
+                if cost < best_cost:
+                    best, best_cost = list(order), cost
+            row[:] = best
+            _place_row(boxes, row, r, y)
+
+
+def crossings(boxes: dict[str, Box], edges: list[tuple[str, str]]) -> int:
+    """Pairs of centre-to-centre edges that cross, plus twice each edge that runs through a third box."""
+    lines = [(a, b, (boxes[a].cx, boxes[a].cy, boxes[b].cx, boxes[b].cy)) for a, b in edges if a in boxes and b in boxes]
+    count = 0
+    for i, (a, b, seg) in enumerate(lines):
+        count += sum(_intersect(seg, other) for c, d, other in lines[i + 1:] if not {a, b} & {c, d})
+        count += 2 * sum(crosses(Rect(box.x, box.y, box.w, box.h), seg) for name, box in boxes.items() if name not in (a, b))
+    return count
+
+
+def _intersect(s: Segment, t: Segment) -> bool:
+    def side(ax: float, ay: float, bx: float, by: float, cx: float, cy: float) -> float:
+        return (bx - ax) * (cy - ay) - (by - ay) * (cx - ax)
+
+    d1, d2 = side(*t[:2], *t[2:], *s[:2]), side(*t[:2], *t[2:], *s[2:])
+    d3, d4 = side(*s[:2], *s[2:], *t[:2]), side(*s[:2], *s[2:], *t[2:])
+    return d1 * d2 < 0 and d3 * d4 < 0
 
 
 def border(box: Box, tx: float, ty: float) -> tuple[float, float]:

@@ -160,7 +160,7 @@ class BesserAgentApp(ExtensionApp):
         url = direct_url(self.serverapp)
         if not self.export_to_kernels or not url.startswith(("http://", "https://")):
             return
-        self._export.publish(api_url(url), self.settings[STATE_KEY].capability)
+        self._export.publish(api_url(url), self.settings[STATE_KEY].capability, str(Path(self._server.root_dir).resolve()))
 
     def _runs_path(self) -> Path:
         path = Path(self.runs_dir).expanduser()

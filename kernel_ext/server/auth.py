@@ -21,6 +21,7 @@ from typing import Any
 
 ENV_URL = "BESSER_AGENT_URL"
 ENV_TOKEN = "BESSER_AGENT_TOKEN"
+ENV_ROOT = "BESSER_AGENT_ROOT"  # the server's root folder: a run view's links open files by their contents path
 API_PREFIX = "besser-agent"
 RESOURCE_PREFIX = "besser-agent:"
 CAPABILITY_USER = "besser-agent-kernel"
@@ -70,16 +71,18 @@ def api_url(connection_url: str) -> str:
 
 
 class KernelExport:
-    """Sets the two variables for kernels started from now on; ``withdraw`` restores what was there."""
+    """Sets the variables (URL, token, the server's root) for kernels started from now on; ``withdraw`` restores what was there."""
 
     def __init__(self) -> None:
         self._previous: dict[str, str | None] | None = None
 
-    def publish(self, url: str, capability: Capability) -> None:
+    def publish(self, url: str, capability: Capability, root: str = "") -> None:
         if self._previous is None:
-            self._previous = {name: os.environ.get(name) for name in (ENV_URL, ENV_TOKEN)}
+            self._previous = {name: os.environ.get(name) for name in (ENV_URL, ENV_TOKEN, ENV_ROOT)}
         os.environ[ENV_URL] = url
         os.environ[ENV_TOKEN] = capability.token
+        if root:
+            os.environ[ENV_ROOT] = root
 
     def withdraw(self) -> None:
         if self._previous is None:

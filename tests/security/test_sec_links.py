@@ -88,3 +88,21 @@ async def test_rest_replay_of_a_crafted_run_folder_links_safely(jp_fetch, runs_d
     assert_safe(view.to_html(), link_base)
     assert (runs_dir / RUN_ID / "events.jsonl").read_bytes() == before
     assert world.unchanged()
+
+
+def test_a_link_opens_in_place_only_for_a_file_under_the_servers_root(tmp_path, monkeypatch):
+    """The ``docmanager:open`` command names a path relative to the published root, never one outside it."""
+    root = tmp_path / "root"
+    inside = root / "besser_runs" / RUN_ID
+    (inside / "app").mkdir(parents=True)
+    monkeypatch.setenv("BESSER_AGENT_ROOT", str(root))
+    for run_dir, opens in ((str(inside), True), (str(tmp_path / "elsewhere"), False), (str(root / ".." / "x"), False)):
+        page = RunView().replay(EventLog.load(RUN_ID, crafted_log(tmp_path / "log", run_dir)).events).to_html()
+        paths = [json.loads(html.unescape(a))["path"] for a in re.findall(r'data-commandlinker-args="([^"]*)"', page)]
+        if not opens:
+            assert paths == [], (run_dir, paths)
+            continue
+        assert len(paths) >= len(HOSTILE), paths  # every crafted name is only ever a file under the run's app folder
+        assert all(p.startswith(f"besser_runs/{RUN_ID}/app/") and ".." not in p.split("/") for p in paths), paths
+        assert set(re.findall(r'data-commandlinker-command="([^"]*)"', page)) <= {"docmanager:open"}
+        assert_safe(page, None)

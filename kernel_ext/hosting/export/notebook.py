@@ -62,13 +62,25 @@ def build_notebook(record: RunRecord, known: Iterable[str] = ()) -> Any:
     cells = [_cell(kind, shown(kind, source)) for kind, source in [*head, *model, *reading, *replay]]
     notebook = nbformat.v4.new_notebook(cells=cells)
     notebook.metadata.update({
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-        "language_info": {"name": "python"},
+        **kernel_metadata(),
         "besser_export": {"format": FORMAT, "run_id": record.run_id, "status": record.done.status,
                           "model_digest": record.recipe["model"].get("digest", "")},
     })
     nbformat.validate(notebook)
     return notebook
+
+
+def kernel_metadata() -> dict[str, Any]:
+    """What JupyterLab writes into a notebook when ipykernel's ``python3`` starts on it: saved in
+    the export, so it opens unmarked (a notebook whose metadata differs opens "unsaved")."""
+    import platform
+
+    return {
+        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+        "language_info": {"codemirror_mode": {"name": "ipython", "version": 3}, "file_extension": ".py",
+                          "mimetype": "text/x-python", "name": "python", "nbconvert_exporter": "python",
+                          "pygments_lexer": "ipython3", "version": platform.python_version()},
+    }
 
 
 def _cell(kind: str, source: str) -> Any:

@@ -19,9 +19,11 @@ def routes() -> list[tuple[str, type]]:
     from kernel_ext.server.handlers.events import EventsHandler
     from kernel_ext.server.handlers.export import ExportHandler
     from kernel_ext.server.handlers.runs import RunHandler, RunsHandler
+    from kernel_ext.server.handlers.status import StatusHandler
 
     prefix = API_PREFIX
     return [
+        (rf"{prefix}/?", StatusHandler),  # a page for a person (the run view's "hosted by" line links here)
         (rf"{prefix}/config", ConfigHandler),
         (rf"{prefix}/runs", RunsHandler),
         (rf"{prefix}/runs/{RUN}", RunHandler),
