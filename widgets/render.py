@@ -6,6 +6,8 @@ Shared by the live widgets (HTML) and their ``_repr_mimebundle_`` fallbacks for 
 
 from __future__ import annotations
 
+from typing import Any
+
 from kernel_ext.safetext import plural, shorten
 from widgets.escape import esc
 from widgets.links import file_link
