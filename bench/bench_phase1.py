@@ -48,6 +48,18 @@ CLASS_SIZE = 30
 CHECK_ROUNDS = 3
 QUERIES = 400
 FIGURES: list[Figure] = []  # what main() emits for bench/run_all.py
+# Why the output-check targets are missed, from the 'checks breakdown' figures (2026-12, H4, measured
+# at load average 14 on 2 cores, so the absolute times are several times a quiet machine's).
+CHECKS_MISS = {
+    "library (5)": "target missed: the framework's import in the sandbox (fastapi, sqlalchemy.orm, pydantic) is ~90% of "
+                   "the sandboxed import (6.4 of 7.2 s at load 14), the host's part 0.15 s and the app's own modules ~20%; "
+                   "only a pre-imported template interpreter at appimport.confined_import (the seam) can bring it near 0.5 s. "
+                   "The database on the sandbox's tmpfs and os._exit made the sandboxed import 0.65x (same run)",
+    "200 classes": "target missed: the app's own modules are ~80% of the sandboxed import (pydantic models, SQLAlchemy "
+                   "mappers and create_all of 200 tables, ~2,400 FastAPI routes: the app's own start, which a template "
+                   "does not remove); then the host's compile (2.5 MB, once) and the framework's import. The database on "
+                   "the sandbox's tmpfs and os._exit made the sandboxed import 0.64x (same run)",
+}
 
 
 def _figure(samples: list[float], unit: str = "ms", scale: float = 1000.0) -> str:
@@ -94,15 +106,14 @@ def bench_phase1() -> None:
         print(f"      baseline: BackendGenerator direct   {_figure(base)}")
         print(f"      run_phase1 (no checks)              {_figure(ours)}  = {ratio:.2f}x baseline")
         print(f"        of which BESSER's generator       {_figure(inner)}")
-        print(f"        publish through fence + hashes    {_figure([o - g for o, g in zip(ours, inner)])}")
+        print(f"        publish through fence + hashes    {_figure([o - g for o, g in zip(ours, inner, strict=True)])}")
         print(f"      output checks (syntax, imports, app import in a fresh interpreter) {_figure(checks)}")
         ms = lambda values: [v * 1000 for v in values]  # noqa: E731
         FIGURES.append(figure(f"run_phase1 {label} (no checks)", ms(ours), "ms", baseline=("BackendGenerator direct", ms(base)),
                               note="the baseline is BESSER 8.4.1's own generator called directly"))
         goal = {"library (5)": 500, "200 classes": 2000}.get(label)
         FIGURES.append(figure(f"Phase 1 output checks {label}", ms(checks), "ms", target=Target("<=", goal) if goal else None,
-                              note="the app's own import (FastAPI builds ~12 routes per class at import) is most of "
-                                   "it; see 'checks breakdown' figures" if goal else ""))
+                              note=CHECKS_MISS.get(label, "")))
     (b10, o10), (b200, o200) = medians["10 classes"], medians["200 classes"]
     print(f"   growth 10 -> 200 classes: baseline {(b200 - b10) / 190 * 1000:.2f} ms/class, "
           f"run_phase1 {(o200 - o10) / 190 * 1000:.2f} ms/class")
@@ -164,7 +175,8 @@ def bench_queries() -> None:
 
     print("\n2. query_class on the 200-class model")
     print(f"   first call (builds the index)          {cold * 1000:8.2f} ms")
-    print(f"   query_class via Executor   p50 {p(tool_times, 50):6.3f} ms  p95 {p(tool_times, 95):6.3f} ms  (n={QUERIES}, target p50 <= 5 ms)")
+    print(f"   query_class via Executor   p50 {p(tool_times, 50):6.3f} ms  p95 {p(tool_times, 95):6.3f} ms  "
+          f"(n={QUERIES}, target p50 <= 5 ms)")
     print(f"   describe_class, first render of each class  p50 {p(first_render, 50):6.3f} ms  p95 {p(first_render, 95):6.3f} ms")
     print(f"   describe_class direct      p50 {p(direct, 50):6.3f} ms  p95 {p(direct, 95):6.3f} ms")
     print(f"   build_index                {_figure(build)}")
