@@ -121,7 +121,8 @@ def main() -> None:
                note="the request is written once; the rest is the places it was told, its error and done"),
         figure("queue: cancel all, head first (first cancel to last done)", [result.cancel_s], "s",
                baseline=(f"{args.n} GET runs/{{id}}", result.floor_s), target=Target("<=", CANCEL_TARGET_S), group="queue",
-               note=note),
+               note=note + f"; the server's own work for these cancels is {inproc_s:.2f} s (in process, no HTTP): "
+                           "what is above it is the requests and the streams, which grow with the machine's load"),
         figure("queue: cancel all in process, no HTTP (the server's own work)", [inproc_s], "s",
                group="queue", note=f"{inproc_events} events written; admission queue and real logs, no requests or streams"),
         figure("queue: GET config p95 while cancelling", [quantile(result.config_ms, .95)], "ms",
