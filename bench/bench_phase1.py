@@ -11,8 +11,12 @@
    (``serialize_domain_model``), which is what a model question costs without an index.
 3. The size of what the LLM is handed for 200 classes: our overview against BESSER's whole
    serialised model. Tokens are estimated as characters / 4 (no tokenizer is available offline).
-4. Where the output checks' time goes (200 classes): the host's compile of every file, the
-   tree ``ast.parse`` made of every file before (the baseline), and the sandboxed import.
+4. Where the output checks' time goes (library and 200 classes): the host's compile of every
+   file beside the tree ``ast.parse`` made of every file before; then the sandboxed import, split
+   by wall-clock marks into staging the copy, the sandbox's start, the framework's import (what a
+   pre-imported template interpreter at ``appimport.confined_import`` would save), the app's own
+   modules and the exit; and the import program as it was before (database on disk, interpreter
+   torn down) beside today's, in the same rounds.
 5. A class of 30 on one model: 30 ``run_phase1`` calls at once (threads, as a server runs
    them), the output cache off (the baseline) and on; p95 and CPU seconds per run.
 
@@ -31,7 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
@@ -44,6 +48,22 @@ CLASS_SIZE = 30
 CHECK_ROUNDS = 3
 QUERIES = 400
 FIGURES: list[Figure] = []  # what main() emits for bench/run_all.py
+# Why the output-check targets are missed, from the 'checks breakdown' figures (2026-12, H4, two runs
+# at load average 6-14 on 2 cores, so absolute times are above a quiet machine's; ratios are same-run).
+CHECKS_MISS = {
+    "library (5)": "target missed: the framework's import in the sandbox (fastapi, sqlalchemy.orm, pydantic) is 1.9-6.4 s "
+                   "of a 3.0-7.2 s sandboxed import (~60-90%), the app's own modules 0.5-1.4 s, sandbox start 0.2-0.5 s, "
+                   "host part and staging < 0.05 s: only a pre-imported template interpreter at "
+                   "appimport.confined_import (the seam) can bring it near 0.5 s. The database on the sandbox's tmpfs and "
+                   "os._exit made the sandboxed import 0.56-0.65x (same runs)",
+    "200 classes": "target missed: the app's own modules alone are 2.0 s at load 6 (15 s at load 9; pydantic models, "
+                   "SQLAlchemy mappers and create_all of 200 tables, ~2,400 FastAPI routes: the app's own start, which a "
+                   "template does not remove), above the 2 s target by themselves; then the host's compile (0.4-1.5 s, "
+                   "2.5 MB once) and the framework's import. Staging moved to /dev/shm (0.32x) and the database and "
+                   "os._exit cuts made the sandboxed import 0.57-0.64x (0.93x in one run under test load). Next cut, not "
+                   "made: start the sandbox and the framework's import while the host compiles (a gate in the copy), "
+                   "which needs the import timeout to start at the gate",
+}
 
 
 def _figure(samples: list[float], unit: str = "ms", scale: float = 1000.0) -> str:
@@ -90,15 +110,14 @@ def bench_phase1() -> None:
         print(f"      baseline: BackendGenerator direct   {_figure(base)}")
         print(f"      run_phase1 (no checks)              {_figure(ours)}  = {ratio:.2f}x baseline")
         print(f"        of which BESSER's generator       {_figure(inner)}")
-        print(f"        publish through fence + hashes    {_figure([o - g for o, g in zip(ours, inner)])}")
+        print(f"        publish through fence + hashes    {_figure([o - g for o, g in zip(ours, inner, strict=True)])}")
         print(f"      output checks (syntax, imports, app import in a fresh interpreter) {_figure(checks)}")
         ms = lambda values: [v * 1000 for v in values]  # noqa: E731
         FIGURES.append(figure(f"run_phase1 {label} (no checks)", ms(ours), "ms", baseline=("BackendGenerator direct", ms(base)),
                               note="the baseline is BESSER 8.4.1's own generator called directly"))
         goal = {"library (5)": 500, "200 classes": 2000}.get(label)
         FIGURES.append(figure(f"Phase 1 output checks {label}", ms(checks), "ms", target=Target("<=", goal) if goal else None,
-                              note="the app's own import (FastAPI builds ~12 routes per class at import) is most of "
-                                   "it; see 'checks breakdown' figures" if goal else ""))
+                              note=CHECKS_MISS.get(label, "")))
     (b10, o10), (b200, o200) = medians["10 classes"], medians["200 classes"]
     print(f"   growth 10 -> 200 classes: baseline {(b200 - b10) / 190 * 1000:.2f} ms/class, "
           f"run_phase1 {(o200 - o10) / 190 * 1000:.2f} ms/class")
@@ -160,7 +179,8 @@ def bench_queries() -> None:
 
     print("\n2. query_class on the 200-class model")
     print(f"   first call (builds the index)          {cold * 1000:8.2f} ms")
-    print(f"   query_class via Executor   p50 {p(tool_times, 50):6.3f} ms  p95 {p(tool_times, 95):6.3f} ms  (n={QUERIES}, target p50 <= 5 ms)")
+    print(f"   query_class via Executor   p50 {p(tool_times, 50):6.3f} ms  p95 {p(tool_times, 95):6.3f} ms  "
+          f"(n={QUERIES}, target p50 <= 5 ms)")
     print(f"   describe_class, first render of each class  p50 {p(first_render, 50):6.3f} ms  p95 {p(first_render, 95):6.3f} ms")
     print(f"   describe_class direct      p50 {p(direct, 50):6.3f} ms  p95 {p(direct, 95):6.3f} ms")
     print(f"   build_index                {_figure(build)}")
@@ -183,37 +203,91 @@ def bench_queries() -> None:
 def bench_check_breakdown() -> None:
     import ast
 
-    from kernel_ext.generation.checks import check_files
+    from kernel_ext.generation.appimport import IMPORT_PROGRAM, confined_import, scratch_dir, stage_files
+    from kernel_ext.generation.checks import GENERATED_MAX_BYTES, check_files
     from kernel_ext.generation.registry import resolve_target
     from kernel_ext.generation.runner import generate
-    from kernel_ext.model import synthetic_model
+    from kernel_ext.pyparse import compile_source
 
     spec = resolve_target("fastapi_backend", frozenset({"domain"}))
-    files = generate(spec, {"domain": synthetic_model(200), "gui": None}).files
-    sources = {p: b for p, b in files.items() if p.endswith(".py")}
-    trees, host, total = [], [], []
-    for _ in range(CHECK_ROUNDS):
-        start = time.perf_counter()
-        for path, data in sources.items():
-            ast.parse(data, path)
-        trees.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        check_files(files, spec.check_root, spec.entrypoint, import_app=False)
-        host.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        report = check_files(files, spec.check_root, spec.entrypoint)
-        total.append(time.perf_counter() - start)
-        assert report.app_import == "ok", report.findings
+    root = PurePosixPath(spec.check_root.strip("/"))
     ms = lambda values: [v * 1000 for v in values]  # noqa: E731
-    print(f"\n4. Checks breakdown, 200 classes ({len(sources)} Python files, {sum(map(len, sources.values())) // 1024} KiB)")
-    print(f"   baseline: ast.parse of every file (the checks before)  {_figure(trees)}")
-    print(f"   compile once + imports off bytecode (host)             {_figure(host)}")
-    print(f"   whole check, app import in a one-off sandbox           {_figure(total)}")
-    FIGURES.append(figure("checks breakdown 200 classes: host syntax + imports", ms(host), "ms",
-                          baseline=("ast.parse of every file (before)", ms(trees))))
-    FIGURES.append(figure("checks breakdown 200 classes: sandboxed app import", ms([t - h for t, h in zip(total, host, strict=True)]), "ms",
-                          note="python start + fastapi/sqlalchemy/pydantic imports + FastAPI route building for "
-                               "~2,400 routes: the app's own start, paid again when Phase 3 starts it"))
+    for label, build in _models().items():
+        if label not in ("library (5)", "200 classes"):
+            continue
+        files = generate(spec, {"domain": build(), "gui": None}).files
+        sources = {p: b for p, b in files.items() if p.endswith(".py")}
+        parts: dict[str, list[float]] = {k: [] for k in ("trees", "host", "disk", "stage", "start", "framework", "app", "exit",
+                                                         "before", "now")}
+        scratch = scratch_dir(sum(map(len, files.values())))
+        for _ in range(CHECK_ROUNDS):
+            start = time.perf_counter()
+            for path, data in sources.items():
+                ast.parse(data, path)
+            parts["trees"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            check_files(files, spec.check_root, spec.entrypoint, import_app=False)
+            parts["host"].append(time.perf_counter() - start)
+            code = {p: compile_source(d.decode(), p, max_bytes=GENERATED_MAX_BYTES) for p, d in sources.items()}
+            with tempfile.TemporaryDirectory(prefix="besser-bench-check-") as tmp:  # the copy on disk, as before
+                start = time.perf_counter()
+                stage_files(files, code, root, Path(tmp) / "app")
+                parts["disk"].append(time.perf_counter() - start)
+            for variant, program in (("before", _IMPORT_BEFORE), ("now", IMPORT_PROGRAM), ("timed", _timed(IMPORT_PROGRAM))):
+                with tempfile.TemporaryDirectory(prefix="besser-bench-check-", dir=scratch) as tmp:
+                    start = time.perf_counter()
+                    stage_files(files, code, root, Path(tmp) / "app")
+                    staged = time.perf_counter()
+                    done = confined_import(Path(tmp), Path(tmp) / "app", spec.entrypoint, 120, None, program=program)
+                    ended = time.time()
+                    assert done.exit_code == 0, done.stderr.text[-600:]
+                if variant == "timed":
+                    t0, t1, t2 = map(float, done.stdout.text.split()[-3:])
+                    launched = ended - (time.perf_counter() - staged)  # the host's wall clock when it asked for the sandbox
+                    parts["stage"].append(staged - start)
+                    parts["start"].append(t0 - launched)
+                    parts["framework"].append(t1 - t0)
+                    parts["app"].append(t2 - t1)
+                    parts["exit"].append(ended - t2)
+                else:
+                    parts[variant].append(time.perf_counter() - staged)
+        print(f"\n4. Checks breakdown, {label} ({len(sources)} Python files, {sum(map(len, sources.values())) // 1024} KiB)")
+        print(f"   baseline: ast.parse of every file (the checks before)  {_figure(parts['trees'])}")
+        print(f"   compile once + imports off bytecode (host)             {_figure(parts['host'])}")
+        print(f"   staging: the copy on disk (before)                     {_figure(parts['disk'])}")
+        print(f"   staging: files and their pyc into the copy ({scratch or 'disk'})  {_figure(parts['stage'])}")
+        print(f"   sandbox start to the interpreter's first line          {_figure(parts['start'])}")
+        print(f"   framework import (fastapi, sqlalchemy.orm, pydantic)   {_figure(parts['framework'])}")
+        print(f"   the app's own modules                                  {_figure(parts['app'])}")
+        print(f"   exit (os._exit) and sandbox teardown                   {_figure(parts['exit'])}")
+        print(f"   sandboxed import: before (db on disk, full teardown)   {_figure(parts['before'])}")
+        print(f"                     now                                  {_figure(parts['now'])}")
+        FIGURES.append(figure(f"checks breakdown {label}: host syntax + imports", ms(parts["host"]), "ms",
+                              baseline=("ast.parse of every file (before)", ms(parts["trees"]))))
+        FIGURES.append(figure(f"checks breakdown {label}: sandboxed app import", ms(parts["now"]), "ms",
+                              baseline=("db on disk, full teardown (before)", ms(parts["before"])),
+                              note="since 2026-12 (H4) the throwaway database is in the sandbox's private tmpfs and the "
+                                   "interpreter leaves by os._exit once the import is done"))
+        FIGURES.append(figure(f"checks breakdown {label}: staging the copy", ms(parts["stage"]), "ms",
+                              baseline=("the copy on disk (before)", ms(parts["disk"])),
+                              note=f"since 2026-12 (H4) in {scratch or 'the default temporary folder'} (appimport.scratch_dir)"))
+        for key, what in (("start", "sandbox start"),
+                          ("framework", "framework import (what a pre-imported template would save)"),
+                          ("app", "the app's own modules"), ("exit", "exit and teardown")):
+            FIGURES.append(figure(f"checks breakdown {label}: {what}", ms(parts[key]), "ms"))
+
+
+# The sandboxed program before 2026-12 (H4), kept as the breakdown's same-run baseline: the database
+# on the copy's disk (the folder above the app), the interpreter torn down at exit.
+_IMPORT_BEFORE = ("import os, sys; os.environ['DATABASE_URL'] = 'sqlite:///' + os.path.abspath('../phase1-check.db'); "
+                  "sys.path.insert(0, '.'); import importlib; importlib.import_module(sys.argv[1])")
+
+
+def _timed(program: str) -> str:
+    """``program`` with wall-clock marks: its first line, after the framework's import, after the app's."""
+    marked = program.replace("sys.stdout.flush()\n", "print(_t0, _t1, _t.time())\nsys.stdout.flush()\n", 1)
+    assert marked != program, "the import program no longer flushes before it leaves"
+    return "import time as _t\n_t0 = _t.time()\nimport fastapi, sqlalchemy.orm, pydantic\n_t1 = _t.time()\n" + marked
 
 
 def bench_class_of_30() -> None:

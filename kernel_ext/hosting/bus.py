@@ -76,7 +76,8 @@ class EventLog:
         return event
 
     def _add(self, event: BaseEvent) -> BaseEvent:
-        event = event.model_copy(update={"seq": len(self.events) + 1, "run_id": self.run_id})
+        if event.seq != len(self.events) + 1 or event.run_id != self.run_id:  # numbered already by ``append``: no second copy
+            event = event.model_copy(update={"seq": len(self.events) + 1, "run_id": self.run_id})
         self.events.append(event)
         return event
 
