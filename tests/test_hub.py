@@ -206,7 +206,8 @@ async def test_operator_keys_reach_the_server_but_no_output_event_or_tool(hub, c
             texts.append(output_text(outputs))
 
     assert "mode: server" in texts[0] and '"configured": true' in texts[0]
-    assert "hosted by the Jupyter server" in texts[1]
+    assert "hosted by the Jupyter server at /user/alice/besser-agent/" in texts[1]  # a path the browser opens behind the proxy
+    assert "127.0.0.1" not in texts[1] and "localhost" not in texts[1]
     assert "done: completed" in texts[2]
     tool = texts[3]
     assert "exit 0" in tool and "HOME=" in tool and "OPENAI_API_KEY" not in tool and "BESSER_AGENT_TOKEN" not in tool

@@ -69,7 +69,11 @@ class ServerBackend:
 
     @property
     def note(self) -> str:
-        return f"hosted by the Jupyter server at {self.client.url}"
+        # The path only: the address the kernel reaches the server at is its direct one (loopback on a
+        # hub), which a person's browser cannot open; the path is the same behind any proxy.
+        from urllib.parse import urlsplit
+
+        return f"hosted by the Jupyter server at {urlsplit(self.client.url).path or '/'}"
 
     def _call(self, method: str, path: str, body: Any = None, *, timeout: float | None = None) -> Any:
         from kernel_ext.hosting.layout import InvalidRunId, check_run_id
