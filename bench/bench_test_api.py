@@ -25,6 +25,7 @@ Run: ``.venv/bin/python bench/bench_test_api.py``
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -131,12 +132,10 @@ def _timed_call(executor, arguments: dict) -> tuple[float, dict]:
     return wall, result.data["report"]
 
 
-def _ready_host(ready) -> float:
-    """Have the server's ready host started and wait for it (a server in use has it); ms it took."""
-    started = time.perf_counter()
+def _ready_host(ready) -> None:
+    """Have the server's ready host started and wait for it (a server in use has it)."""
     ready.refill(None)
     assert ready.wait(None, 120) is not None, "the ready app host did not start"
-    return (time.perf_counter() - started) * 1000
 
 
 def _cold_from_ready(project: Path, requests: list[dict], run_id: str) -> tuple[float, str]:
@@ -170,7 +169,7 @@ def main() -> None:
         requests = library_requests()
         probe = _besser_probe()
         figures: dict[str, list[float]] = {k: [] for k in (
-            "bare_process", "bare_requests", "besser_probe", "cold_nothing", "cold_ready", "ready_start", "cold_prestarted",
+            "bare_process", "bare_requests", "besser_probe", "cold_nothing", "cold_ready", "cold_prestarted", "load",
             "warm", "warm_requests", "warm_boot_in_advance", "replay10_p2", "replay10_p1", "besser_probe_x10")}
         print(f"test_api, 20-request Library scenario; sandbox tier {choice.tier}; {ROUNDS} rounds")
         for round_no in range(ROUNDS):
@@ -185,7 +184,8 @@ def main() -> None:
                     figures["besser_probe"].append((time.perf_counter() - started) * 1000)
                     assert report.get("status") == "passed", report
             # cold: a new run's host, found by the call: the server's ready one
-            figures["ready_start"].append(_ready_host(READY))
+            _ready_host(READY)
+            figures["load"].append(os.getloadavg()[0])
             wall, note = _cold_from_ready(project, requests, f"r{round_no}")
             assert note.startswith("app host taken ready"), note
             figures["cold_ready"].append(wall)
@@ -248,8 +248,9 @@ def _figures(f: dict[str, list[float]], with_besser: bool) -> list:
         f"; missed: the call's own work (a child forked from the ready host imports the app, then 20 requests) is "
         f"{statistics.median(f['cold_ready']):.0f} ms, of which the warm replay's share is {statistics.median(f['warm']):.0f} ms")
     note = (f"{1 / ratio:.1f}x faster than {against[0]} (target >= {1 / COLD_TARGET:.0f}x); the host is the server's ready one "
-            f"(started after an earlier host's first job, {statistics.median(f['ready_start']):.0f} ms to have one ready); "
-            f"the first host of a server, with nothing ready, still pays the whole start{missed}")
+            f"(started after an earlier host's first job); the first host of a server, with nothing ready, still pays the whole "
+            f"start; 1-minute load average before the cold calls {statistics.median(f['load']):.1f} on {os.cpu_count()} cores"
+            f"{missed}")
     out = [
         figure("test_api cold, host started by the call", f["cold_ready"], "ms", baseline=bare, besser=probe),
         figure("test_api cold vs BESSER", f["cold_ready"], "ms", baseline=against, target=Target("<=", COLD_TARGET, on_ratio=True),
@@ -273,7 +274,7 @@ def _print(f: dict[str, list[float]], with_besser: bool) -> None:
         print(f"   baseline: BESSER 8.4.1 probe_api_scenario (sandboxed process)   {_fig(f['besser_probe'])}")
     print(f"   test_api cold, host started by the call (server's ready host)   {_fig(f['cold_ready'])}")
     print(f"   test_api cold, first host of a server (nothing ready)           {_fig(f['cold_nothing'])}")
-    print(f"     having the ready host started (after a first job)             {_fig(f['ready_start'])}")
+    print(f"   1-minute load average before the cold calls: {statistics.median(f['load']):.1f} on {os.cpu_count()} cores")
     print(f"   test_api cold, host pre-started when Phase 1 ends               {_fig(f['cold_prestarted'])}")
     print(f"   test_api warm replay (retained scenario by id)                  {_fig(f['warm'])}")
     print(f"   baseline: bare 20 requests right after the import (no warm-up) {_fig(f['bare_requests'])}")

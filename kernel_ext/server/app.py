@@ -151,7 +151,7 @@ class BesserAgentApp(ExtensionApp):
             self._export.withdraw()
         if getattr(self, "_sweeper", None) is not None:
             self._sweeper.stop()
-        if "kernel_ext.validation.hosting" in sys.modules:  # a ready app host exists only once one was used
+        if "kernel_ext.validation.apphost.ready" in sys.modules:  # a ready app host exists only once one was used
             from kernel_ext.validation.hosting import close_ready_hosts
 
             close_ready_hosts()

@@ -58,7 +58,8 @@ class ReadyHosts:
             return None, NONE_YET
         host, starting = entry
         if not starting.is_alive() and not host.alive:
-            why = host.exit_reason or "its start failed"
+            code = host.process.returncode if host.process is not None else None
+            why = host.exit_reason or (f"exit code {code}" if code is not None else "its start failed")
             host.close()
             log.warning("the ready app host had ended (%s); this run's host starts cold", why)
             return None, f"the server's ready host had ended ({why}); another is started after this one's first job"
