@@ -69,7 +69,11 @@ def _made(policy: str | None) -> AppHost:
     if host is None:
         host = AppHost(policy=policy)
         host.start_note = COLD_NOTE.format(why)
-    host.after_first_job = lambda: READY.refill(policy)
+
+    def refill() -> None:
+        READY.refill(policy)
+
+    host.after_first_job = refill
     return host
 
 
