@@ -105,7 +105,7 @@ class AppHost:
         self.submitted = 0  # jobs sent (tests use it to show a refusal ran nothing)
         self.start_note = ""  # how the running host came to be, when worth saying (a note on every report)
         self.exit_reason = ""  # how the last process ended ("" while none has)
-        self.after_first_job: Callable[[], None] | None = None  # called once, when the first job is settled
+        self.after_first_job: Callable[[], None] | None = None  # called once, by the first ``wait`` to get a reply
         self._worker = WarmWorker(self._plan, what="the app host", policy=policy, log_path=self.scratch / "host.log")
         self._lock = threading.RLock()
         self._pending: dict[int, Future[Reply]] = {}
@@ -301,7 +301,7 @@ class AppHost:
         The job counts as in use from here until its future is settled (a reply, the host's exit)."""
         self._use(+1)
         future: Future[Reply] = Future()
-        future.add_done_callback(self._settled)
+        future.add_done_callback(lambda _done: self._use(-1))
         try:
             self.start()
         except BaseException:
@@ -319,10 +319,10 @@ class AppHost:
             future.set_result({"op": "error", "code": "host_died", "message": f"the app host is gone: {exc}", "id": job_id})
         return PendingJob(future, timeout)
 
-    def _settled(self, _done: Future[Reply]) -> None:
-        """A job's reply arrived (or it failed): no longer in use; the first one runs ``after_first_job``."""
-        self._use(-1)
-        hook, self.after_first_job = self.after_first_job, None
+    def _first_job_done(self) -> None:
+        """Run ``after_first_job`` once (in the waiting caller's thread, so it has run when ``wait`` returns)."""
+        with self._busy_lock:
+            hook, self.after_first_job = self.after_first_job, None
         if hook is not None:
             try:
                 hook()
@@ -346,6 +346,7 @@ class AppHost:
             with self._lock:
                 if not self.alive:
                     self._terminate()
+        self._first_job_done()
         return reply
 
     def drop_standby(self) -> None:
