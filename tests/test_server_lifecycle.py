@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from jupyter_fixtures import (  # noqa: F401
@@ -117,6 +118,34 @@ async def test_stopping_cancels_runs_and_withdraws_the_export(jp_fetch, jp_serve
     assert done.status == "cancelled"
     assert "the Jupyter server is stopping" in " ".join(e.text for e in run.events.events if e.type == "text")
     assert ENV_URL not in os.environ and ENV_TOKEN not in os.environ
+
+
+async def test_stopping_closes_the_ready_app_host(jp_serverapp):
+    from api_fixtures import sandbox_cause
+
+    if sandbox_cause() is not None:
+        pytest.skip(f"no sandbox tier here: {sandbox_cause()}")
+    from kernel_ext.sandbox import proctree
+    from kernel_ext.validation.apphost.ready import READY
+
+    READY.refill(None)
+    host = await asyncio.to_thread(READY.wait, None, 120)
+    assert host is not None and host.alive
+    process = host.process
+    inside = proctree.idents(proctree.descendants(process.pid))
+    assert inside  # the sandbox's own processes, which must end with it
+    await extension(jp_serverapp).stop_extension()
+    assert READY.wait(None, 0) is None and host._closed and not host.scratch.exists()
+    assert process.poll() is not None and not {i for i in proctree.idents(pid for pid, _ in inside) & inside if _running(i[0])}
+
+
+def _running(pid: int) -> bool:
+    """Alive, not a zombie waiting for its parent's reap (an ended sandbox's init may be one a moment)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2:].split()[0] != "Z"
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ without Jupyter. Nothing a request carries changes these settings.
 from __future__ import annotations
 
 import gc
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -155,6 +156,10 @@ class BesserAgentApp(ExtensionApp):
             self._export.withdraw()
         if getattr(self, "_sweeper", None) is not None:
             self._sweeper.stop()
+        if "kernel_ext.validation.apphost.ready" in sys.modules:  # a ready app host exists only once one was used
+            from kernel_ext.validation.hosting import close_ready_hosts
+
+            close_ready_hosts()
 
     def _publish(self) -> None:
         url = direct_url(self.serverapp)

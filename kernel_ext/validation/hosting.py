@@ -13,6 +13,10 @@ interpreter exit. How many hosts exist is bounded by how many runs the server ad
 (``hosting/admission.py``), not by evicting one. A host nothing used for ``idle_seconds()``
 (``BESSER_APP_HOST_IDLE_S``) and with no job in flight has its process stopped by a reaper
 thread; the host object stays in its run's hands and its next job starts the process again.
+
+A run's host is the server's ready one when there is one (``apphost.ready``: started ahead of
+need, pristine, taken once); else it is made here and started by its first job, cold, with the
+reason in its reports. Either way, its first settled job has the next ready host started.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.validation.apphost.host import AppHost
+from kernel_ext.validation.apphost.ready import COLD_NOTE, READY
 
 ENDED = "app_host.ended"  # the run state's mark, set by close_app_hosts
 IDLE_ENV = "BESSER_APP_HOST_IDLE_S"
@@ -53,9 +58,28 @@ def app_host(state: Any = None, *, policy: str | None = None) -> AppHost:
             raise ToolFailure(ErrorCode.EXECUTION_FAILED, f"run {key} has ended; its app host is closed")
         host = _hosts.get(key)
         if host is None or host._closed:
-            host = _hosts[key] = AppHost(policy=policy)
+            host = _hosts[key] = _made(policy)
             _ensure_reaper()
     return host
+
+
+def _made(policy: str | None) -> AppHost:
+    """A new run's host: the ready one, else a fresh one that says why it starts cold."""
+    host, why = READY.take(policy)
+    if host is None:
+        host = AppHost(policy=policy)
+        host.start_note = COLD_NOTE.format(why)
+
+    def refill() -> None:
+        READY.refill(policy)
+
+    host.after_first_job = refill
+    return host
+
+
+def close_ready_hosts() -> int:
+    """Close the server's ready hosts (the server stops); how many were closed."""
+    return READY.close()
 
 
 def prestart_app_host(state: Any = None, *, policy: str | None = None) -> AppHost:
@@ -106,6 +130,8 @@ def _reap_forever() -> None:
     while True:
         time.sleep(max(1.0, idle_seconds() / 4))
         reap_idle()
+        READY.reap(idle_seconds())
 
 
 atexit.register(close_app_hosts)
+atexit.register(close_ready_hosts)

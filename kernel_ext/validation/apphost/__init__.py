@@ -1,7 +1,8 @@
 """The warm app host: the generated app run for real, on both sides of the sandbox wall.
 
 Host side (the server's process): ``host`` (``AppHost``: starts the host program confined,
-stages source, sends jobs, reads replies).
+stages source, sends jobs, reads replies) and ``ready`` (the server's ready host: one started
+ahead of need, pristine, taken once by the next run, so a cold call finds the libraries imported).
 
 Inside the sandbox (started by module name through ``sandbox.boot.package_program``; never
 imported by the server): ``main`` (the host program: preloads, forks a child per job),

@@ -11,7 +11,9 @@ stdout (a ``WarmWorker``: ``spawn_confined`` underneath, one framing module for 
 several may be outstanding (replays run two at a time). A host that died is started again on
 the next job; ``close`` ends it and everything it started. ``busy`` counts the jobs in flight
 and the stagings under way: ``stop_if_idle`` (the host table's reaper, ``validation/hosting.py``)
-stops only a host nothing uses, and its next job starts it again.
+stops only a host nothing uses, and its next job starts it again. A run's host may have been
+started before the run asked for it (``apphost.ready``: the same start, made ahead of need);
+``start_note`` then says so in every report, as it says why a host was started cold.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+ENV_RESTART_NOTE = ("app host started cold: the app declares its own environment (requirements beyond the server's), "
+                    "so it runs in a host started with that overlay, not a ready one")
 START_TIMEOUT_S = 90.0
 JOB_TIMEOUT_S = 60.0
 STOP_GRACE_S = 3.0
@@ -99,6 +103,9 @@ class AppHost:
         self._paths: tuple[Path, ...] = ()  # the app's own package folders the running host was started with
         self.shell_tools = False  # the run may call install_dependencies (api_test sets it; refusals say so)
         self.submitted = 0  # jobs sent (tests use it to show a refusal ran nothing)
+        self.start_note = ""  # how the running host came to be, when worth saying (a note on every report)
+        self.exit_reason = ""  # how the last process ended ("" while none has)
+        self.after_first_job: Callable[[], None] | None = None  # called once, by the first ``wait`` to get a reply
         self._worker = WarmWorker(self._plan, what="the app host", policy=policy, log_path=self.scratch / "host.log")
         self._lock = threading.RLock()
         self._pending: dict[int, Future[Reply]] = {}
@@ -130,7 +137,7 @@ class AppHost:
 
     @property
     def notes(self) -> tuple[str, ...]:
-        return self._worker.notes
+        return (*self._worker.notes, *([self.start_note] if self.start_note else []))
 
     @property
     def starts(self) -> int:
@@ -195,6 +202,7 @@ class AppHost:
 
     def _on_exit(self, ready: Future[Reply], reason: str) -> None:
         """This start's host ended: its start (if still awaited) and every outstanding job fail."""
+        self.exit_reason = reason
         if not ready.done():
             ready.set_exception(RuntimeError(reason))
         for job_id in list(self._pending):
@@ -266,6 +274,7 @@ class AppHost:
             self.environment = environment
             if environment.paths != self._paths:  # the next job starts a host with the app's packages
                 self._paths = environment.paths
+                self.start_note = ENV_RESTART_NOTE if environment.paths else ""
                 self._terminate()
             for staged in self._staged:
                 if staged.digest == source.digest:
@@ -310,6 +319,16 @@ class AppHost:
             future.set_result({"op": "error", "code": "host_died", "message": f"the app host is gone: {exc}", "id": job_id})
         return PendingJob(future, timeout)
 
+    def _first_job_done(self) -> None:
+        """Run ``after_first_job`` once (in the waiting caller's thread, so it has run when ``wait`` returns)."""
+        with self._busy_lock:
+            hook, self.after_first_job = self.after_first_job, None
+        if hook is not None:
+            try:
+                hook()
+            except Exception:  # a hook's failure never fails the job it follows
+                log.exception("the app host's after-first-job hook failed")
+
     def run(self, staged: Staged, job: Mapping[str, object], timeout: float = JOB_TIMEOUT_S) -> Reply:
         """Run one job and wait for its reply (the host enforces ``timeout``; a margin guards the host)."""
         return self.wait(self.submit(staged, job, timeout))
@@ -327,6 +346,7 @@ class AppHost:
             with self._lock:
                 if not self.alive:
                     self._terminate()
+        self._first_job_done()
         return reply
 
     def drop_standby(self) -> None:
