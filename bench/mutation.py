@@ -70,7 +70,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_approval_grants.py", "tests/test_approval_denial_grants.py", "tests/test_boundary_approval.py")),
     "decisions": ("kernel_ext/server/handlers/decisions.py", (
         "tests/test_approval_grants.py", "tests/test_approval_denial_grants.py", "tests/test_server_api.py",
-        "tests/security/test_sec_approvals.py", "tests/security/test_sec_rest.py")),
+        "tests/security/test_sec_approvals.py", "tests/security/test_sec_rest.py", "tests/test_server_decisions.py")),
     "run": ("kernel_ext/hosting/run.py", (
         "tests/test_pipeline_run.py", "tests/test_pipeline_events.py", "tests/test_approval_grants.py",
         "tests/test_approval_denial_grants.py", "tests/test_audit_survivors.py", "tests/security/test_sec_call_identity.py")),
