@@ -73,7 +73,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/security/test_sec_approvals.py", "tests/security/test_sec_rest.py", "tests/test_server_decisions.py")),
     "run": ("kernel_ext/hosting/run.py", (
         "tests/test_pipeline_run.py", "tests/test_pipeline_events.py", "tests/test_approval_grants.py",
-        "tests/test_approval_denial_grants.py", "tests/test_audit_survivors.py", "tests/security/test_sec_call_identity.py")),
+        "tests/test_approval_denial_grants.py", "tests/test_audit_survivors.py", "tests/security/test_sec_call_identity.py",
+        "tests/test_hosting_run_handle.py", "tests/test_hosting_runtime_budget.py")),
     "manager": ("kernel_ext/hosting/manager.py", (
         "tests/test_hosting_admission.py", "tests/test_hosting_models.py", "tests/test_server_api.py", "tests/test_audit_survivors.py")),
     "admission": ("kernel_ext/hosting/admission.py", ("tests/test_hosting_admission.py",)),
