@@ -154,3 +154,21 @@ def test_a_build_whose_site_is_a_link_is_refused_and_nothing_is_cached(tmp_path)
         _seal(scratch, AppEnvSettings(cache=tmp_path / "cache"), "k", (), time.perf_counter())
     assert caught.value.code == "requirements_unmet" and "link" in caught.value.message
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [".build-k"] and list(host.iterdir()) == []
+
+
+def test_an_unreadable_line_is_named_by_the_first_line_of_the_reader_s_own_words_cut_at_120():
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    with pytest.raises(InvalidRequirement) as parsed:
+        Requirement("pkg !!")
+    listed = read_requirements("pkg !!\n")
+    assert listed.invalid == (("pkg !!", f"not a requirement: {str(parsed.value).splitlines()[0]}"),)
+    long_version = 'pkg; python_version ~= "' + "x" * 200 + '"'
+    (line, reason), = read_requirements(long_version).invalid
+    assert line == long_version[:200] and reason.startswith("cannot be evaluated: Undefined")
+    assert len(reason) == len("cannot be evaluated: ") + 120 and reason.endswith("x" * 20)
+
+
+def test_two_lines_for_one_package_keep_both_constraints_and_every_extra():
+    listed = read_requirements("pkg[a]>=1\nPKG[b]<3\n")
+    assert [str(r) for r in listed.requirements] == ["pkg[a,b]<3,>=1"]
