@@ -79,8 +79,9 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_hosting_admission.py", "tests/test_hosting_models.py", "tests/test_server_api.py", "tests/test_audit_survivors.py")),
     "admission": ("kernel_ext/hosting/admission.py", ("tests/test_hosting_admission.py",)),
     "requirements": ("kernel_ext/appenv/requirements.py", (
-        "tests/test_appenv_requirements.py", "tests/test_appenv.py",
-        # the reader's own cases (invalid lines, the fuzz, `name @ URL` whatever its suffix; not the whole runs)
+        # the reader's own cases: invalid lines, the fuzz, `name @ URL` whatever its suffix. Not test_appenv.py
+        # nor the whole runs: they build overlays in sandboxes (minutes a mutant) and reach the reader only through the plan
+        "tests/test_appenv_requirements.py",
         "tests/test_appenv_invalid.py::test_a_line_the_reader_cannot_evaluate_is_named_invalid",
         "tests/test_appenv_invalid.py::test_environment_for_refuses_an_invalid_line_by_name_and_writes_nothing",
         "tests/test_appenv_invalid.py::test_fuzzed_requirements_never_raise_and_every_line_has_one_outcome",
