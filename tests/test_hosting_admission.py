@@ -121,3 +121,16 @@ async def test_the_answer_to_a_post_already_says_queued(jp_fetch, jp_serverapp, 
         run = manager.get(answer["id"])
         run.cancel()
         await run.wait()
+
+
+def test_a_place_is_told_on_every_move_near_the_front_and_when_it_halves_further_back():
+    from kernel_ext.hosting.admission import EXACT_PLACES, Admission, worth_telling
+
+    assert not worth_telling(5, 5) and not worth_telling(EXACT_PLACES, EXACT_PLACES)  # no move: nothing to tell
+    assert worth_telling(EXACT_PLACES + 2, EXACT_PLACES)  # arriving at the last exact place is told
+    assert worth_telling(3, 2) and worth_telling(EXACT_PLACES + 1, EXACT_PLACES)
+    assert not worth_telling(100, 99) and not worth_telling(127, 64)  # further back, the same half: not told
+    assert worth_telling(128, 127) and worth_telling(64, 63)  # the place halved: told
+    with pytest.raises(ValueError, match="^a run limit is at least 1$"):
+        Admission(0)
+    assert Admission(None).limit is None and Admission(1).limit == 1
