@@ -186,3 +186,31 @@ async def test_the_queue_tells_each_run_its_place_its_cancel_and_its_start_and_h
     release["E"].set()
     await asyncio.gather(tasks["D"], tasks["E"])
     assert inside == ["A", "D", "E"] and admission.running == 0 and admission.waiting == 0
+
+
+async def test_a_deep_queue_lets_runs_in_first_come_first_served_and_tells_the_far_back_only_when_its_place_halves():
+    from kernel_ext.hosting.admission import Admission
+    from kernel_ext.hosting.bus import EventLog
+
+    admission = Admission(1)
+    names = [f"r{i:02}" for i in range(21)]
+    logs = {name: EventLog(name) for name in names}
+    release = {name: asyncio.Event() for name in names}
+    inside: list[str] = []
+
+    async def run(name: str) -> None:
+        async with admission.slot(logs[name]):
+            inside.append(name)
+            await release[name].wait()
+
+    tasks = [asyncio.create_task(run(name)) for name in names]
+    await poll(lambda: admission.waiting == 20)
+    for step, name in enumerate(names):
+        assert inside == names[: step + 1]  # one at a time, in order of arrival
+        release[name].set()
+        await tasks[step]
+        if step + 1 < len(names):
+            await poll(lambda: len(inside) == step + 2)
+    last = [e.position for e in logs[names[-1]].events if e.type == "queued"]
+    assert last == [20, 15, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0]  # past EXACT_PLACES, told only when the place halves
+    assert all(e.limit == 1 for e in logs[names[-1]].events if e.type == "queued")
