@@ -70,14 +70,24 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_approval_grants.py", "tests/test_approval_denial_grants.py", "tests/test_boundary_approval.py")),
     "decisions": ("kernel_ext/server/handlers/decisions.py", (
         "tests/test_approval_grants.py", "tests/test_approval_denial_grants.py", "tests/test_server_api.py",
-        "tests/security/test_sec_approvals.py", "tests/security/test_sec_rest.py")),
+        "tests/security/test_sec_approvals.py", "tests/security/test_sec_rest.py", "tests/test_server_decisions.py")),
     "run": ("kernel_ext/hosting/run.py", (
         "tests/test_pipeline_run.py", "tests/test_pipeline_events.py", "tests/test_approval_grants.py",
-        "tests/test_approval_denial_grants.py", "tests/test_audit_survivors.py", "tests/security/test_sec_call_identity.py")),
+        "tests/test_approval_denial_grants.py", "tests/test_audit_survivors.py", "tests/security/test_sec_call_identity.py",
+        "tests/test_hosting_run_handle.py", "tests/test_hosting_runtime_budget.py")),
     "manager": ("kernel_ext/hosting/manager.py", (
         "tests/test_hosting_admission.py", "tests/test_hosting_models.py", "tests/test_server_api.py", "tests/test_audit_survivors.py")),
     "admission": ("kernel_ext/hosting/admission.py", ("tests/test_hosting_admission.py",)),
-    "requirements": ("kernel_ext/appenv/requirements.py", ("tests/test_appenv_requirements.py", "tests/test_appenv.py")),
+    "requirements": ("kernel_ext/appenv/requirements.py", (
+        # the reader's own cases: invalid lines, the fuzz, `name @ URL` whatever its suffix. Not test_appenv.py
+        # nor the whole runs: they build overlays in sandboxes (minutes a mutant) and reach the reader only through the plan
+        "tests/test_appenv_requirements.py",
+        "tests/test_appenv_invalid.py::test_a_line_the_reader_cannot_evaluate_is_named_invalid",
+        "tests/test_appenv_invalid.py::test_environment_for_refuses_an_invalid_line_by_name_and_writes_nothing",
+        "tests/test_appenv_invalid.py::test_fuzzed_requirements_never_raise_and_every_line_has_one_outcome",
+        "tests/test_appenv_invalid.py::test_fuzzed_markers_are_evaluated_or_named_invalid",
+        "tests/test_appenv_invalid.py::test_a_requirement_with_a_direct_url_is_never_installed_whatever_its_suffix",
+        "tests/test_appenv_invalid.py::test_a_direct_url_never_reaches_the_overlay_plan")),
     "treewalk": ("kernel_ext/workspace/treewalk.py", (
         "tests/security/test_sec_tree_links.py", "tests/security/test_sec_tree_folder_flip.py",
         "tests/security/test_sec_tree_inflation.py", "tests/test_workspace_walk.py", "tests/test_checkpoint_store.py",

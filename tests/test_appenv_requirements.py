@@ -13,7 +13,7 @@ from appenv_fixtures import no_sources  # noqa: F401 - a fixture, requested by n
 from kernel_ext.appenv.environment import environment_for
 from kernel_ext.appenv.overlay import overlay_key
 from kernel_ext.appenv.plan import plan_for
-from kernel_ext.appenv.requirements import read_requirements
+from kernel_ext.appenv.requirements import MAX_BYTES, MAX_LINE_CHARS, MAX_REQUIREMENTS, read_requirements
 from kernel_ext.appenv.settings import AppEnvSettings
 from kernel_ext.errors import ToolFailure
 
@@ -154,3 +154,81 @@ def test_a_build_whose_site_is_a_link_is_refused_and_nothing_is_cached(tmp_path)
         _seal(scratch, AppEnvSettings(cache=tmp_path / "cache"), "k", (), time.perf_counter())
     assert caught.value.code == "requirements_unmet" and "link" in caught.value.message
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [".build-k"] and list(host.iterdir()) == []
+
+
+def test_an_unreadable_line_is_named_by_the_first_line_of_the_reader_s_own_words_cut_at_120():
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    with pytest.raises(InvalidRequirement) as parsed:
+        Requirement("pkg !!")
+    listed = read_requirements("pkg !!\n")
+    assert listed.invalid == (("pkg !!", f"not a requirement: {str(parsed.value).splitlines()[0]}"),)
+    long_version = 'pkg; python_version ~= "' + "x" * 200 + '"'
+    (line, reason), = read_requirements(long_version).invalid
+    assert line == long_version[:200] and reason.startswith("cannot be evaluated: Undefined")
+    assert len(reason) == len("cannot be evaluated: ") + 120 and reason.endswith("x" * 20)
+
+
+def test_two_lines_for_one_package_keep_both_constraints_and_every_extra():
+    listed = read_requirements("pkg[a]>=1\nPKG[b]<3\n")
+    assert [str(r) for r in listed.requirements] == ["pkg[a,b]<3,>=1"]
+
+
+NESTED = "a nested requirements file: not followed"
+EDITABLE = "an editable install: not supported for the app's environment"
+OPTION = "an installer option: where packages come from is the operator's choice"
+URL = "a URL: packages come only from the operator's sources"
+VARIABLE = "an environment variable: not expanded for an app's requirements"
+FILE_NAME = "a file name: packages come only from the operator's sources"
+DIRECT_URL = "a direct URL: packages come only from the operator's sources"
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    ("-r more.txt", NESTED), ("--requirement more.txt", NESTED), ("-c pins.txt", NESTED), ("--constraint pins.txt", NESTED),
+    ("-e ./local", EDITABLE), ("--editable ./local", EDITABLE), ("--index-url https://evil.example/simple", OPTION),
+    ("https://evil.example/simple/pkg", URL), ("pkg==${VERSION}", VARIABLE),
+    ("pkg.whl; python_version > '3'", FILE_NAME), ("local dir/pkg-1.0.tar.gz", FILE_NAME),
+    ("pkg @ https://evil.example/pkg", DIRECT_URL),
+])
+def test_each_line_that_chooses_a_source_is_refused_in_its_own_words(line, reason):
+    listed = read_requirements(f"fastapi\n{line}\n")
+    assert listed.unusable == ((line, reason),) and [str(r) for r in listed.requirements] == ["fastapi"]
+    assert listed.invalid == ()
+
+
+def test_comments_blank_lines_and_bytes_are_read_as_pip_reads_them():
+    listed = read_requirements("\tfastapi  # one # two\n\n\t# a tab before a comment\nuvicorn\n")
+    assert [str(r) for r in listed.requirements] == ["fastapi", "uvicorn"] and listed.invalid == ()
+    listed = read_requirements("fastapi  # caf\u00e9\n".encode() + b"pk\xffg\n")
+    assert [str(r) for r in listed.requirements] == ["fastapi"]
+    assert [line for line, _why in listed.invalid] == ["pk\ufffdg"]  # an undecodable byte is replaced, then named
+
+
+def test_the_bounds_hold_at_their_edges():
+    exactly = (b"pkg\n" + b"#" * (MAX_BYTES - 5) + b"\n")
+    assert len(exactly) == MAX_BYTES and [str(r) for r in read_requirements(exactly).requirements] == ["pkg"]
+    over = read_requirements(exactly + b"x")
+    assert over.requirements == () and over.unusable == (
+        (f"requirements.txt ({MAX_BYTES + 1} bytes)", f"longer than {MAX_BYTES} bytes: not read"),)
+    longest = "pkg[" + "x" * (MAX_LINE_CHARS - 5) + "]"
+    assert len(longest) == MAX_LINE_CHARS and len(read_requirements(longest).requirements) == 1
+    assert read_requirements(longest + " ").requirements  # trailing blanks are not the line's
+    too_long = longest[:-1] + "x]"
+    assert read_requirements(too_long).invalid == ((too_long[:200], f"longer than {MAX_LINE_CHARS} characters: not read"),)
+    many = "".join(f"pkg{i}\n" for i in range(MAX_REQUIREMENTS + 1))
+    listed = read_requirements(many)
+    assert len(listed.requirements) == MAX_REQUIREMENTS
+    assert listed.unusable == ((f"pkg{MAX_REQUIREMENTS}", f"more than {MAX_REQUIREMENTS} requirements: the rest are not read"),)
+
+
+def test_a_refused_line_is_quoted_to_200_characters():
+    for line, reason in (("-r " + "x" * 300, NESTED), ("pkg @ https://evil.example/" + "x" * 300, DIRECT_URL),
+                         ("pkg" + "x" * 300, "more")):
+        text = "".join(f"p{i}\n" for i in range(MAX_REQUIREMENTS)) + line if reason == "more" else line
+        (quoted, why), = read_requirements(text).unusable
+        assert quoted == line[:200] and len(quoted) == 200 and why.startswith(reason if reason != "more" else "more than")
+
+
+def test_a_marker_on_the_extra_is_evaluated_with_no_extra():
+    listed = read_requirements("always; extra == ''\nonly-dev; extra == 'dev'\n")
+    assert [str(r) for r in listed.requirements] == ["always"] and listed.invalid == ()

@@ -8,7 +8,7 @@ import asyncio
 import json
 
 import pytest
-from jupyter_fixtures import extension_config, jp_asyncio_loop, jp_server_config, runs_dir  # noqa: F401
+from jupyter_fixtures import extension_config, jp_asyncio_loop, jp_server_config, poll, runs_dir  # noqa: F401
 
 from kernel_ext.errors import ConfigurationError
 from kernel_ext.hosting.manager import RunManager
@@ -122,3 +122,96 @@ async def test_the_answer_to_a_post_already_says_queued(jp_fetch, jp_serverapp, 
         run = manager.get(answer["id"])
         run.cancel()
         await run.wait()
+
+
+def test_a_place_is_told_on_every_move_near_the_front_and_when_it_halves_further_back():
+    from kernel_ext.hosting.admission import EXACT_PLACES, Admission, worth_telling
+
+    assert not worth_telling(5, 5) and not worth_telling(EXACT_PLACES, EXACT_PLACES)  # no move: nothing to tell
+    assert worth_telling(EXACT_PLACES + 2, EXACT_PLACES)  # arriving at the last exact place is told
+    assert worth_telling(3, 2) and worth_telling(EXACT_PLACES + 1, EXACT_PLACES)
+    assert not worth_telling(100, 99) and not worth_telling(127, 64)  # further back, the same half: not told
+    assert worth_telling(128, 127) and worth_telling(64, 63)  # the place halved: told
+    with pytest.raises(ValueError, match="^a run limit is at least 1$"):
+        Admission(0)
+    assert Admission(None).limit is None and Admission(1).limit == 1
+
+
+async def test_the_queue_tells_each_run_its_place_its_cancel_and_its_start_and_hands_a_place_on():
+    """``Admission`` alone, limit 1, with real event logs: four runs queue behind one, one is cancelled
+    in the middle, one is cancelled in the very moment it was let in (its place goes to the next)."""
+    import time
+
+    from kernel_ext.hosting.admission import Admission
+    from kernel_ext.hosting.bus import EventLog
+
+    admission = Admission(1)
+    logs = {name: EventLog(name) for name in "ABCDE"}
+    inside: list[str] = []
+    release = {name: asyncio.Event() for name in "ABCDE"}
+
+    async def run(name: str) -> None:
+        async with admission.slot(logs[name], f"request {name}"):
+            inside.append(name)
+            await release[name].wait()
+
+    def queued(name: str) -> list[tuple]:
+        return [(e.position, e.limit) for e in logs[name].events if e.type == "queued"]
+
+    started = time.monotonic()
+    tasks = {name: asyncio.create_task(run(name)) for name in "ABCDE"}
+    await poll(lambda: admission.waiting == 4)  # each task entered the admission (waiting runs are parked on a future)
+    assert inside == ["A"] and admission.running == 1 and admission.waiting == 4
+    assert [queued(n) for n in "BCDE"] == [[(1, 1)], [(2, 1)], [(3, 1)], [(4, 1)]]
+    assert [e.request for e in logs["C"].events] == ["request C"]
+
+    tasks["C"].cancel()
+    await asyncio.gather(tasks["C"], return_exceptions=True)
+    error, done = logs["C"].events[-2:]
+    assert (error.type, error.code, error.message) == ("error", "CANCELLED", "the run was cancelled while it waited in the queue")
+    assert (done.type, done.status, done.summary) == ("done", "cancelled", "cancelled while queued; it never started")
+    assert queued("B") == [(1, 1)] and queued("D") == [(3, 1), (2, 1)] and queued("E") == [(4, 1), (3, 1)]
+
+    release["A"].set()
+    await tasks["A"]  # A's exit let B in (its future is set): B is cancelled before it resumes
+    tasks["B"].cancel()
+    await asyncio.gather(tasks["B"], return_exceptions=True)
+    await poll(lambda: "D" in inside)
+    assert inside == ["A", "D"] and admission.running == 1 and admission.waiting == 1  # B's place went to D, E waits
+    assert logs["B"].events[-1].type == "queued" and queued("B") == [(1, 1)]  # B never said it started
+    admitted = logs["D"].events[-1]
+    assert (admitted.type, admitted.position, admitted.limit) == ("queued", 0, 1)
+    assert 0 <= admitted.waited_s <= time.monotonic() - started + 0.001 and admitted.waited_s == round(admitted.waited_s, 3)
+    assert queued("E") == [(4, 1), (3, 1), (2, 1), (1, 1)]  # B let in, then D in its place
+    release["D"].set()
+    release["E"].set()
+    await asyncio.gather(tasks["D"], tasks["E"])
+    assert inside == ["A", "D", "E"] and admission.running == 0 and admission.waiting == 0
+
+
+async def test_a_deep_queue_lets_runs_in_first_come_first_served_and_tells_the_far_back_only_when_its_place_halves():
+    from kernel_ext.hosting.admission import Admission
+    from kernel_ext.hosting.bus import EventLog
+
+    admission = Admission(1)
+    names = [f"r{i:02}" for i in range(21)]
+    logs = {name: EventLog(name) for name in names}
+    release = {name: asyncio.Event() for name in names}
+    inside: list[str] = []
+
+    async def run(name: str) -> None:
+        async with admission.slot(logs[name]):
+            inside.append(name)
+            await release[name].wait()
+
+    tasks = [asyncio.create_task(run(name)) for name in names]
+    await poll(lambda: admission.waiting == 20)
+    for step, name in enumerate(names):
+        assert inside == names[: step + 1]  # one at a time, in order of arrival
+        release[name].set()
+        await tasks[step]
+        if step + 1 < len(names):
+            await poll(lambda: len(inside) == step + 2)
+    last = [e.position for e in logs[names[-1]].events if e.type == "queued"]
+    assert last == [20, 15, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0]  # past EXACT_PLACES, told only when the place halves
+    assert all(e.limit == 1 for e in logs[names[-1]].events if e.type == "queued")

@@ -94,6 +94,8 @@ async def test_the_budget_a_request_asks_for_bounds_its_cards_and_frees_the_plac
     done = await asyncio.wait_for(parked.wait(), 30)
     assert done is not None and done.status == "timeout"
     withdrawn_then_timeout([e.model_dump(mode="json") for e in parked.events.events])
+    why = "the run's runtime budget (0.5 s) was spent while an approval card waited"
+    assert (parked.events.events[-2].message, parked.events.events[-1].summary) == (why, why)
     await asyncio.wait_for(admitted.wait(), 30)  # its place went to the next run
     assert manager.admission.running == 1 and manager.admission.waiting == 0
     verdict = parked.decide("call-2", True)

@@ -88,6 +88,10 @@ async def test_cancelled_before_its_first_step_still_ends(tmp_path):
     run.cancel()  # same step as the start: the body never runs
     done = await asyncio.wait_for(run.wait(), 30)
     assert done is not None and done.status == "cancelled"
+    error, last = run.events.events[-2:]
+    assert (error.type, error.code, error.message) == ("error", "CANCELLED", "the run was cancelled before it started")
+    assert (last.type, last.summary) == ("done", "cancelled before it started")
+    assert load_finished(run.context.layout.run_dir).status == "cancelled"  # the log on disk ends the same way
 
 
 async def test_an_expired_approval_says_timeout(tmp_path):

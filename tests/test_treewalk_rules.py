@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import os
 
+from kernel_ext.generation.manifest import tree_hashes
+from kernel_ext.pipeline.snapshots import tree_digest
 from kernel_ext.workspace import treewalk
 
 
@@ -55,3 +57,20 @@ def test_a_hash_with_a_limit_reads_exactly_that_many_bytes(tmp_path):
 def test_the_notes_in_words():
     notes = treewalk.Notes({treewalk.SKIPPED_LINK: 2, treewalk.SKIPPED_SPECIAL: 1, treewalk.SKIPPED_RACED: 0})
     assert treewalk.describe(notes) == f"1 {treewalk.SKIPPED_SPECIAL}; 2 {treewalk.SKIPPED_LINK}"
+
+
+def test_the_ledger_and_the_digest_see_a_file_at_the_deepest_listed_level(tmp_path):
+    """Through their own entry points (the walk's default depth): a file under ``MAX_DEPTH - 1`` folders
+    is hashed and changes the digest; one folder deeper is never listed."""
+    deepest = tmp_path.joinpath(*["d"] * (treewalk.MAX_DEPTH - 1))
+    (deepest / "d").mkdir(parents=True)
+    (deepest / "f.txt").write_text("one")
+    (deepest / "d" / "g.txt").write_text("never listed")
+    rel = "d/" * (treewalk.MAX_DEPTH - 1) + "f.txt"
+    assert list(tree_hashes(tmp_path)) == [rel]
+    before = tree_digest(tmp_path)
+    (deepest / "f.txt").write_text("two")
+    assert tree_digest(tmp_path) != before
+    unchanged = tree_digest(tmp_path)
+    (deepest / "d" / "g.txt").write_text("changed, still never listed")
+    assert tree_digest(tmp_path) == unchanged

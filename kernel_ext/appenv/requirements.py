@@ -30,9 +30,6 @@ class Listed:
     unusable: tuple[tuple[str, str], ...] = ()  # (line, reason): the operator's to decide, ignored
     invalid: tuple[tuple[str, str], ...] = ()  # (line, reason): not a requirement the reader can evaluate
 
-    def names(self) -> tuple[str, ...]:
-        return tuple(canonicalize_name(r.name) for r in self.requirements)
-
 
 def read_requirements(text: str | bytes | None) -> Listed:
     """Parse ``text`` (``None``: no file, nothing required)."""

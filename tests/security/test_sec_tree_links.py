@@ -97,8 +97,8 @@ def host_folder(tmp_path: Path) -> Path:
     return outside
 
 
-def flip_after_listing(monkeypatch, name: str, make) -> list[str]:
-    """Deterministic race: right after the walk lists a folder holding ``name``, swap it via ``make(path)``."""
+def flip_after_listing(monkeypatch, name: str, make, also: tuple[str, ...] = ()) -> list[str]:
+    """Deterministic race: right after the walk lists a folder holding ``name``, swap it (and ``also``) via ``make(path)``."""
     real = treewalk.entries
     flipped: list[str] = []
 
@@ -106,8 +106,9 @@ def flip_after_listing(monkeypatch, name: str, make) -> list[str]:
         found = real(fd, skip)
         if name in dict(found) and not flipped:
             path = os.readlink(f"/proc/self/fd/{fd}")
-            os.unlink(os.path.join(path, name))
-            make(os.path.join(path, name))
+            for each in (name, *also):
+                os.unlink(os.path.join(path, each))
+                make(os.path.join(path, each))
             flipped.append(path)
         return found
 
@@ -392,6 +393,18 @@ def test_generation_ledger_hashes_regular_files_only(tmp_path, monkeypatch):
     hashes = no_hang(tree_hashes, app, notes=notes, release=app)
     assert flipped and sorted(hashes) == ["main.py", "pkg/mod.py"]
     assert notes == {treewalk.SKIPPED_LINK: 2, treewalk.SKIPPED_SPECIAL: 2, treewalk.SKIPPED_RACED: 1}
+
+
+def test_the_generation_ledger_counts_every_file_raced_in_one_walk(tmp_path, monkeypatch):
+    outside = host_folder(tmp_path)
+    app = planted_app(tmp_path, outside)
+    (app / "flip.txt").write_text("innocent\n")
+    (app / "flop.txt").write_text("innocent too\n")
+    flipped = flip_after_listing(monkeypatch, "flip.txt", os.mkfifo, also=("flop.txt",))
+    notes = treewalk.Notes()
+    hashes = no_hang(tree_hashes, app, notes=notes, release=app)
+    assert flipped and sorted(hashes) == ["main.py", "pkg/mod.py"]
+    assert notes == {treewalk.SKIPPED_LINK: 2, treewalk.SKIPPED_SPECIAL: 2, treewalk.SKIPPED_RACED: 2}  # two raced, two counted
 
 
 def test_a_missing_app_folder_is_a_named_refusal(tmp_path):

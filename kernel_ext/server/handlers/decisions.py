@@ -34,6 +34,10 @@ class ApprovalHandler(BesserHandler):
     @web.authenticated
     @authorized(action="write")
     async def post(self, run_id: str, call_id: str) -> None:
+        await self.decide(run_id, call_id)
+
+    async def decide(self, run_id: str, call_id: str) -> None:
+        """The decision itself, undecorated so the mutation run (``bench/mutation.py``) reaches it."""
         try:
             decision = Decision.model_validate(await self.json_body())
         except ValidationError:
@@ -52,6 +56,10 @@ class CancelHandler(BesserHandler):
     @web.authenticated
     @authorized(action="write")
     async def post(self, run_id: str) -> None:
+        await self.cancel(run_id)
+
+    async def cancel(self, run_id: str) -> None:
+        """Undecorated for the mutation run, as ``ApprovalHandler.decide``."""
         run = await self.find_run(run_id)
         if not run.cancel(by="person"):  # the view's Cancel button, or a person's own REST call
             raise Refusal(409, "RUN_NOT_ACTIVE", f"run {run.id} is not running here (status {run.status})")
