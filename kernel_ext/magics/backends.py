@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
 
 from kernel_ext.hosting.manager import RunManager
 from kernel_ext.hosting.options import OperatorSettings
@@ -71,8 +72,6 @@ class ServerBackend:
     def note(self) -> str:
         # The path only: the address the kernel reaches the server at is its direct one (loopback on a
         # hub), which a person's browser cannot open; the path is the same behind any proxy.
-        from urllib.parse import urlsplit
-
         return f"hosted by the Jupyter server at {urlsplit(self.client.url).path or '/'}"
 
     def _call(self, method: str, path: str, body: Any = None, *, timeout: float | None = None) -> Any:

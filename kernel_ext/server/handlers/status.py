@@ -1,7 +1,7 @@
 """``GET <base_url>/besser-agent/``: a small page a person can read, where a link to the REST root lands.
 
-A run view says "hosted by the Jupyter server at .../besser-agent/" and front ends make that a
-link; it used to open a JSON 404. The page says what ``GET config`` says a person may want
+A run view says "hosted by the Jupyter server at <base_url>/besser-agent/"; a person who opens
+that address used to get a JSON 404. The page says what ``GET config`` says a person may want
 (version, where runs live, how many run and wait, whether shell tools are offered), behind the
 same authentication as every other route, and shows no key, token or path outside the server's
 root (the runs folder is named relative to the root, or only said to be outside it).
