@@ -51,12 +51,12 @@ FIGURES: list[Figure] = []  # what main() emits for bench/run_all.py
 # Why the output-check targets are missed, from the 'checks breakdown' figures (2026-12, H4, two runs
 # at load average 6-14 on 2 cores, so absolute times are above a quiet machine's; ratios are same-run).
 CHECKS_MISS = {
-    "library (5)": "target missed: the framework's import in the sandbox (fastapi, sqlalchemy.orm, pydantic) is 1.9-6.4 s "
+    "library (5)": "the framework's import in the sandbox (fastapi, sqlalchemy.orm, pydantic) is 1.9-6.4 s "
                    "of a 3.0-7.2 s sandboxed import (~60-90%), the app's own modules 0.5-1.4 s, sandbox start 0.2-0.5 s, "
                    "host part and staging < 0.05 s: only a pre-imported template interpreter at "
                    "appimport.confined_import (the seam) can bring it near 0.5 s. The database on the sandbox's tmpfs and "
                    "os._exit made the sandboxed import 0.56-0.65x (same runs)",
-    "200 classes": "target missed: the app's own modules alone are 2.0 s at load 6 (15 s at load 9; pydantic models, "
+    "200 classes": "the app's own modules alone are 2.0 s at load 6 (15 s at load 9; pydantic models, "
                    "SQLAlchemy mappers and create_all of 200 tables, ~2,400 FastAPI routes: the app's own start, which a "
                    "template does not remove), above the 2 s target by themselves; then the host's compile (0.4-1.5 s, "
                    "2.5 MB once) and the framework's import. Staging moved to /dev/shm (0.32x) and the database and "
@@ -117,7 +117,7 @@ def bench_phase1() -> None:
                               note="the baseline is BESSER 8.4.1's own generator called directly"))
         goal = {"library (5)": 500, "200 classes": 2000}.get(label)
         FIGURES.append(figure(f"Phase 1 output checks {label}", ms(checks), "ms", target=Target("<=", goal) if goal else None,
-                              note=CHECKS_MISS.get(label, "")))
+                              miss=CHECKS_MISS.get(label, "")))
     (b10, o10), (b200, o200) = medians["10 classes"], medians["200 classes"]
     print(f"   growth 10 -> 200 classes: baseline {(b200 - b10) / 190 * 1000:.2f} ms/class, "
           f"run_phase1 {(o200 - o10) / 190 * 1000:.2f} ms/class")

@@ -247,18 +247,17 @@ def _figures(f: dict[str, list[float]], with_besser: bool) -> list:
     against = probe or bare
     ratio = statistics.median(f["cold_ready"]) / statistics.median(against[1])
     cold, boot, reqs = (statistics.median(f[k]) for k in ("cold_ready", "cold_boot", "cold_requests"))
-    missed = "" if ratio <= COLD_TARGET else (
-        f"; missed: of the call's {cold:.0f} ms, the child forked from the ready host copied and imported the app in "
-        f"{boot:.0f} ms and ran the 20 requests in {reqs:.0f} ms (bare: {statistics.median(f['bare_requests']):.0f} ms); "
-        f"the other {cold - boot - reqs:.0f} ms are the call's path around them (read, stage, fork, report)")
+    missed = (f"of the call's {cold:.0f} ms, the child forked from the ready host copied and imported the app in "
+              f"{boot:.0f} ms and ran the 20 requests in {reqs:.0f} ms (bare: {statistics.median(f['bare_requests']):.0f} ms); "
+              f"the other {cold - boot - reqs:.0f} ms are the call's path around them (read, stage, fork, report)")
     note = (f"{1 / ratio:.1f}x faster than {against[0]} (target >= {1 / COLD_TARGET:.0f}x); the host is the server's ready one "
             f"(started after an earlier host's first job); the first host of a server, with nothing ready, still pays the whole "
-            f"start; 1-minute load average before the cold calls {statistics.median(f['load']):.1f} on {os.cpu_count()} cores"
-            f"{missed}")
+            f"start; 1-minute load average before the cold calls {statistics.median(f['load']):.1f} on {os.cpu_count()} cores")
+    # issue 32 item 4's target is on BESSER's probe; where it cannot be driven, on the bare process (said in the note)
+    cold_target = Target("<=", COLD_TARGET, on_besser=True) if with_besser else Target("<=", COLD_TARGET, on_ratio=True)
     out = [
-        figure("test_api cold, host started by the call", f["cold_ready"], "ms", baseline=bare, besser=probe),
-        figure("test_api cold vs BESSER", f["cold_ready"], "ms", baseline=against, target=Target("<=", COLD_TARGET, on_ratio=True),
-               note=note),
+        figure("test_api cold, host started by the call", f["cold_ready"], "ms", baseline=bare, besser=probe,
+               target=cold_target, note=note, miss=missed),
         figure("test_api cold, first host of a server (nothing ready)", f["cold_nothing"], "ms", baseline=bare, besser=probe),
         figure("test_api cold, host pre-started", f["cold_prestarted"], "ms", baseline=bare, besser=probe,
                target=Target("<=", round(cold_bound, 1))),

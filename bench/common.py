@@ -4,7 +4,9 @@ A bench script keeps its human output and, at the end of ``main()``, calls ``emi
 one line ``BENCH-FIGURES <json>`` that ``bench/run_all.py`` finds in its stdout. A figure is a
 median with its min and max, the baseline measured in the same run (name and median), the
 BESSER 8.4.1 figure when its code path was driven, and the issue's target with whether it
-was met. Standard library only, so a script can import it before anything heavy.
+was met; a figure that misses its target carries the measured reason (``miss``), which
+``run_all`` lists under the results' misses. Standard library only, so a script can import it
+before anything heavy.
 """
 
 from __future__ import annotations
@@ -24,13 +26,16 @@ _OPS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt
 
 @dataclass
 class Target:
-    """A bound on a figure: on its median (``x`` empty) or on its ratio to the baseline (``x``)."""
+    """A bound on a figure: on its median, on its ratio to the baseline, or on its ratio to BESSER's figure."""
 
     op: str
     bound: float
     on_ratio: bool = False
+    on_besser: bool = False
 
     def text(self, unit: str) -> str:
+        if self.on_besser:
+            return f"{self.op} {self.bound:.3g}x BESSER"
         return f"{self.op} {self.bound:g}x baseline" if self.on_ratio else f"{self.op} {self.bound:g} {unit}"
 
 
@@ -51,6 +56,7 @@ class Figure:
     met: bool | None = None
     group: str = ""
     note: str = ""
+    miss: str = ""  # why the target is missed, measured (kept only when it is)
     n: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -59,6 +65,13 @@ class Figure:
         if self.baseline_median in (None, 0):
             return None
         return self.median / self.baseline_median
+
+    @property
+    def besser_ratio(self) -> float | None:
+        """Median over BESSER's figure, when BESSER's code path was driven in the same run."""
+        if self.besser in (None, 0):
+            return None
+        return self.median / self.besser
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -81,8 +94,12 @@ def figure(
     target: Target | None = None,
     group: str = "",
     note: str = "",
+    miss: str = "",
 ) -> Figure:
-    """A ``Figure`` from raw samples; baselines and BESSER figures may be samples or a median."""
+    """A ``Figure`` from raw samples; baselines and BESSER figures may be samples or a median.
+
+    ``target`` bounds the median, or its ratio to the baseline (``on_ratio``) or to BESSER's figure
+    (``on_besser``); ``miss`` is the measured reason the target is missed, kept only when it is."""
     values = list(samples)
     if not values:
         raise ValueError(f"figure {name!r} has no samples")
@@ -93,8 +110,9 @@ def figure(
         fig.besser_name, fig.besser = besser[0], _median(besser[1])
     if target is not None:
         fig.target = target.text(unit)
-        value = fig.ratio if target.on_ratio else fig.median
+        value = fig.besser_ratio if target.on_besser else fig.ratio if target.on_ratio else fig.median
         fig.met = None if value is None else bool(_OPS[target.op](value, target.bound))
+        fig.miss = miss if fig.met is False else ""
     return fig
 
 
