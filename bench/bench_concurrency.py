@@ -49,7 +49,8 @@ RUN_P95_TARGET_S = {30: 60.0}  # issue 32: a class of 30 on one 2-core server
 # 22-28 s (load 14), generate a Phase 1 cache hit (0.4 s), customize 0.4-1.2 s: the CPU is the app
 # host's and probe children's import of FastAPI, SQLAlchemy and pydantic (issue 32 item 4 chose a ready
 # host started earlier, apphost.ready: it takes that import off a call's wait, not off the CPU).
-# Admitting more runs at once does not help on a busy machine: at load 17-20, 30 runs took p95 585 s at the default 2 places and 602 s at 4 (same hour).
+# Admitting more runs at once does not help on a busy machine: at load 17-20, 30 runs took p95 585 s
+# at the default 2 places and 602 s at 4 (same hour).
 N30_MISS = ("measured: CPU 2.7 s per run (floor ~40 s on 2 cores); Phase 3's app-host imports are most of a "
             "run; 4 places instead of 2 gave no gain on a busy machine (585 vs 602 s at load 17-20); this round's "
             "CPU per run, floor and phase means are in its note and the 'CPU seconds per run' row")
