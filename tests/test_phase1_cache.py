@@ -1,5 +1,9 @@
-"""Phase 1's output cache (``generation/outputcache.py``): a hit only on the whole key, a damaged
-or planted entry rebuilt (never read through a link), runs with one key taking turns."""
+"""Phase 1's output cache (``generation/outputcache.py``): a hit only on the whole key (the model's
+digest, three kinds of model change among it, the generator, its options, BESSER's version, the
+project's version, the method-bodies mode, the code shaping the output), a damaged or planted entry
+rebuilt (never read through a link: the entry, its manifest, its files folder, a folder or a file
+inside, each a link to a copy that would read as a valid hit if followed), a planted lock replaced,
+runs with one key taking turns. Real files on disk, the real generator."""
 
 from __future__ import annotations
 
@@ -60,8 +64,37 @@ def _other_model():
     return model
 
 
+def _changed_model(change) -> object:
+    model = build_library_model()
+    change(model)
+    return model
+
+
+def _method_body(model) -> None:
+    book = next(c for c in model.get_classes() if c.name == "Book")
+    method = next(m for m in book.methods if m.name == "is_long")
+    assert "> threshold" in method.code
+    method.code = method.code.replace("> threshold", ">= threshold")
+
+
+def _association_end(model) -> None:
+    end = next(e for a in model.associations for e in a.ends if e.name == "borrower")
+    assert (end.multiplicity.min, end.multiplicity.max) == (0, 1)
+    end.multiplicity = type(end.multiplicity)(1, 1)
+
+
+def _enumeration_literal(model) -> None:
+    from besser.BUML.metamodel.structural import EnumerationLiteral
+
+    genre = next(t for t in model.get_enumerations() if t.name == "Genre")
+    genre.literals = {*genre.literals, EnumerationLiteral(name="DRAMA")}
+
+
 CHANGES = {
     "model": lambda mp: {"model": _other_model()},
+    "model: a method's body": lambda mp: {"model": _changed_model(_method_body)},
+    "model: an association end's multiplicity": lambda mp: {"model": _changed_model(_association_end)},
+    "model: an enumeration's literals": lambda mp: {"model": _changed_model(_enumeration_literal)},
     "generator options": lambda mp: {"options": {"backend": True}},
     "generator": lambda mp: {"generator": "sqlalchemy"},
     "BESSER's version": lambda mp: mp.setattr("kernel_ext.generation.phase1.besser_version", lambda: "0.0.0-other"),
@@ -123,7 +156,46 @@ def _another_users(entry: Path, outside: Path) -> None:
     os.chown(entry / "entry.json", 4242, 4242)
 
 
-DAMAGE = {"entry is a link": _plant_link_entry, "a file is a link": _plant_link_file, "a file changed": _changed_file,
+def _plant_link_manifest(entry: Path, outside: Path) -> None:
+    outside.mkdir()
+    (outside / "entry.json").write_bytes((entry / "entry.json").read_bytes())
+    (entry / "entry.json").unlink()
+    (entry / "entry.json").symlink_to(outside / "entry.json")
+
+
+def _plant_link_files(entry: Path, outside: Path) -> None:
+    shutil.copytree(entry / "files", outside)
+    shutil.rmtree(entry / "files")
+    (entry / "files").symlink_to(outside)
+
+
+def _plant_link_folder(entry: Path, outside: Path) -> None:
+    inner = next(p for p in (entry / "files").iterdir() if p.is_dir())  # the generator's own folder
+    shutil.copytree(inner, outside)
+    shutil.rmtree(inner)
+    inner.symlink_to(outside)
+
+
+def _extra_file(entry: Path, outside: Path) -> None:
+    (entry / "files" / "planted.py").write_text("import os\n")
+
+
+def _fifo_file(entry: Path, outside: Path) -> None:
+    target = next(p for p in (entry / "files").rglob("*.py"))
+    target.unlink()
+    os.mkfifo(target, 0o600)  # opened for reading with no writer, it would hang the run
+
+
+def _another_users_file(entry: Path, outside: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("changing a file's owner needs root")
+    os.chown(next(p for p in (entry / "files").rglob("*") if p.is_file()), 4242, 4242)
+
+
+DAMAGE = {"entry.json is a link": _plant_link_manifest, "the files folder is a link": _plant_link_files,
+          "a folder inside is a link": _plant_link_folder, "an unlisted file": _extra_file,
+          "a file is a FIFO": _fifo_file, "another user's file": _another_users_file,
+          "entry is a link": _plant_link_entry, "a file is a link": _plant_link_file, "a file changed": _changed_file,
           "a file is missing": _missing_file, "entry is group-writable": _group_writable,
           "a file is group-writable": _group_writable_file, "another user's entry": _another_users}
 
@@ -141,6 +213,32 @@ def test_a_damaged_or_planted_entry_is_rebuilt_never_read_through_a_link(cache, 
     entry = _entry(cache)
     assert not entry.is_symlink() and not any(p.is_symlink() for p in entry.rglob("*"))
     assert _run(tmp_path / "c")[0].reused_from_cache  # the rebuilt entry is whole
+
+
+def _lock_link(lock: Path, outside: Path) -> None:
+    outside.mkdir()
+    (outside / "victim").write_text("not the cache's\n")
+    os.chmod(outside / "victim", 0o644)
+    lock.symlink_to(outside / "victim")
+
+
+def _lock_fifo(lock: Path, outside: Path) -> None:
+    os.mkfifo(lock, 0o600)
+
+
+@pytest.mark.parametrize("planted", ["a link", "a FIFO"])
+def test_a_planted_lock_is_replaced_never_opened_through(cache, tmp_path, planted):
+    """The key's lock file, planted before a run as a link or a FIFO: the run neither follows nor hangs on it."""
+    _run(tmp_path / "a")
+    (lock,) = [p for p in cache.iterdir() if p.name.endswith(".lock")]
+    lock.unlink()
+    outside = tmp_path / "outside"
+    {"a link": _lock_link, "a FIFO": _lock_fifo}[planted](lock, outside)
+    planted_files = {p: (p.read_bytes(), p.stat().st_mode) for p in outside.rglob("*")} if outside.exists() else {}
+    again, _ = _run(tmp_path / "b")
+    assert again.reused_from_cache  # the entry itself was whole
+    assert lock.is_file() and not lock.is_symlink() and os.stat(lock).st_mode & 0o777 == 0o600
+    assert ({p: (p.read_bytes(), p.stat().st_mode) for p in outside.rglob("*")} if outside.exists() else {}) == planted_files
 
 
 def test_two_runs_at_once_with_one_key_take_turns(cache, tmp_path):
