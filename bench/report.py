@@ -71,20 +71,24 @@ def _tracked(results: list[ScriptResult]) -> list[str]:
         hit = found.get((t.group, t.figure))
         if hit is None:
             body.append([t.item, f"{t.group} / {t.figure}", "absent: not in this record (its script not run, or failed)",
-                         "", "", "", ""])
+                         "", t.target, "", "", ""])
             continue
         f, r = hit
         base = f"{f.baseline} {_num(f.baseline_median)} ({f.ratio:.2f}x)" if f.baseline and f.ratio is not None else ""
-        if f.besser is not None:
+        if f.besser is not None and f.besser_ratio is not None:
             base += ("; " if base else "") + f"BESSER {_num(f.besser)} ({f.besser_ratio:.2f}x)"
-        met = {True: "yes", False: "NO (see Misses)", None: "" if f.target else "no target: before/after"}[f.met]
-        body.append([t.item, f"{t.group} / {t.figure}", f"{_num(f.median)} {f.unit}", base, f.target or "", met, r.measured])
+        unjudged = "not judged (no BESSER or baseline figure)" if f.target else \
+            "NOT JUDGED: the row has no target" if t.target[:1] in "<>" else "reported"
+        met = {True: "yes", False: "NO (see Misses)", None: unjudged}[f.met]
+        body.append([t.item, f"{t.group} / {t.figure}", f"{_num(f.median)} {f.unit}", base, t.target, f.target or "", met,
+                     r.measured])
     return ["", f"## {tracked.ISSUE}", "",
-            *_table(["item", "figure", "median", "beside (same run)", "target", "met", "measured"], body)]
+            *_table(["item", "figure", "median", "beside (same run)", "issue's target", "row's target", "met", "measured"], body)]
 
 
 def _machine(results: list[ScriptResult], current: dict[str, str]) -> list[str]:
-    out = ["## Machine", "", *[f"- {k}: {v}" for k, v in current.items()]]
+    out = ["## Machine", "", *[f"- {k}: {v}" for k, v in current.items() if k != "date"],
+           f"- RESULTS.md written: {current.get('date', '')} (each script's own date is in the next table)"]
     other = [r.name for r in results if r.machine and any(r.machine.get(k) != current.get(k) for k in MACHINE_KEYS)]
     if other:
         out.append(f"- measured on another machine (their own in results.json): {', '.join(other)}")

@@ -17,22 +17,24 @@ class Tracked:
     item: str
     group: str
     figure: str
+    target: str  # as the issue states it; the row's own target (set by its script) is what is judged
 
 
 ISSUE = "Issue 32 (H4): cost that stays flat as models and classes grow"
 FIGURES = (
-    Tracked("1 Phase 1 checks, library <= 0.5 s", "phase1", "Phase 1 output checks library (5)"),
-    Tracked("1 Phase 1 checks, 200 classes <= 2 s", "phase1", "Phase 1 output checks 200 classes"),
-    Tracked("2 Phase 1 cache, 30 students one model: p95 before/after", "phase1", "class of 30: Phase 1 p95, cache on"),
-    Tracked("2 Phase 1 cache, 30 students one model: CPU per run before/after", "phase1",
-            "class of 30: Phase 1 CPU per run, cache on"),
-    Tracked("3 a class of 30: run time p95 <= 60 s", "concurrency", "N=30: run time p95"),
-    Tracked("3 a class of 30: GET config p95 <= 100 ms", "concurrency", "N=30: GET config p95"),
-    Tracked("3 a class of 30: CPU seconds per run (the floor)", "concurrency", "N=30: CPU seconds per run"),
-    Tracked("4 test_api cold, host started by the call, >= 3x faster than BESSER", "test_api",
-            "test_api cold, host started by the call"),
-    Tracked("5 search_in_files, common pattern, <= 4x bare rg", "search", "search common: search_in_files via Executor"),
-    Tracked("6 session round trip <= 1.2x a bare subprocess", "shell", "session round trip 'true'"),
-    Tracked("6 first command of a new session <= 10 ms", "shell", "first command of a new session"),
-    Tracked("6 first command, private network, <= 20 ms", "shell", "first command of a new session, network private"),
+    Tracked("1 Phase 1 checks, library", "phase1", "Phase 1 output checks library (5)", "<= 0.5 s"),
+    Tracked("1 Phase 1 checks, 200 classes", "phase1", "Phase 1 output checks 200 classes", "<= 2 s"),
+    Tracked("2 Phase 1 cache, 30 students one model: p95", "phase1", "class of 30: Phase 1 p95, cache on",
+            "before (cache off) / after"),
+    Tracked("2 Phase 1 cache, 30 students one model: CPU per run", "phase1", "class of 30: Phase 1 CPU per run, cache on",
+            "before (cache off) / after"),
+    Tracked("3 a class of 30: run time p95", "concurrency", "N=30: run time p95", "<= 60 s"),
+    Tracked("3 a class of 30: GET config p95", "concurrency", "N=30: GET config p95", "<= 100 ms"),
+    Tracked("3 a class of 30: CPU seconds per run", "concurrency", "N=30: CPU seconds per run", "reported (the floor)"),
+    Tracked("4 test_api cold, host started by the call", "test_api", "test_api cold, host started by the call",
+            ">= 3x faster than BESSER's probe"),
+    Tracked("5 search_in_files, common pattern", "search", "search common: search_in_files via Executor", "<= 4x bare rg"),
+    Tracked("6 session round trip", "shell", "session round trip 'true'", "<= 1.2x a bare subprocess"),
+    Tracked("6 first command of a new session", "shell", "first command of a new session", "<= 10 ms"),
+    Tracked("6 first command, private network", "shell", "first command of a new session, network private", "<= 20 ms"),
 )

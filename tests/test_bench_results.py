@@ -153,3 +153,15 @@ def test_every_tracked_figure_is_named_as_its_script_emits_it(bench):
         script = BENCH / f"bench_{t.group}.py"
         assert script.exists(), f"{t.item}: no {script.name}"
         assert any(p.fullmatch(t.figure) for p in _emitted_name_patterns(script)), f"{t.item}: {script.name} names no '{t.figure}'"
+
+
+def test_the_issue_table_shows_each_tracked_figure_with_its_target_or_says_it_is_absent(bench):
+    common, record, report, tracked = (bench[k] for k in ("common", "record", "report", "tracked"))
+    first, *others = tracked.FIGURES
+    fig = common.figure(first.figure, [400.0], "ms", target=common.Target("<=", 500), group=first.group)
+    text = report.markdown([record.ScriptResult(f"bench_{first.group}.py", "ok", 1.0, "2026-12-04 00:00 UTC", figures=[fig])],
+                           {"date": "2026-12-04 00:01 UTC"})
+    table = text.split(f"## {tracked.ISSUE}", 1)[1].split("## Misses", 1)[0]
+    assert f"| {first.item} | {first.group} / {first.figure} | 400.0 ms |  | {first.target} | <= 500 ms | yes | 2026-12-04 00:00 UTC |" in table
+    for t in others:
+        assert f"| {t.item} | {t.group} / {t.figure} | absent: not in this record" in table
