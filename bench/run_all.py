@@ -7,7 +7,7 @@ result (with the date and load average of its own run) replaces its earlier one 
 (``report.py``), so ``--only search`` re-measures search and keeps every other script's rows and
 dates. Each script's full output is kept in a log folder whose path is printed.
 
-Run: ``.venv/bin/python bench/run_all.py [--only edits,search] [--timeout S] [--no-write]``
+Run: ``.venv/bin/python bench/run_all.py [--only edits,search] [--timeout S] [--no-write] [--render]``
 """
 
 from __future__ import annotations
@@ -138,8 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated topics (edits,search,...); the others' rows are kept")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per script (default: per script)")
     parser.add_argument("--no-write", action="store_true", help="do not write bench/results.json and bench/RESULTS.md")
+    parser.add_argument("--render", action="store_true", help="measure nothing: write RESULTS.md from bench/results.json")
     args = parser.parse_args(argv)
-    scripts = sorted(BENCH.glob("bench_*.py"))
+    scripts = [] if args.render else sorted(BENCH.glob("bench_*.py"))
     if args.only:
         wanted = {f"bench_{t.strip()}.py" for t in args.only.split(",") if t.strip()}
         unknown = sorted(wanted - {s.name for s in scripts})

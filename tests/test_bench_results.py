@@ -12,7 +12,6 @@ import ast
 import importlib
 import json
 import re
-import sys
 import textwrap
 from pathlib import Path
 
@@ -162,6 +161,19 @@ def test_the_issue_table_shows_each_tracked_figure_with_its_target_or_says_it_is
     text = report.markdown([record.ScriptResult(f"bench_{first.group}.py", "ok", 1.0, "2026-12-04 00:00 UTC", figures=[fig])],
                            {"date": "2026-12-04 00:01 UTC"})
     table = text.split(f"## {tracked.ISSUE}", 1)[1].split("## Misses", 1)[0]
-    assert f"| {first.item} | {first.group} / {first.figure} | 400.0 ms |  | {first.target} | <= 500 ms | yes | 2026-12-04 00:00 UTC |" in table
+    row = f"| {first.item} | {first.group} / {first.figure} | 400.0 ms |  | {first.target} | <= 500 ms | yes | 2026-12-04 00:00 UTC |"
+    assert row in table
     for t in others:
         assert f"| {t.item} | {t.group} / {t.figure} | absent: not in this record" in table
+
+
+def test_render_writes_the_results_from_the_record_and_runs_nothing(bench, folder, monkeypatch):
+    _script(folder, "alpha", 10.0)
+    _at(bench, monkeypatch, "2026-12-01 10:00 UTC")
+    assert bench["run_all"].main([]) == 0
+    record = (folder / "results.json").read_text()
+    (folder / "RESULTS.md").unlink()
+    (folder / "bench_alpha.py").write_text(f"open({str(folder / 'ran')!r}, 'w')\n")  # a run would leave this mark
+    assert bench["run_all"].main(["--render"]) == 0
+    assert not (folder / "ran").exists() and (folder / "results.json").read_text() == record
+    assert "| alpha | alpha figure | 10.00 ms |" in (folder / "RESULTS.md").read_text()

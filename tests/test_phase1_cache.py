@@ -202,7 +202,7 @@ DAMAGE = {"entry.json is a link": _plant_link_manifest, "the files folder is a l
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
 def test_a_damaged_or_planted_entry_is_rebuilt_never_read_through_a_link(cache, tmp_path, damage):
-    fresh, ledger = _run(tmp_path / "a")
+    _fresh, ledger = _run(tmp_path / "a")
     outside = tmp_path / "outside"
     DAMAGE[damage](_entry(cache), outside)
     planted = {p: p.read_bytes() for p in outside.rglob("*") if p.is_file()} if outside.exists() else {}
