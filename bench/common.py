@@ -36,7 +36,7 @@ class Target:
     def text(self, unit: str) -> str:
         if self.on_besser:
             return f"{self.op} {self.bound:.3g}x BESSER"
-        return f"{self.op} {self.bound:g}x baseline" if self.on_ratio else f"{self.op} {self.bound:g} {unit}"
+        return f"{self.op} {self.bound:.3g}x baseline" if self.on_ratio else f"{self.op} {self.bound:g} {unit}"
 
 
 @dataclass
