@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"no such bench script: {', '.join(unknown)}")
         scripts = [s for s in scripts if s.name in wanted]
     try:
-        kept = record.load(RECORD)
+        kept = [r for r in record.load(RECORD) if (BENCH / r.name).exists()]  # a script removed takes its rows along
     except ValueError as exc:
         parser.error(str(exc))
     logs = Path(tempfile.mkdtemp(prefix="besser-bench-logs-"))

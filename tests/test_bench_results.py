@@ -177,3 +177,6 @@ def test_render_writes_the_results_from_the_record_and_runs_nothing(bench, folde
     assert bench["run_all"].main(["--render"]) == 0
     assert not (folder / "ran").exists() and (folder / "results.json").read_text() == record
     assert "| alpha | alpha figure | 10.00 ms |" in (folder / "RESULTS.md").read_text()
+    (folder / "bench_alpha.py").unlink()  # a script removed from bench/: its rows go with it
+    assert bench["run_all"].main(["--render"]) == 0
+    assert "alpha" not in (folder / "RESULTS.md").read_text() and "alpha" not in (folder / "results.json").read_text()
