@@ -151,12 +151,13 @@ def main(argv: list[str] | None = None) -> int:
         kept = [r for r in record.load(RECORD) if (BENCH / r.name).exists()]  # a script removed takes its rows along
     except ValueError as exc:
         parser.error(str(exc))
-    logs = Path(tempfile.mkdtemp(prefix="besser-bench-logs-"))
-    print(f"{len(scripts)} bench scripts; full outputs in {logs}", flush=True)
+    logs = Path(tempfile.mkdtemp(prefix="besser-bench-logs-")) if scripts else None
+    print(f"{len(scripts)} bench scripts" + (f"; full outputs in {logs}" if logs else ""), flush=True)
     runs = []
     for i, script in enumerate(scripts, 1):
         timeout = args.timeout or TIMEOUTS_S.get(script.name, DEFAULT_TIMEOUT_S)
         print(f"[{i}/{len(scripts)}] {script.name} ...", end=" ", flush=True)
+        assert logs is not None
         run = run_script(script, timeout, logs)
         runs.append(run)
         print(f"{run.status} ({run.seconds:.0f} s, {len(run.figures)} figures)", flush=True)

@@ -44,6 +44,9 @@ def folder(tmp_path, bench, monkeypatch):
     monkeypatch.setattr(run_all, "BENCH", tmp_path)
     monkeypatch.setattr(run_all, "RECORD", tmp_path / "results.json")
     monkeypatch.setattr(run_all, "RESULTS", tmp_path / "RESULTS.md")
+    logs = tmp_path.parent / f"{tmp_path.name}-logs"  # run_all's log folders, out of the bench folder
+    logs.mkdir()
+    monkeypatch.setattr(run_all.tempfile, "tempdir", str(logs))
     return tmp_path
 
 
