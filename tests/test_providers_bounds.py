@@ -201,7 +201,8 @@ async def test_retry_after_past_the_deadline_is_refused_without_waiting(server):
 
 
 async def test_a_retry_whose_wait_fits_the_call_and_the_run_is_made(server):
-    server.plan(json_error(429, {"error": {"message": "slow down"}}, {"retry-after": "0"}), Plan(chunks=openai_stream(["fine"], finish="stop")))
+    refusal = json_error(429, {"error": {"message": "slow down"}}, {"retry-after": "0"})
+    server.plan(refusal, Plan(chunks=openai_stream(["fine"], finish="stop")))
     p = provider(server, limits=ReplyLimits(call_timeout=30))
     result = await p.complete(conversation(), budget=CallBudget(deadline=time.monotonic() + 60))
     await p.aclose()

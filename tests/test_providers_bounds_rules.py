@@ -59,7 +59,8 @@ def test_counts_are_whole_numbers_and_timeouts_keep_their_fraction():
 
 def test_a_count_must_be_a_whole_number_and_a_timeout_need_not_be():
     """``0.5`` tool calls once read as a limit of 0: every reply with a call was cut off."""
-    for variable in ("BESSER_LLM_MAX_TOOL_CALLS", "BESSER_LLM_MAX_REPLY_BYTES", "BESSER_LLM_MAX_REPLY_CHARS", "BESSER_LLM_MAX_ARGUMENT_CHARS"):
+    counts = ("BESSER_LLM_MAX_TOOL_CALLS", "BESSER_LLM_MAX_REPLY_BYTES", "BESSER_LLM_MAX_REPLY_CHARS", "BESSER_LLM_MAX_ARGUMENT_CHARS")
+    for variable in counts:
         for bad in ("0.5", "2.5"):
             with pytest.raises(ProviderError) as caught:
                 ReplyLimits.from_env({variable: bad})
@@ -236,3 +237,12 @@ def test_a_finished_wait_restarts_the_idle_clock():
     clock.now += 8
     w.waited()
     assert w.time_left() == 10
+
+
+def test_deadlines_that_fall_together_are_named_budget_then_call_then_idle():
+    """The run's wall time is the wider cause, then the call's total, then a stall: a tie names the wider one."""
+    clock = Clock()
+    w = watch(ReplyLimits(idle_timeout=10, call_timeout=10), clock=clock)
+    assert w.expired().data == {"limit": "call_timeout"}
+    w = watch(ReplyLimits(idle_timeout=10, call_timeout=10), CallBudget(deadline=clock.now + 10), clock=clock)
+    assert w.expired().data == {"budget": "wall_time"} and w.expired(idle=False).data == {"budget": "wall_time"}
