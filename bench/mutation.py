@@ -102,7 +102,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "netwatch": ("kernel_ext/sandbox/netwatch.py", (
         "tests/test_sandbox_network_watch.py", "tests/test_sandbox_network_reseal.py", "tests/test_sandbox_network.py")),
     "export": ("kernel_ext/hosting/export/*.py", ("tests/test_export.py",)),  # the export's builders, one run
-    "bounds": ("kernel_ext/providers/bounds.py", ("tests/test_providers_bounds.py",)),
+    "bounds": ("kernel_ext/providers/bounds.py", (
+        "tests/test_providers_bounds.py", "tests/test_providers_bounds_rules.py")),
     "executor": ("kernel_ext/boundary/executor.py", (
         "tests/test_boundary_executor.py", "tests/test_boundary_executor_edges.py", "tests/test_boundary_executor_arguments.py",
         "tests/test_boundary_approvers.py")),

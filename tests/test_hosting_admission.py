@@ -215,3 +215,31 @@ async def test_a_deep_queue_lets_runs_in_first_come_first_served_and_tells_the_f
     last = [e.position for e in logs[names[-1]].events if e.type == "queued"]
     assert last == [20, 15, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0]  # past EXACT_PLACES, told only when the place halves
     assert all(e.limit == 1 for e in logs[names[-1]].events if e.type == "queued")
+
+
+async def test_the_start_says_how_long_the_run_waited_to_the_millisecond(monkeypatch):
+    """A wait under a second is not told as none: ``waited_s`` keeps milliseconds. The admission's
+    clock is read once, when the run is let in; the test sets what it reads relative to the
+    moment the run queued, so the figure is exact whatever the machine's load."""
+    from types import SimpleNamespace
+
+    from kernel_ext.hosting import admission as admission_module
+    from kernel_ext.hosting.admission import Admission
+    from kernel_ext.hosting.bus import EventLog
+
+    admission = Admission(1)
+    logs = {name: EventLog(name) for name in "AB"}
+    release = asyncio.Event()
+
+    async def run(name: str) -> None:
+        async with admission.slot(logs[name]):
+            await release.wait()
+
+    tasks = [asyncio.create_task(run(name)) for name in "AB"]
+    await poll(lambda: admission.waiting == 1)
+    queued_at = admission._waiting[0].since
+    monkeypatch.setattr(admission_module, "time", SimpleNamespace(monotonic=lambda: queued_at + 0.7504))
+    release.set()
+    await asyncio.gather(*tasks)
+    started = [e for e in logs["B"].events if e.type == "queued" and e.position == 0]
+    assert len(started) == 1 and started[0].waited_s == 0.75

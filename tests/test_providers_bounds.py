@@ -129,6 +129,25 @@ async def test_tool_calls_and_argument_size_are_capped(server, protocol):
     assert error.code == ErrorCode.REPLY_TOO_LARGE and error.data["limit"] == "tool_calls"
 
 
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+async def test_a_calls_arguments_are_counted_across_its_pieces(server, protocol):
+    """Each piece is far below the limit; together they pass it."""
+    pieces = ['{"content": "'] + ["x" * 1000] * 25 + ['"}']
+    server.plan(Plan(chunks=list(reply(protocol, call=("write_file", pieces)))))
+    error = await failure(provider(server, protocol))
+    assert error.code == ErrorCode.REPLY_TOO_LARGE and error.data["limit"] == "argument_chars"
+
+
+async def test_as_many_calls_as_the_limit_pass_and_a_numeric_id_is_bounded_by_its_digits(server):
+    calls = [(f"c{i}", "read_file", ['{"path": "a"}']) for i in range(SMALL.max_tool_calls)]
+    server.plan(Plan(chunks=openai_stream(calls=calls)))
+    result = await provider(server).complete(conversation())
+    assert [c.id for c in result.tool_calls] == ["c0", "c1", "c2"]
+    server.plan(Plan(chunks=openai_stream(calls=[(int("7" * 257), "list_files", ["{}"])])))
+    error = await failure(provider(server))
+    assert error.code == ErrorCode.REPLY_TOO_LARGE and "a tool call id of more than 256 characters" in error.message
+
 # -- time: progress only, the call's total, the run's deadline ---------------------------------
 
 
@@ -179,6 +198,15 @@ async def test_retry_after_past_the_deadline_is_refused_without_waiting(server):
     # one request: the wait was refused up front, not slept through
     assert error.code == ErrorCode.BUDGET and "would wait 59s" in error.message and len(server.requests) == 1
 
+
+
+async def test_a_retry_whose_wait_fits_the_call_and_the_run_is_made(server):
+    refusal = json_error(429, {"error": {"message": "slow down"}}, {"retry-after": "0"})
+    server.plan(refusal, Plan(chunks=openai_stream(["fine"], finish="stop")))
+    p = provider(server, limits=ReplyLimits(call_timeout=30))
+    result = await p.complete(conversation(), budget=CallBudget(deadline=time.monotonic() + 60))
+    await p.aclose()
+    assert result.text == "fine" and len(server.requests) == 2
 
 async def test_retry_after_past_the_call_timeout_is_a_named_timeout(server):
     server.plan(*[json_error(503, {"error": {"message": "busy"}}, {"retry-after": "30"}) for _ in range(2)])

@@ -62,6 +62,8 @@ class ReplyLimits:
                     value = -1.0
                 if not value > 0 or value == float("inf"):
                     raise ProviderError(ErrorCode.NOT_CONFIGURED, f"{variable}={text!r} is not a positive number")
+                if "timeout" not in name and value != int(value):  # a count: 0.5 would become a limit of 0
+                    raise ProviderError(ErrorCode.NOT_CONFIGURED, f"{variable}={text!r} is not a whole number")
             if overrides.get(name) is not None:
                 value = float(overrides[name])  # type: ignore[arg-type]
             values[name] = value if "timeout" in name else int(value)
