@@ -14,6 +14,9 @@
   their box), and how many lines a card's expiry note takes;
 - ``readable``: the narration's and the provider line's font size against ``--jp-content-font-size1``;
 - ``diff_box``: which of a diff's tables shows (unified or side by side) and whether it scrolls sideways;
+- ``open_page``: go to a notebook's address and wait until the front end has applied its theme
+  (the moment the page is styled and ready), reloading once if Jupyter's own front end could not
+  load its theme stylesheet from a server under load;
 - ``SEEN_JS`` (an init script): the wall-clock time each open card first appears, keyed
   ``run/call``, for ``card_latencies`` (event ``ts`` -> DOM, the bench's figure).
 """
@@ -23,6 +26,30 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
+
+THEME_READY_JS = """
+() => document.body.dataset.jpThemeName ? "ready"
+  : [...document.querySelectorAll(".jp-Dialog")].some(d => (d.getAttribute("aria-label") || "").startsWith("Error Loading Theme"))
+    ? "theme-error" : null
+"""
+
+
+def open_page(page, address: str) -> None:
+    """``page.goto(address)``, then wait for the front end's theme to be applied (``data-jp-theme-name`` on
+    the body, set by JupyterLab's and Notebook 7's theme manager once the stylesheet loaded).
+
+    On a server under load (``make test-under-load``) JupyterLab's theme manager can report
+    "Error Loading Theme: Stylesheet failed to load" and leave a modal dialog over the page, which then
+    takes every click. That is Jupyter's front end, not the extension: the page is loaded again once,
+    as a person would, and a second failure fails the test with its name."""
+    for attempt in (1, 2):
+        page.goto(address) if attempt == 1 else page.reload()
+        state = page.wait_for_function(THEME_READY_JS, timeout=120_000).json_value()
+        if state == "ready":
+            return
+        print(f"open_page: Jupyter's front end could not load its theme stylesheet (attempt {attempt}): {address.split('?')[0]}")
+    raise AssertionError(f"Jupyter's front end could not load its theme stylesheet twice: {address.split('?')[0]}")
+
 
 SEEN_JS = """
 (() => {

@@ -50,6 +50,7 @@ from browser_dom import (
     dark_theme,
     diff_box,
     layout,
+    open_page,
     raw_json,
     readable,
     save_latencies,
@@ -200,7 +201,7 @@ def test_notebook_01_in_a_real_browser(browser, server, frontend, flavour):
     page = browser.new_page()
     page.set_default_timeout(60_000)
     page.add_init_script(SEEN_JS)  # when each open card first appears (the bench's event -> DOM figure)
-    page.goto(f"{url}/{NOTEBOOK_URL[frontend]}{NOTEBOOK}?token={token}")
+    open_page(page, f"{url}/{NOTEBOOK_URL[frontend]}{NOTEBOOK}?token={token}")
     try:
         run_the_lesson(page, url, token, root, shots, MAJOR[flavour], frontend)
         page = reopened(browser, page, server, frontend, shots)
@@ -401,7 +402,7 @@ def reopened(browser, page, server, frontend: str, shots: Path):
     url, token, _ = server
     page = browser.new_page()
     page.set_default_timeout(60_000)
-    page.goto(f"{url}/{NOTEBOOK_URL[frontend]}{NOTEBOOK}?token={token}")
+    open_page(page, f"{url}/{NOTEBOOK_URL[frontend]}{NOTEBOOK}?token={token}")
     view = page.locator(STATIC_VIEW).first
     view.wait_for()
     kernel_ready(url, token)  # a fresh kernel: the old widget models are gone with the old one

@@ -22,7 +22,7 @@ import json
 import re
 
 import pytest
-from browser_dom import SEEN_JS, card_latencies, detached, layout, raw_json, save_latencies
+from browser_dom import SEEN_JS, card_latencies, detached, layout, open_page, raw_json, save_latencies
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from test_browser import (  # noqa: F401
     APPROVE,
@@ -56,7 +56,7 @@ def test_notebook_02_controls_in_a_real_browser(browser, server, frontend, flavo
     page = browser.new_page()
     page.set_default_timeout(60_000)
     page.add_init_script(SEEN_JS)
-    page.goto(f"{url}/{NOTEBOOK_URL[frontend]}{LESSON}?token={token}")
+    open_page(page, f"{url}/{NOTEBOOK_URL[frontend]}{LESSON}?token={token}")
     try:
         drive_the_lesson(page, url, token, root, shots)
     finally:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from browser_dom import open_page
 from test_browser import ARTIFACTS, NOTEBOOK_URL, STATIC_VIEW, browser, kernel_ready, serving, shoot  # noqa: F401
 
 pytestmark = pytest.mark.slow
@@ -60,7 +61,7 @@ def lab(tmp_path, frontend):
 
 
 def run_the_cell(page, url: str, token: str) -> None:
-    page.goto(f"{url}/{NOTEBOOK_URL[page.frontend]}{NOTEBOOK}?token={token}")
+    open_page(page, f"{url}/{NOTEBOOK_URL[page.frontend]}{NOTEBOOK}?token={token}")
     page.locator(".jp-Notebook .jp-CodeCell").first.wait_for()
     kernel_ready(url, token)
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
@@ -105,13 +106,16 @@ def test_an_authorship_link_opens_the_file_in_the_same_front_end(browser, lab, f
             assert len(browser.pages) == tabs
         else:
             # Notebook 7 opens every document in a tab of its own: the live view's link opens its editor; the
-            # static output's link is rewritten by Notebook 7's rendermime to the file itself (``/files/...``)
-            for which, link, route in (("live", live, "edit"), ("static", static, "files")):
+            # static output's link opens the editor too when rendermime's link handler takes the click, or the
+            # file itself (``/files/...``, rendermime's rewritten address) when it does not (both were seen on
+            # repeated runs of this test; the view's HTML is the same): either way this front end, not /lab
+            for which, link, routes in (("live", live, ("edit",)), ("static", static, ("edit", "files"))):
                 with browser.expect_page() as opened:
                     link.click()
                 shown = opened.value
                 shown.wait_for_load_state()
-                assert f"/{route}/besser_runs/{RUN_ID}/app/backend/main.py" in shown.url and "/lab" not in shown.url, shown.url
+                assert any(f"/{route}/besser_runs/{RUN_ID}/app/backend/main.py" in shown.url for route in routes), shown.url
+                assert "/lab" not in shown.url, shown.url
                 shown.get_by_text(FILE_TEXT).first.wait_for(timeout=60_000)
                 shoot(shown, shots, f"opened-from-the-{which}-view")
                 shown.close()
@@ -141,15 +145,18 @@ def test_notebook_01_opens_with_no_unsaved_mark(browser, lab, frontend):
     shutil.copy(shipped, root / LESSON)
     page = browser.new_page()
     page.set_default_timeout(60_000)
-    page.goto(f"{url}/lab/tree/control.ipynb?token={token}")
+    open_page(page, f"{url}/lab/tree/control.ipynb?token={token}")
     page.locator(".lm-TabBar-tab.jp-mod-dirty", has_text="control.ipynb").wait_for(timeout=120_000)
-    page.goto(f"{url}/lab/tree/{LESSON}?token={token}")
+    open_page(page, f"{url}/lab/tree/{LESSON}?token={token}")
     page.locator(".jp-RenderedMarkdown h1", has_text="Prototyping a Library backend").first.wait_for()
     kernel_ready(url, token)
     page.locator(".jp-StatusBar-TextItem", has_text="Idle").first.wait_for(timeout=120_000)  # the kernel's info is in
     tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=LESSON)
-    assert tab.count() == 1 and "jp-mod-dirty" not in (tab.get_attribute("class") or "")
-    shoot(page, ARTIFACTS / "lab-links", "4-notebook-01-opened-clean")
+    try:
+        tab.first.wait_for()  # the document's tab is labelled once its context is ready (not always before the cell renders)
+        assert tab.count() == 1 and "jp-mod-dirty" not in (tab.get_attribute("class") or "")
+    finally:
+        shoot(page, ARTIFACTS / "lab-links", "4-notebook-01-opened-clean")
 
 
 def saved_live_view(root: Path) -> None:
@@ -186,7 +193,7 @@ def test_a_live_view_reopened_shows_its_saved_html_or_its_reattach_line(browser,
         subprocess.run([str(Path(sys.executable).with_name("jupyter")), "trust", str(root / "saved.ipynb")], env=env, check=True)
     page = browser.new_page()
     page.set_default_timeout(60_000)
-    page.goto(f"{url}/{NOTEBOOK_URL[frontend]}saved.ipynb?token={token}")
+    open_page(page, f"{url}/{NOTEBOOK_URL[frontend]}saved.ipynb?token={token}")
     line = page.locator(".besser-reattach", has_text="%besser attach r1")
     line.first.wait_for()
     if trusted:
