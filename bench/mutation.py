@@ -94,7 +94,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_treewalk_rules.py")),
     "treecopy": ("kernel_ext/workspace/treecopy.py", (
         "tests/security/test_sec_tree_links.py", "tests/security/test_sec_tree_folder_flip.py",
-        "tests/security/test_sec_tree_inflation.py", "tests/test_checkpoint_store.py", "tests/test_shell_tools_checkpoints.py")),
+        "tests/security/test_sec_tree_inflation.py", "tests/test_checkpoint_store.py", "tests/test_shell_tools_checkpoints.py",
+        "tests/test_treecopy_rules.py")),
     "streaming": ("kernel_ext/pipeline/streaming.py", ("tests/test_streaming_text.py",)),
     # The network tests' fast cases (seconds each, real namespaces and pasta; root adds addresses to `lo`): the
     # others start whole runs per entry point and cost tens of seconds a mutant for the same seal.
@@ -110,7 +111,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_sandbox_network_reach.py::test_the_seal_covers_every_local_kind_the_kernel_lists",
         "tests/test_sandbox_network.py::test_private_without_pasta_is_no_network_with_a_note")),
     "netwatch": ("kernel_ext/sandbox/netwatch.py", (
-        "tests/test_sandbox_network_reseal.py",
+        "tests/test_sandbox_network_reseal.py", "tests/test_sandbox_netwatch_messages.py",
         "tests/test_sandbox_network_watch.py::test_a_command_already_running_never_reaches_an_address_the_host_gains[sh_run_background-bwrap]",
         "tests/test_sandbox_network_watch.py::test_multicast_broadcast_and_bound_sockets_reach_no_host_listener[sh_run-bwrap]",
         "tests/test_sandbox_network_watch.py::test_a_reseal_that_fails_ends_the_namespaces_way_out_while_commands_run",
