@@ -313,3 +313,52 @@ def test_remove_entry_removes_read_only_folders_and_never_follows_a_link(tmp_pat
     (tmp_path / "plain").write_text("x")
     remove_path(tmp_path / "plain")
     assert not (tmp_path / "plain").exists()
+
+
+def _deep(root: Path, levels: int) -> Path:
+    deep = root.joinpath(*[f"d{i}" for i in range(levels)])
+    deep.mkdir(parents=True)
+    (deep / "bottom").write_text("bottom")
+    return deep
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_sync_and_its_count_stop_at_the_depth_bound(tmp_path, existing):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _deep(src, treewalk.MAX_DEPTH + 2)
+    for level in (1, treewalk.MAX_DEPTH - 1, treewalk.MAX_DEPTH):  # a file at the last levels a sync reaches and the first it does not
+        (src.joinpath(*[f"d{i}" for i in range(level)]) / "f").write_text(str(level))
+    dst.mkdir()
+    if existing:
+        _deep(dst, treewalk.MAX_DEPTH + 2)
+    dry = _sync(src, dst, apply=False) if existing else _sync(src, None)
+    assert dry.written == 2 and dry.removed == 0
+    _sync(src, dst)
+    reached = dst.joinpath(*[f"d{i}" for i in range(treewalk.MAX_DEPTH - 1)])
+    assert (reached / "f").read_text() == str(treewalk.MAX_DEPTH - 1)
+    assert not (reached / "d63" / "f").exists()
+
+
+def test_a_sync_rewrites_a_file_that_differs_only_past_its_first_chunk(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    head = os.urandom(treewalk.CHUNK)
+    (src / "f").write_bytes(head + b"source tail")
+    (dst / "f").write_bytes(head + b"edited tail")
+    dry = _sync(src, dst, apply=False)
+    assert (dry.written, dry.unchanged) == (1, 0)
+    _sync(src, dst)
+    assert (dst / "f").read_bytes() == head + b"source tail"
+
+
+def test_a_skipped_name_is_neither_copied_nor_synced_from_the_source(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / ".git").mkdir(parents=True)
+    (src / ".git" / "HEAD").write_text("source")
+    (src / "f").write_text("f")
+    dst.mkdir()
+    stats = _sync(src, dst, skip=frozenset({".git"}))
+    assert sorted(p.name for p in dst.iterdir()) == ["f"] and stats.written == 1
+    copied = _copy(src, tmp_path / "copy", skip=frozenset({".git"}))
+    assert sorted(p.name for p in (tmp_path / "copy").iterdir()) == ["f"] and copied.dirs == 0
