@@ -100,7 +100,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     # The network tests' fast cases (seconds each, real namespaces and pasta; root adds addresses to `lo`): the
     # others start whole runs per entry point and cost tens of seconds a mutant for the same seal.
     "netseal": ("kernel_ext/sandbox/netseal.py", (
-        "tests/test_sandbox_network_reseal.py",
+        "tests/test_sandbox_network_reseal.py", "tests/test_sandbox_netseal_rules.py",
         "tests/test_sandbox_network_watch.py::test_the_filter_covers_each_ipv4_prefix_multicast_and_broadcast",
         "tests/test_sandbox_network_watch.py::test_multicast_broadcast_and_bound_sockets_reach_no_host_listener[sh_run-bwrap]",
         "tests/test_sandbox_network_watch.py::test_a_reseal_that_fails_ends_the_namespaces_way_out_while_commands_run",
@@ -111,7 +111,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_sandbox_network_reach.py::test_the_seal_covers_every_local_kind_the_kernel_lists",
         "tests/test_sandbox_network.py::test_private_without_pasta_is_no_network_with_a_note")),
     "netwatch": ("kernel_ext/sandbox/netwatch.py", (
-        "tests/test_sandbox_network_reseal.py", "tests/test_sandbox_netwatch_messages.py",
+        "tests/test_sandbox_network_reseal.py", "tests/test_sandbox_netwatch_messages.py", "tests/test_sandbox_network_watcher.py",
         "tests/test_sandbox_network_watch.py::test_a_command_already_running_never_reaches_an_address_the_host_gains[sh_run_background-bwrap]",
         "tests/test_sandbox_network_watch.py::test_multicast_broadcast_and_bound_sockets_reach_no_host_listener[sh_run-bwrap]",
         "tests/test_sandbox_network_watch.py::test_a_reseal_that_fails_ends_the_namespaces_way_out_while_commands_run",

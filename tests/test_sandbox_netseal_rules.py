@@ -1,0 +1,74 @@
+"""The seal's own rules: what it reads from the host's tables, the tools it finds, what it says without them.
+
+The host's prefixes are compared with what ``ip`` lists from the same kernel (read before and after,
+so an address another process adds meanwhile cannot make the test fail: what both listings hold
+must be read, and nothing neither holds): every address as a host prefix, every ``local`` route
+(AnyIP ranges), IPv6 anycast routes, never a multicast or unicast route. The tools are found
+where Debian puts them even when ``PATH`` leaves ``/usr/sbin`` out; without them nothing is
+run and the note names what is missing.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from kernel_ext.sandbox import netseal
+
+
+def _listed() -> set[netseal.Prefix]:
+    """What the host delivers to itself, by ``ip``: addresses, and local and anycast routes of every table."""
+    found: set[netseal.Prefix] = set()
+    shown = json.loads(subprocess.run(["ip", "-j", "addr", "show"], capture_output=True, text=True, check=True).stdout)
+    found |= {ipaddress.ip_network(info["local"]) for link in shown for info in link.get("addr_info", [])}
+    for family in ("-4", "-6"):
+        routes = json.loads(subprocess.run(["ip", "-j", family, "route", "show", "table", "all"], capture_output=True, text=True,
+                                           check=True).stdout)
+        found |= {ipaddress.ip_network(route["dst"], strict=False) for route in routes
+                  if route.get("type") in ("local", "anycast") and route.get("dst") not in (None, "default")}
+    return found
+
+
+def test_the_host_prefixes_are_what_the_kernel_lists_and_nothing_else():
+    before = _listed()
+    read = netseal.host_prefixes()
+    after = _listed()
+    assert len(read) == len(set(read))  # each once
+    assert before & after <= set(read) <= before | after, (sorted(map(str, (before & after) - set(read))),
+                                                          sorted(map(str, set(read) - (before | after))))
+    assert ipaddress.ip_network("127.0.0.0/8") in read and ipaddress.ip_network("::1/128") in read
+    assert not any(p.is_multicast for p in read)
+
+
+def test_without_sbin_on_the_path_the_tools_are_still_found(monkeypatch):
+    if not all(shutil.which(name, path="/usr/sbin:/sbin") for name in ("ip", "tc")):
+        pytest.skip("ip or tc is not in /usr/sbin or /sbin here")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    found = netseal.tools.__wrapped__()
+    assert found is not None
+    nsenter, ip, tc = found
+    assert nsenter == shutil.which("nsenter", path="/usr/bin:/bin")
+    assert ip == (shutil.which("ip", path="/usr/bin:/bin") or shutil.which("ip", path="/usr/sbin:/sbin"))
+    assert tc == (shutil.which("tc", path="/usr/bin:/bin") or shutil.which("tc", path="/usr/sbin:/sbin"))
+    monkeypatch.setenv("PATH", "/nowhere")
+    monkeypatch.setattr(netseal.shutil, "which", lambda name, path=None: None)
+    assert netseal.tools.__wrapped__() is None
+
+
+def test_without_the_tools_nothing_is_run_and_the_note_names_them(monkeypatch):
+    monkeypatch.setattr(netseal, "tools", lambda: None)
+    note = ("nsenter (util-linux), ip and tc (iproute2) to keep the host's addresses out, which are not installed")
+    assert netseal.missing_cause() == note
+
+    class NoNamespace:  # never reached: without the tools no helper is started
+        def paths(self):
+            raise AssertionError("a helper was started")
+
+    assert netseal.seal(NoNamespace(), 5) == note
+    assert netseal.fence(NoNamespace(), 5, ["eth0"], [ipaddress.ip_network("10.0.0.1/32")], True) == note
+    monkeypatch.undo()
+    assert netseal.missing_cause() is None or netseal.tools() is None
