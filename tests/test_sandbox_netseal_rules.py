@@ -14,6 +14,7 @@ import ipaddress
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +73,27 @@ def test_without_the_tools_nothing_is_run_and_the_note_names_them(monkeypatch):
     assert netseal.fence(NoNamespace(), 5, ["eth0"], [ipaddress.ip_network("10.0.0.1/32")], True) == note
     monkeypatch.undo()
     assert netseal.missing_cause() is None or netseal.tools() is None
+
+
+def test_a_helper_that_never_answers_is_ended_and_the_seal_says_it_timed_out(monkeypatch, tmp_path):
+    """``ip`` (here: a stand-in that reads nothing and never exits, as a wedged helper would) is bounded."""
+    from kernel_ext.sandbox.nsjoin import Held
+
+    wedged = tmp_path / "wedged"
+    wedged.write_text(f"#!/bin/sh\necho $$ > {tmp_path}/pid\nexec sleep 600\n")
+    wedged.chmod(0o755)
+    monkeypatch.setattr(netseal, "tools", lambda: (str(wedged), str(wedged), str(wedged)))
+    owner = subprocess.Popen(["sleep", "600"])  # a process whose namespaces are held, as a sandbox's are
+    held = Held.of(owner.pid)
+    assert held is not None
+    try:
+        note = netseal.seal(held, 0.5, [ipaddress.ip_network("10.0.0.1/32")])
+        fenced = netseal.fence(held, 0.5, ["eth0"], [ipaddress.ip_network("10.0.0.1/32")], True)
+    finally:
+        held.close()
+        owner.kill()
+        owner.wait()
+    assert note == "the host's own addresses could not be kept out of the sandbox's network (timed out)"
+    assert fenced == "the host's own addresses could not be filtered out of the sandbox's interface (timed out)"
+    pid = int((tmp_path / "pid").read_text())
+    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()  # ended
