@@ -97,3 +97,29 @@ def test_a_helper_that_never_answers_is_ended_and_the_seal_says_it_timed_out(mon
     assert fenced == "the host's own addresses could not be filtered out of the sandbox's interface (timed out)"
     pid = int((tmp_path / "pid").read_text())
     assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()  # ended
+
+
+@pytest.mark.parametrize(("script", "said"), [
+    ("exit 3", "exit 3"),
+    ("printf 'RTNETLINK answers: File exists\\n' >&2; exit 2", "RTNETLINK answers: File exists"),
+    ("printf 'x%.0s' $(seq 300) >&2; printf 'END' >&2; exit 1", "x" * 197 + "END"),
+    ("printf '\\377bad' >&2; exit 1", "\ufffdbad"),
+], ids=["silent", "message", "long", "not-utf8"])
+def test_a_helper_that_fails_makes_the_seal_fail_and_says_why(monkeypatch, tmp_path, script, said):
+    """``ip`` answering an error (here: a stand-in that reads its batch and fails as told) is never a success."""
+    from kernel_ext.sandbox.nsjoin import Held
+
+    failing = tmp_path / "failing"
+    failing.write_text(f"#!/bin/sh\ncat > /dev/null\n{script}\n")
+    failing.chmod(0o755)
+    monkeypatch.setattr(netseal, "tools", lambda: (str(failing), str(failing), str(failing)))
+    owner = subprocess.Popen(["sleep", "600"])
+    held = Held.of(owner.pid)
+    assert held is not None
+    try:
+        note = netseal.seal(held, 30, [ipaddress.ip_network("10.0.0.1/32")])
+    finally:
+        held.close()
+        owner.kill()
+        owner.wait()
+    assert note == f"the host's own addresses could not be kept out of the sandbox's network ({said})"
