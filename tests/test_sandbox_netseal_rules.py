@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
+import random
 import shutil
 import subprocess
 from pathlib import Path
@@ -123,3 +125,15 @@ def test_a_helper_that_fails_makes_the_seal_fail_and_says_why(monkeypatch, tmp_p
         owner.kill()
         owner.wait()
     assert note == f"the host's own addresses could not be kept out of the sandbox's network ({said})"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing the host's own tables needs root")
+def test_an_ipv6_anyip_range_is_a_host_prefix():
+    """A ``local`` route no address names (the IPv6 AnyIP range): only the routing table lists it."""
+    anyip = f"fd91:{random.randrange(0x100, 0xfff):x}::/64"
+    try:
+        subprocess.run(["ip", "-6", "route", "add", "local", anyip, "dev", "lo", "table", "local"], check=True, capture_output=True)
+        read = netseal.host_prefixes()
+    finally:
+        subprocess.run(["ip", "-6", "route", "del", "local", anyip, "dev", "lo", "table", "local"], capture_output=True, check=False)
+    assert read.count(ipaddress.ip_network(anyip)) == 1
