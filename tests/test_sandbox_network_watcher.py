@@ -125,3 +125,38 @@ def test_the_watcher_thread_never_keeps_a_process_from_exiting():
     done = subprocess.run([sys.executable, "-c", code], cwd=os.getcwd(), env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
                           capture_output=True, text=True, timeout=120, check=False)
     assert (done.returncode, done.stdout.strip()) == (0, "watching"), done.stderr
+
+
+def test_a_reseal_or_filter_that_cannot_start_its_helper_seals_nothing_and_says_so(monkeypatch, tmp_path):
+    """Fail closed: an ``OSError`` starting ``ip``/``tc`` (no descriptors left, say) is a failure, never a seal; a
+    helper that never answers is ended at its bound."""
+    from kernel_ext.sandbox import netseal
+    from kernel_ext.sandbox.nsjoin import Held
+
+    owner = subprocess.Popen(["sleep", "600"])
+    held = Held.of(owner.pid)
+    assert held is not None
+    try:
+        sealed = netwatch.Sealed(held)
+
+        def cannot(*args, **kwargs):
+            raise OSError(24, "Too many open files")
+
+        monkeypatch.setattr(netseal, "seal", cannot)
+        monkeypatch.setattr(netseal, "fence", cannot)
+        prefix = ipaddress.ip_network("10.0.0.1/32")
+        assert sealed.reseal([prefix]) == "the host's own addresses could not be kept out of the sandbox's network ([Errno 24] Too many open files)"
+        assert sealed.fence(["eth0"]) == ("the host's own addresses could not be filtered out of the sandbox's interface "
+                                          "([Errno 24] Too many open files)")
+        assert sealed.sealed == [] and sealed.devices == []
+        monkeypatch.undo()
+        wedged = tmp_path / "wedged"
+        wedged.write_text("#!/bin/sh\nexec sleep 600\n")
+        wedged.chmod(0o755)
+        monkeypatch.setattr(netseal, "tools", lambda: (str(wedged), str(wedged), str(wedged)))
+        monkeypatch.setattr(netwatch, "JOIN_TIMEOUT_S", 0.5)
+        assert sealed.fence(["eth0"]) == "the host's own addresses could not be filtered out of the sandbox's interface (timed out)"
+    finally:
+        held.close()
+        owner.kill()
+        owner.wait()
