@@ -15,7 +15,6 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -145,7 +144,8 @@ def test_a_reseal_or_filter_that_cannot_start_its_helper_seals_nothing_and_says_
         monkeypatch.setattr(netseal, "seal", cannot)
         monkeypatch.setattr(netseal, "fence", cannot)
         prefix = ipaddress.ip_network("10.0.0.1/32")
-        assert sealed.reseal([prefix]) == "the host's own addresses could not be kept out of the sandbox's network ([Errno 24] Too many open files)"
+        assert sealed.reseal([prefix]) == ("the host's own addresses could not be kept out of the sandbox's network "
+                                           "([Errno 24] Too many open files)")
         assert sealed.fence(["eth0"]) == ("the host's own addresses could not be filtered out of the sandbox's interface "
                                           "([Errno 24] Too many open files)")
         assert sealed.sealed == [] and sealed.devices == []

@@ -261,7 +261,8 @@ def test_a_dry_sync_counts_what_a_sync_does_and_changes_nothing(tmp_path):
     skip = frozenset({".ipynb_checkpoints"})
     dry = _sync(src, dst, apply=False, skip=skip)
     assert _state(dst) == before
-    assert (dry.written, dry.removed, dry.unchanged) == (5, 3, 3)  # files and links written; top entries removed (a folder once); same bytes or text
+    # files and links written; top entries removed (a folder once); same bytes or link text
+    assert (dry.written, dry.removed, dry.unchanged) == (5, 3, 3)
     gone = _sync(src, None)
     assert (gone.written, gone.removed, gone.unchanged) == (8, 0, 0)
     done = _sync(src, dst, skip=skip)
