@@ -94,13 +94,29 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_treewalk_rules.py")),
     "treecopy": ("kernel_ext/workspace/treecopy.py", (
         "tests/security/test_sec_tree_links.py", "tests/security/test_sec_tree_folder_flip.py",
-        "tests/security/test_sec_tree_inflation.py", "tests/test_checkpoint_store.py", "tests/test_shell_tools_checkpoints.py")),
+        "tests/security/test_sec_tree_inflation.py", "tests/test_checkpoint_store.py", "tests/test_shell_tools_checkpoints.py",
+        "tests/test_treecopy_rules.py")),
     "streaming": ("kernel_ext/pipeline/streaming.py", ("tests/test_streaming_text.py",)),
+    # The network tests' fast cases (seconds each, real namespaces and pasta; root adds addresses to `lo`): the
+    # others start whole runs per entry point and cost tens of seconds a mutant for the same seal.
     "netseal": ("kernel_ext/sandbox/netseal.py", (
-        "tests/test_sandbox_network.py", "tests/test_sandbox_network_watch.py", "tests/test_sandbox_network_reseal.py",
-        "tests/test_sandbox_network_reach.py")),
+        "tests/test_sandbox_network_reseal.py", "tests/test_sandbox_netseal_rules.py",
+        "tests/test_sandbox_network_watch.py::test_the_filter_covers_each_ipv4_prefix_multicast_and_broadcast",
+        "tests/test_sandbox_network_watch.py::test_multicast_broadcast_and_bound_sockets_reach_no_host_listener[sh_run-bwrap]",
+        "tests/test_sandbox_network_watch.py::test_a_reseal_that_fails_ends_the_namespaces_way_out_while_commands_run",
+        "tests/test_sandbox_network_reach.py::test_private_reaches_no_address_of_the_host_and_host_reaches_all[sh_run_background-bwrap]",
+        "tests/test_sandbox_network_reach.py::test_an_address_the_host_gains_during_a_run_is_kept_out_too",
+        "tests/test_sandbox_network_reach.py::test_a_seal_that_fails_leaves_no_outbound_network_and_says_so",
+        "tests/test_sandbox_network_reach.py::test_without_nsenter_or_ip_private_is_no_network_with_a_note",
+        "tests/test_sandbox_network_reach.py::test_the_seal_covers_every_local_kind_the_kernel_lists",
+        "tests/test_sandbox_network.py::test_private_without_pasta_is_no_network_with_a_note")),
     "netwatch": ("kernel_ext/sandbox/netwatch.py", (
-        "tests/test_sandbox_network_watch.py", "tests/test_sandbox_network_reseal.py", "tests/test_sandbox_network.py")),
+        "tests/test_sandbox_network_reseal.py", "tests/test_sandbox_netwatch_messages.py", "tests/test_sandbox_network_watcher.py",
+        "tests/test_sandbox_network_watch.py::test_a_command_already_running_never_reaches_an_address_the_host_gains[sh_run_background-bwrap]",
+        "tests/test_sandbox_network_watch.py::test_multicast_broadcast_and_bound_sockets_reach_no_host_listener[sh_run-bwrap]",
+        "tests/test_sandbox_network_watch.py::test_a_reseal_that_fails_ends_the_namespaces_way_out_while_commands_run",
+        "tests/test_sandbox_network_reach.py::test_an_address_the_host_gains_during_a_run_is_kept_out_too",
+        "tests/test_sandbox_network.py::test_pasta_ends_with_the_run")),
     "export": ("kernel_ext/hosting/export/*.py", ("tests/test_export.py",)),  # the export's builders, one run
     "bounds": ("kernel_ext/providers/bounds.py", (
         "tests/test_providers_bounds.py", "tests/test_providers_bounds_rules.py")),

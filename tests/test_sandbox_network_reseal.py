@@ -97,12 +97,13 @@ def held_watcher(run):
             subprocess.run(["ip", *line.split()], capture_output=True, check=False)
 
 
-def _sealed_in_the_namespace(run, guard, wanted: list[ipaddress.IPv4Network]) -> None:
+def _sealed_in_the_namespace(run, guard, wanted: list[netseal.Prefix]) -> None:
     assert wait_until(lambda: all(w in guard.sealed for w in wanted), timeout=10), (
         f"not sealed out: {[str(w) for w in wanted if w not in guard.sealed]}")
+    assert not guard.failed  # a reseal that succeeded leaves the namespace's way out alone
     rules = _rules(run)
     for prefix in wanted:
-        shown = str(prefix.network_address) if prefix.prefixlen == 32 else str(prefix)
+        shown = str(prefix.network_address) if prefix.prefixlen == prefix.max_prefixlen else str(prefix)
         assert f"to {shown} unreachable" in rules, rules
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
+import logging
 import os
 import random
 import shlex
@@ -271,8 +272,9 @@ def test_in_host_mode_the_same_sends_do_arrive(tier, listeners, tmp_path):
 AFTER = LATE.replace('print("done", flush=True)', 'print("devices", *sorted(n for _, n in socket.if_nameindex()), flush=True)')
 
 
-def test_a_reseal_that_fails_ends_the_namespaces_way_out_while_commands_run(tier, run, listeners, monkeypatch):
+def test_a_reseal_that_fails_ends_the_namespaces_way_out_while_commands_run(tier, run, listeners, monkeypatch, caplog):
     """Fail closed: the watcher cannot write the new rule, so pasta (and the relay) stop at once: loopback only."""
+    caplog.set_level(logging.ERROR, logger=netwatch.log.name)
     assert run.call("sh_run", command="true").ok
     folder = run.ws / "late"
     folder.mkdir()
@@ -293,6 +295,8 @@ def test_a_reseal_that_fails_ends_the_namespaces_way_out_while_commands_run(tier
     out = run.shell.logs(started["id"], stream="stdout", full=True).get("stdout", "")
     assert "REACHED" not in out and out.strip().endswith("devices lo"), out  # pasta's interface is gone
     assert listeners.seen == []
+    ended = [r.getMessage() for r in caplog.records if r.name == netwatch.log.name]
+    assert ended and ended[0].startswith("a private network was ended: the host's own addresses could not be kept out"), ended
     monkeypatch.undo()
     again = run.call("sh_run", command="readlink /proc/self/ns/net; cut -d: -f1 /proc/net/dev | tail -n +3").data
     assert again["exit"] == 0 and len(again["stdout"].split()) >= 2, again  # the run's next command: a new namespace, way out again
