@@ -1,0 +1,3 @@
+"""The export's builders, one promise at a time, on records made here (``hosting/export``)."""
+
+from __future__ import annotations
