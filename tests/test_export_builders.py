@@ -53,3 +53,119 @@ def test_a_new_file_is_a_diff_from_nothing():
     diff = new_file_diff("app/x.py", "one\ntwo\n")
     assert "+one\n+two" in diff and "-" not in diff.replace("--- ", "").split("@@")[-1]
     assert "app/x.py" in diff
+
+
+# -- the runnable cells (``rerun``), on the demo run's record changed one field at a time ----------------
+
+import ast  # noqa: E402
+import json  # noqa: E402
+
+from export_fixtures import demo_run, run_copy  # noqa: E402,F401
+
+from kernel_ext.hosting.events import RunStarted  # noqa: E402
+from kernel_ext.hosting.export import rerun  # noqa: E402
+from kernel_ext.hosting.export.record import decisions, read_run  # noqa: E402
+
+
+def literals(source: str) -> dict[str, object]:
+    """Every ``NAME = <literal>`` a cell assigns, evaluated as a literal (never run)."""
+    found = {}
+    for node in ast.parse(source, mode="exec").body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            try:
+                found[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+    return found
+
+
+def with_provider(record, kind: str, shell: bool = False):
+    started = record.started
+    assert started is not None
+    changed = started.model_copy(update={"provider_kind": kind, "shell_tools_enabled": shell})
+    record.events = [changed if isinstance(e, RunStarted) else e for e in record.events]
+    return record
+
+
+def test_the_rerun_carries_every_option_the_run_set_and_its_request_decisions_and_files(run_copy):  # noqa: F811
+    record = read_run(run_copy)
+    set_options = {"target": "fastapi_backend", "max_turns": 7, "max_cost_usd": 0.5, "max_runtime_s": 60.0,
+                   "auto_fix": False, "repair_rounds": 0, "enable_import_smoke_check": True}
+    record.request.update(set_options, approve="all", llm_model="not replayed")
+    cells = rerun.rerun_cells(record)
+    assert [kind for kind, _ in cells] == ["markdown", "code", "code", "code"]
+    cassette, generate, compare = (literals(source) for _, source in cells[1:])
+    assert generate["OPTIONS"] == set_options  # a falsy value the run set is the run's too
+    assert generate["REQUEST"] == record.request["request"] and generate["DECISIONS"] == decisions(record)
+    assert generate["DECISIONS"] and all(isinstance(v, bool) for v in generate["DECISIONS"].values())
+    source = cells[2][1]
+    assert f"prefix='rerun-{record.run_id}-'" in source and "provider=ReplayProvider(CASSETTE, strict=False)" in source
+    assert "allow_shell_tools=False" in source
+    assert compare["RECORDED"] == record.recipe["files"] and list(compare["RECORDED"]) == sorted(record.recipe["files"])
+    assert cassette["TURNS"] == [json.dumps(json.loads(line)) for line in record.turns.split("\n") if line.strip()]
+    assert "CASSETTE = Path('" + record.run_id + ".turns.cassette.jsonl')" in cells[1][1]
+
+
+def test_a_run_without_a_request_file_reruns_its_recipes_request_with_no_options(run_copy):  # noqa: F811
+    record = with_provider(read_run(run_copy), "replay", shell=True)
+    record.request = {}
+    generate = [source for kind, source in rerun.rerun_cells(record) if "REQUEST =" in source][0]
+    assert literals(generate)["REQUEST"] == record.recipe["request"] and literals(generate)["OPTIONS"] == {}
+    assert "allow_shell_tools=True" in generate
+
+
+def test_a_run_with_no_provider_reruns_with_none_and_writes_no_cassette(run_copy):  # noqa: F811
+    record = with_provider(read_run(run_copy), "none")
+    record.turns = None
+    cells = rerun.rerun_cells(record)
+    assert [kind for kind, _ in cells] == ["markdown", "code", "code"]
+    assert "the run had no provider" in cells[0][1] and "replay provider answers" not in cells[0][1]
+    assert "provider='none'" in cells[1][1] and "TURNS" not in cells[1][1] + cells[2][1]
+
+
+def test_a_provider_run_whose_turns_were_not_recorded_is_not_offered_a_rerun(run_copy):  # noqa: F811
+    record = read_run(run_copy)
+    record.turns = None
+    ((kind, text),) = rerun.rerun_cells(record)
+    assert kind == "markdown" and "turns were not recorded" in text and text.startswith("## Re-run it offline\n\n")
+    record.turns = ""  # recorded, empty: the same
+    assert len(rerun.rerun_cells(record)) == 1
+
+
+@pytest.mark.parametrize("where", ["request", "recipe"])
+def test_a_run_that_continued_another_is_not_offered_a_rerun(where, run_copy):  # noqa: F811
+    record = read_run(run_copy)
+    (record.request if where == "request" else record.recipe)["base_run_id"] = "20240101-000000-00000a"
+    if where == "recipe":
+        record.request.pop("base_run_id", None)
+    ((kind, text),) = rerun.rerun_cells(record)
+    assert kind == "markdown" and "continued run `20240101-000000-00000a`'s app" in text
+
+
+def test_turns_are_cut_as_values_and_a_line_that_is_not_json_as_text(run_copy):  # noqa: F811
+    key = "sk-live-" + "Q7x2" * 8
+    record = read_run(run_copy)
+    lines = record.turns.split("\n")
+    lines[1] = json.dumps({**json.loads(lines[1]), "planted": f"the key {key} here"})
+    record.turns = "\n".join([*lines, f"not json {key}", "", "  "])
+    (cassette,) = [source for _, source in rerun.rerun_cells(record, (key,)) if "TURNS =" in source]
+    turns = literals(cassette)["TURNS"]
+    assert key not in cassette and len(turns) == len([line for line in lines if line.strip()]) + 1
+    assert json.loads(turns[1])["planted"] == "the key [redacted] here"
+    assert turns[-1] == "not json [redacted]"
+    assert all(t.isascii() for t in turns)  # as the recorder writes it
+
+
+def test_the_model_cells_check_the_recorded_digest_and_a_cut_form_says_so(run_copy):  # noqa: F811
+    record = read_run(run_copy)
+    digest = record.recipe["model"]["digest"]
+    note, code, check = rerun.model_cells(record)
+    assert note[0] == "markdown" and code[1] == record.model_code and literals(check[1]) == {}
+    assert f"assert model_digest(domain_model) == '{digest}'" in check[1]
+    name = record.recipe["model"]["form"]["name"]
+    record.model_code = None
+    record.recipe["model"]["form"]["name"] = name + "-sk-live-" + "Q7x2" * 8  # a key-shaped name: the form is cut
+    record.recipe["model"]["form"] = json.loads(json.dumps(record.recipe["model"]["form"]))
+    _, code, check = rerun.model_cells(record)
+    assert literals(check[1])["RUN_DIGEST"] == digest and "assert" not in check[1]
+    assert "sk-live-" not in code[1]
