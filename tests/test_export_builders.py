@@ -169,3 +169,94 @@ def test_the_model_cells_check_the_recorded_digest_and_a_cut_form_says_so(run_co
     _, code, check = rerun.model_cells(record)
     assert literals(check[1])["RUN_DIGEST"] == digest and "assert" not in check[1]
     assert "sk-live-" not in code[1]
+
+
+# -- where and how the file is written (``notebook``) ---------------------------------------------------
+
+import os  # noqa: E402
+
+import nbformat  # noqa: E402
+
+from kernel_ext.hosting.export import notebook  # noqa: E402
+from kernel_ext.hosting.export.record import ExportRefused  # noqa: E402
+
+
+def refused(code: str, call, *args, **kwargs) -> str:
+    with pytest.raises(ExportRefused) as caught:
+        call(*args, **kwargs)
+    assert caught.value.code == code and "\n" not in caught.value.message
+    return caught.value.message
+
+
+def test_the_target_is_a_notebook_name_or_a_folder_for_one_and_never_a_link(tmp_path, monkeypatch):
+    run_id = "20240101-000000-00000a"
+    monkeypatch.chdir(tmp_path)
+    assert notebook.target_path(run_id, None) == tmp_path / f"{run_id}.ipynb"
+    assert notebook.target_path(run_id, tmp_path) == tmp_path / f"{run_id}.ipynb"
+    assert notebook.target_path(run_id, tmp_path / "x.ipynb") == tmp_path / "x.ipynb"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert notebook.target_path(run_id, "~/y.ipynb") == tmp_path / "y.ipynb"
+    assert "x.txt is not a notebook name" in refused("INVALID_PATH", notebook.target_path, run_id, tmp_path / "x.txt")
+    assert "is not a folder" in refused("INVALID_PATH", notebook.target_path, run_id, tmp_path / "no" / "x.ipynb")
+    (tmp_path / "x.ipynb").write_text("kept")
+    assert "pass --force" in refused("EXPORT_EXISTS", notebook.target_path, run_id, tmp_path / "x.ipynb")
+    assert notebook.target_path(run_id, tmp_path / "x.ipynb", force=True) == tmp_path / "x.ipynb"
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "folder")
+    (tmp_path / "folder" / f"{run_id}.ipynb").symlink_to(tmp_path / "x.ipynb")
+    (tmp_path / "dangling.ipynb").symlink_to(tmp_path / "nowhere.ipynb")
+    for to in (tmp_path / "link", tmp_path / "folder", tmp_path / "dangling.ipynb"):
+        for force in (False, True):
+            assert "symbolic link" in refused("INVALID_PATH", notebook.target_path, run_id, to, force=force)
+    refused("INVALID_RUN_ID", notebook.target_path, "../escape", tmp_path)
+    assert (tmp_path / "x.ipynb").read_text() == "kept"
+
+
+def test_a_notebook_is_written_whole_and_an_existing_one_only_replaced_with_force(tmp_path):
+    target = tmp_path / "n.ipynb"
+    notebook.write_notebook(target, "first")
+    assert target.read_text() == "first"
+    assert "pass --force" in refused("EXPORT_EXISTS", notebook.write_notebook, target, "second")
+    assert target.read_text() == "first"
+    notebook.write_notebook(target, "second", force=True)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert target.read_text() == "second" and target.stat().st_mode & 0o777 == 0o666 & ~umask  # as any new file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.ipynb"]  # no temporary left
+    os.chmod(tmp_path, 0o500)
+    try:
+        if os.access(tmp_path, os.W_OK):  # root writes anywhere: a missing folder instead
+            message = refused("EXPORT_UNWRITABLE", notebook.write_notebook, tmp_path / "gone" / "n.ipynb", "x")
+        else:
+            message = refused("EXPORT_UNWRITABLE", notebook.write_notebook, tmp_path / "m.ipynb", "x")
+    finally:
+        os.chmod(tmp_path, 0o700)
+    assert message.startswith("cannot write ")
+
+
+def test_a_notebook_from_the_server_is_validated_before_it_is_written():
+    good = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("hi")])
+    text = notebook.checked_text(json.loads(nbformat.writes(good)))
+    assert text.endswith("}\n") and nbformat.reads(text, as_version=4).cells[0].source == "hi"
+    for bad in ({}, {"cells": "no"}, [], "text", {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"x": 1}]}):
+        assert "the server's notebook is not valid (" in refused("NOT_EXPORTABLE", notebook.checked_text, bad)
+
+
+def test_a_run_is_found_by_its_id_in_the_store_only(tmp_path):
+    store = tmp_path / "runs"
+    (store / "20240101-000000-00000a").mkdir(parents=True)
+    (store / "20240101-000000-00000a" / "events.jsonl").write_text("")
+    assert notebook.find_run(store, "20240101-000000-00000a") == store / "20240101-000000-00000a"
+    assert "no run '20240101-000000-00000b'" in refused("RUN_NOT_FOUND", notebook.find_run, store, "20240101-000000-00000b")
+    refused("INVALID_RUN_ID", notebook.find_run, store, "../runs/20240101-000000-00000a")
+
+
+def test_the_notebook_says_what_run_it_is_and_opens_as_ipykernel_saves_it(run_copy, tmp_path):  # noqa: F811
+    written = nbformat.read(notebook.export_run(run_copy, tmp_path, known=()), as_version=4)
+    record = read_run(run_copy)
+    assert written.metadata["besser_export"] == {"format": notebook.FORMAT, "run_id": record.run_id,
+                                                 "status": record.done.status, "model_digest": record.recipe["model"]["digest"]}
+    assert written.metadata["kernelspec"] == {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    assert written.metadata["language_info"]["name"] == "python" and written.metadata["language_info"]["pygments_lexer"] == "ipython3"
+    kinds = [c.cell_type for c in written.cells]
+    assert kinds[0] == "markdown" and kinds[-1] == "code" and written.cells[0].source.startswith(f"# Run `{record.run_id}`")

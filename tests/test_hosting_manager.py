@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from kernel_ext.hosting.manager import INTERRUPTED_SUMMARY, LOADED_RUNS_KEPT, RunManager
 from kernel_ext.hosting.options import OperatorSettings, RunRequest
 from kernel_ext.workspace.publish import TEMP_MARKER
@@ -143,3 +145,18 @@ def test_recovery_closes_an_empty_log_with_its_done_line_alone(tmp_path):
     assert RunManager(tmp_path / "runs").recover() == [folder.name]
     (line,) = (folder / "events.jsonl").read_text(encoding="utf-8").splitlines()
     assert json.loads(line)["status"] == "interrupted" and (folder / "events.jsonl").read_bytes().count(b"\n") == 1
+
+
+def test_start_holds_the_request_to_the_operators_settings_before_a_folder_exists(tmp_path):
+    """``start`` (the magics' in-process path) resolves the body under this manager's operator: a
+    model outside the operator's root is refused by name and no run folder is made."""
+    from kernel_ext.hosting.requests import RequestRefused
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "m.py").write_text("x = 1\n")
+    manager = RunManager(tmp_path / "runs", OperatorSettings(model_root=str(tmp_path / "models")))
+    with pytest.raises(RequestRefused) as refused:
+        manager.start(RunRequest(request="an app", model_path=str(tmp_path / "elsewhere" / "m.py")))
+    assert refused.value.code == "MODEL_PATH_OUTSIDE_ROOT"
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
