@@ -160,3 +160,15 @@ def test_start_holds_the_request_to_the_operators_settings_before_a_folder_exist
         manager.start(RunRequest(request="an app", model_path=str(tmp_path / "elsewhere" / "m.py")))
     assert refused.value.code == "MODEL_PATH_OUTSIDE_ROOT"
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+async def test_a_request_that_goes_away_does_not_cancel_the_others_shared_load(tmp_path):
+    (run_id,) = await finished_runs(tmp_path / "runs", 1)
+    manager = RunManager(tmp_path / "runs")
+    leaving = asyncio.ensure_future(manager.find(run_id))
+    staying = asyncio.ensure_future(manager.find(run_id))
+    await asyncio.sleep(0)  # one turn of the loop: both are awaiting the one load now
+    assert list(manager._loading) == [run_id]
+    leaving.cancel()
+    found = await asyncio.wait_for(staying, 30)
+    assert leaving.cancelled() and found is not None and found.id == run_id and found.status == "completed"
