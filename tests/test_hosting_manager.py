@@ -172,3 +172,25 @@ async def test_a_request_that_goes_away_does_not_cancel_the_others_shared_load(t
     leaving.cancel()
     found = await asyncio.wait_for(staying, 30)
     assert leaving.cancelled() and found is not None and found.id == run_id and found.status == "completed"
+
+
+async def test_a_stopping_server_waits_for_a_run_that_will_not_end_no_longer_than_its_bound(tmp_path):
+    manager = RunManager(tmp_path / "runs")
+    started, let_go = asyncio.Event(), asyncio.Event()
+
+    async def stubborn(ctx) -> None:  # a body that holds on past its cancel (a tool finishing its step)
+        ctx.events.emit("run_started", request="an app", model_name="M")
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await let_go.wait()
+            raise
+
+    run = manager.start_body(stubborn)
+    await asyncio.wait_for(started.wait(), 30)
+    await asyncio.wait_for(manager.shutdown(timeout=0.1), 20)  # returns with the run still ending
+    assert run.task is not None and not run.task.done() and run.context.cancelled_by == "server"
+    let_go.set()
+    done = await asyncio.wait_for(run.wait(), 30)
+    assert done is not None and done.status == "cancelled"
