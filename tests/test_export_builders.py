@@ -114,6 +114,30 @@ def test_a_run_without_a_request_file_reruns_its_recipes_request_with_no_options
     assert "allow_shell_tools=True" in generate
 
 
+def test_the_rerun_asks_what_the_request_file_asked_before_the_recipe_and_else_nothing(run_copy):  # noqa: F811
+    record = read_run(run_copy)
+    record.request["request"] = "the request as the person typed it"
+    record.recipe["request"] = "the recipe's copy"
+
+    def asked() -> object:
+        (generate,) = [source for _, source in rerun.rerun_cells(record) if "REQUEST =" in source]
+        return literals(generate)["REQUEST"]
+
+    assert asked() == "the request as the person typed it"
+    record.request = {}
+    assert asked() == "the recipe's copy"
+    del record.recipe["request"]
+    assert asked() == ""
+
+
+def test_a_run_that_never_said_it_started_reruns_without_provider_or_shell_tools(run_copy):  # noqa: F811
+    record = read_run(run_copy)
+    record.events = [e for e in record.events if not isinstance(e, RunStarted)]
+    cells = rerun.rerun_cells(record)
+    assert [kind for kind, _ in cells] == ["markdown", "code", "code"]
+    assert "allow_shell_tools=False" in cells[1][1] and "provider='none'" in cells[1][1]
+
+
 def test_a_run_with_no_provider_reruns_with_none_and_writes_no_cassette(run_copy):  # noqa: F811
     record = with_provider(read_run(run_copy), "none")
     record.turns = None
