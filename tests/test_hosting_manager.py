@@ -113,11 +113,25 @@ def _unfinished(runs_dir, run_id: str, tail: str) -> tuple:
     return folder, line
 
 
-def test_recovery_closes_a_torn_log_on_a_line_of_its_own(tmp_path):
+def test_recovery_closes_a_torn_log_on_a_line_of_its_own(tmp_path, caplog):
     runs = tmp_path / "runs"
+    (runs / "0-not-a-run").mkdir(parents=True)  # sorted first, each skipped without ending the walk
+    finished, _ = _unfinished(runs, "20230101-000000-00000a", "\n")
+    with open(finished / "events.jsonl", "a", encoding="utf-8") as log:
+        log.write(json.dumps({"seq": 2, "run_id": finished.name, "ts": 2.0, "type": "done", "status": "completed",
+                              "summary": "s"}) + "\n")
+    closed, _ = _unfinished(runs, "20230101-000000-00000b", "\n")  # a done, then a torn line: closed all the same
+    with open(closed / "events.jsonl", "a", encoding="utf-8") as log:
+        log.write(json.dumps({"seq": 2, "run_id": closed.name, "ts": 2.0, "type": "done", "status": "completed",
+                              "summary": "s"}) + '\n{"seq": 3')
+    untouched = {folder: (folder / "events.jsonl").read_bytes() for folder in (finished, closed)}
+    caplog.set_level("INFO", logger="kernel_ext.hosting.manager")
     torn, torn_line = _unfinished(runs, "20240101-000000-00000a", '\n{"seq": 2, "run_id": "20240101')
     whole, whole_line = _unfinished(runs, "20240101-000000-00000b", "\n")
     assert RunManager(runs).recover() == [torn.name, whole.name]
+    assert all((folder / "events.jsonl").read_bytes() == kept for folder, kept in untouched.items())
+    said = [r.getMessage() for r in caplog.records if r.name == "kernel_ext.hosting.manager"]
+    assert said == [f"run {name} was in flight when the server stopped: marked interrupted" for name in (torn.name, whole.name)]
     for folder, kept in ((torn, [torn_line, '{"seq": 2, "run_id": "20240101']), (whole, [whole_line])):
         lines = (folder / "events.jsonl").read_text(encoding="utf-8").split("\n")
         assert lines[:-2] == kept and lines[-1] == ""  # the torn line kept whole; no blank line added
@@ -126,7 +140,8 @@ def test_recovery_closes_a_torn_log_on_a_line_of_its_own(tmp_path):
     assert RunManager(runs).recover() == []  # closed once
 
 
-def test_recovery_removes_the_temporaries_of_a_killed_publish_and_nothing_else(tmp_path):
+def test_recovery_removes_the_temporaries_of_a_killed_publish_and_nothing_else(tmp_path, caplog):
+    caplog.set_level("INFO", logger="kernel_ext.hosting.manager")
     folder, _ = _unfinished(tmp_path / "runs", "20240101-000000-00000a", "\n")
     (folder / "app" / "pkg").mkdir()
     temporary = folder / "app" / "pkg" / f".main.py{TEMP_MARKER}0123456789ab"
@@ -136,6 +151,7 @@ def test_recovery_removes_the_temporaries_of_a_killed_publish_and_nothing_else(t
     assert RunManager(tmp_path / "runs").recover() == [folder.name]
     assert not temporary.exists() and (folder / "app" / "pkg" / "main.py").read_text() == "whole"
     assert (folder / "app" / ".hidden").read_text() == "kept"
+    assert f"run {folder.name}: removed 1 temporaries of interrupted writes" in [r.getMessage() for r in caplog.records]
 
 
 def test_recovery_closes_an_empty_log_with_its_done_line_alone(tmp_path):
