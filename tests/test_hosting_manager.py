@@ -210,3 +210,39 @@ async def test_a_stopping_server_waits_for_a_run_that_will_not_end_no_longer_tha
     let_go.set()
     done = await asyncio.wait_for(run.wait(), 30)
     assert done is not None and done.status == "cancelled"
+
+
+async def test_a_run_is_given_the_managers_secrets_approval_timeout_and_id(tmp_path):
+    """The secret wiring: a key the operator named is cut from every event the run writes, on disk too."""
+    key = "operator-" + "k3y" * 8
+    manager = RunManager(tmp_path / "runs", OperatorSettings(approval_timeout_s=123.0), known_secrets=(key,))
+
+    async def leaky(ctx) -> None:
+        ctx.events.emit("run_started", request=f"use {key}", model_name="M")
+        ctx.events.emit("text", text=f"the endpoint echoed {key}")
+
+    run = manager.start_body(leaky, run_id="20240101-000000-00000c")
+    done = await asyncio.wait_for(run.wait(), 30)
+    assert done is not None and done.status == "completed" and run.id == "20240101-000000-00000c"
+    log = (tmp_path / "runs" / run.id / "events.jsonl").read_text(encoding="utf-8")
+    assert key not in log and "the endpoint echoed [redacted]" in log
+    assert run.context.approver.timeout == 123.0
+    other = RunManager(tmp_path / "runs", approval_timeout=4.5).start_body(leaky)
+    assert other.context.approver.timeout == 4.5
+    await asyncio.wait_for(other.wait(), 30)
+
+
+async def test_a_queued_run_names_what_it_asked_for(tmp_path):
+    from kernel_ext.hosting.options import ScenarioRequest
+
+    manager = RunManager(tmp_path / "runs", OperatorSettings(max_concurrent_runs=1))
+    release = asyncio.Event()
+    first = manager.start_body(body(release))
+    waiting = [manager.start_body(body(), options=options) for options in (ScenarioRequest(), None, RunRequest(request="app"))]
+    while [run.queue_position for run in waiting] != [1, 2, 3]:
+        await asyncio.sleep(0.01)
+    asked = [run.events.of_type("queued")[0].request for run in waiting]
+    assert asked == ["scenario side-effects", "", "app"]
+    release.set()
+    for run in (first, *waiting):
+        await asyncio.wait_for(run.wait(), 30)
