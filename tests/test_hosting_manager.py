@@ -246,3 +246,24 @@ async def test_a_queued_run_names_what_it_asked_for(tmp_path):
     release.set()
     for run in (first, *waiting):
         await asyncio.wait_for(run.wait(), 30)
+
+
+async def test_a_run_that_ended_here_is_found_as_itself_and_named_the_last_ended(tmp_path):
+    manager = RunManager(tmp_path / "runs")
+    run = manager.start_body(body())
+    await asyncio.wait_for(run.wait(), 30)
+    while manager.live():  # the task's done callback runs a loop turn after the task ends
+        await asyncio.sleep(0)
+    assert manager.last_ended is run and manager.get(run.id) is run and await manager.find(run.id) is run
+
+
+async def test_get_loads_a_run_once_per_version_of_its_log(tmp_path):
+    (run_id,) = await finished_runs(tmp_path / "runs", 1)
+    manager = RunManager(tmp_path / "runs")
+    first = manager.get(run_id)
+    assert first is not None and first.id == run_id and first.status == "completed" and manager.get(run_id) is first
+    with open(tmp_path / "runs" / run_id / "events.jsonl", "a", encoding="utf-8") as log:
+        log.write("\n")
+    again = manager.get(run_id)
+    assert again is not None and again is not first and again.id == run_id and manager.get(run_id) is again
+    assert await manager.find(run_id) is again and manager.get("20990101-000000-000000") is None
