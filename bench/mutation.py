@@ -28,6 +28,22 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRATCH = ROOT / "build" / "mutation"
 COPIED = ("kernel_ext", "widgets", "tests", "pyproject.toml", "DESIGN.md", "README.md")
 
+# The export's own cases: the in-process entries (python, magic) and the builders' unit cases. Not the
+# server's entries (a Jupyter server per test) but where the server's path is what is mutated (apart), nor
+# the command line's (a child process mutmut neither sees nor sets up: they fail in its copy of the tree).
+_NAMED = "tests/test_export_names.py::test_a_typed_run_name_is_matched_against_the_store"
+EXPORT_TESTS = (
+    "tests/test_export_builders.py", "tests/test_export_code.py", "tests/test_export.py", "tests/test_export_names.py",
+    *(f"--deselect=tests/test_export.py::test_no_secret_reaches_an_export_and_nothing_else_changes[{entry}]"
+      for entry in ("magic-server", "rest", "cli")),
+    "--deselect=tests/test_export.py::test_refusals_are_one_named_line_and_lose_nothing[cli]",
+    "--deselect=tests/test_export.py::test_the_rest_route_names_an_unknown_run",
+    "--deselect=tests/test_export_names.py::test_every_magic_taking_a_run_id_refuses_a_path",
+    "--deselect=tests/test_export_names.py::test_the_export_never_writes_through_a_planted_link[cli]",
+    "--deselect=tests/test_export_names.py::test_the_default_notebook_goes_into_the_current_folder",
+    *(f"--deselect={_NAMED}[{case}-{entry}]"
+      for case in ("absolute", "dots", "link", "nested", "parent", "unknown") for entry in ("rest", "cli")))
+
 # module -> its own test files (those that exercise the promise the module carries).
 MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "read_ids": ("kernel_ext/tools/read_ids.py", (
@@ -76,7 +92,9 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_approval_denial_grants.py", "tests/test_audit_survivors.py", "tests/security/test_sec_call_identity.py",
         "tests/test_hosting_run_handle.py", "tests/test_hosting_runtime_budget.py")),
     "manager": ("kernel_ext/hosting/manager.py", (
-        "tests/test_hosting_admission.py", "tests/test_hosting_models.py", "tests/test_server_api.py", "tests/test_audit_survivors.py")),
+        "tests/test_hosting_admission.py", "tests/test_hosting_models.py", "tests/test_server_api.py", "tests/test_audit_survivors.py",
+        "tests/test_hosting_runtime_budget.py", "tests/test_summary_fingerprint_once.py", "tests/security/test_sec_run_folder_log.py",
+        "tests/test_hosting_manager.py")),
     "admission": ("kernel_ext/hosting/admission.py", ("tests/test_hosting_admission.py",)),
     "requirements": ("kernel_ext/appenv/requirements.py", (
         # the reader's own cases: invalid lines, the fuzz, `name @ URL` whatever its suffix. Not test_appenv.py
@@ -117,7 +135,15 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_sandbox_network_watch.py::test_a_reseal_that_fails_ends_the_namespaces_way_out_while_commands_run",
         "tests/test_sandbox_network_reach.py::test_an_address_the_host_gains_during_a_run_is_kept_out_too",
         "tests/test_sandbox_network.py::test_pasta_ends_with_the_run")),
-    "export": ("kernel_ext/hosting/export/*.py", ("tests/test_export.py",)),  # the export's builders, one run
+    # the export's builders, a key per file; the demo run the tests export is made once per key (BESSER_TEST_DEMO_RUN)
+    "export_rerun": ("kernel_ext/hosting/export/rerun.py", EXPORT_TESTS),
+    "export_text": ("kernel_ext/hosting/export/text.py", EXPORT_TESTS),
+    "export_notebook": ("kernel_ext/hosting/export/notebook.py", EXPORT_TESTS),
+    "export_record": ("kernel_ext/hosting/export/record.py", EXPORT_TESTS),
+    "export_sections": ("kernel_ext/hosting/export/sections.py", EXPORT_TESTS),
+    "export_apart": ("kernel_ext/hosting/export/apart.py", (
+        "tests/test_export.py::test_no_secret_reaches_an_export_and_nothing_else_changes",
+        "tests/test_export.py::test_the_rest_route_names_an_unknown_run", "tests/test_export_builders.py")),
     "bounds": ("kernel_ext/providers/bounds.py", (
         "tests/test_providers_bounds.py", "tests/test_providers_bounds_rules.py")),
     "executor": ("kernel_ext/boundary/executor.py", (
@@ -165,7 +191,7 @@ def mutmut() -> str:
 def run(name: str) -> dict:
     where = prepare(name)
     started = time.monotonic()
-    env = {**os.environ, "PYTHONPATH": ""}
+    env = {**os.environ, "PYTHONPATH": "", "BESSER_TEST_DEMO_RUN": str(where / "demo-run")}
     done = subprocess.run(["nice", "-n", "10", mutmut(), "run", "--max-children", "2"], cwd=where, env=env, check=False)
     subprocess.run([mutmut(), "export-cicd-stats"], cwd=where, env=env, check=False, capture_output=True)
     stats_file = where / "mutants" / "mutmut-cicd-stats.json"
