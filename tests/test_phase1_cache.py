@@ -7,8 +7,10 @@ runs with one key taking turns. Real files on disk, the real generator."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sys
 import threading
 from pathlib import Path
 
@@ -192,7 +194,31 @@ def _another_users_file(entry: Path, outside: Path) -> None:
     os.chown(next(p for p in (entry / "files").rglob("*") if p.is_file()), 4242, 4242)
 
 
-DAMAGE = {"entry.json is a link": _plant_link_manifest, "the files folder is a link": _plant_link_files,
+def _manifest_edit(change):
+    """Rewrite the entry's manifest with ``change`` applied (its files untouched, each still its hash)."""
+    def damage(entry: Path, outside: Path) -> None:
+        manifest = json.loads((entry / "entry.json").read_text())
+        change(manifest)
+        (entry / "entry.json").write_text(json.dumps(manifest))
+    return damage
+
+
+MANIFEST_DAMAGE = {
+    "checks is a list": lambda m: m.update(checks=[]),
+    "checks is a string": lambda m: m.update(checks="x"),
+    "a check report is a string": lambda m: m.update(checks={"k": "x"}),
+    "a file's size is infinite": lambda m: m["files"][0].__setitem__(2, float("inf")),
+    "a file's size is a float": lambda m: m["files"][0].__setitem__(2, float(m["files"][0][2])),
+    "a file's size is negative": lambda m: m["files"][0].__setitem__(2, -1),
+    "a file row is short": lambda m: m["files"][0].pop(),
+    "files is a mapping": lambda m: m.update(files={"a": 1}),
+    "bytes is infinite": lambda m: m.update(bytes=float("inf")),
+    "the manifest is a list": lambda m: (m.clear(), m.update(files=None)),
+}
+
+
+DAMAGE = {**{f"manifest: {name}": _manifest_edit(change) for name, change in MANIFEST_DAMAGE.items()},
+          "entry.json is a link": _plant_link_manifest, "the files folder is a link": _plant_link_files,
           "a folder inside is a link": _plant_link_folder, "an unlisted file": _extra_file,
           "a file is a FIFO": _fifo_file, "another user's file": _another_users_file,
           "entry is a link": _plant_link_entry, "a file is a link": _plant_link_file, "a file changed": _changed_file,
@@ -273,6 +299,28 @@ def test_an_unsafe_cache_folder_is_not_used_and_the_run_says_so(cache, tmp_path)
     assert not _run(tmp_path / "b")[0].reused_from_cache
 
 
+def test_a_kept_check_report_of_another_shape_is_run_again(cache, tmp_path):
+    """A report whose findings are not records (planted or torn): the files are reused, the checks run again."""
+    fresh, _ = _run(tmp_path / "a", generator="fastapi_backend")
+    entry = _entry(cache)
+    manifest = json.loads((entry / "entry.json").read_text())
+    assert manifest["checks"]  # a settled report was kept
+    for report in manifest["checks"].values():
+        report.update(findings=["x"], python_files=float("inf"))
+    (entry / "entry.json").write_text(json.dumps(manifest))
+    reused, _ = _run(tmp_path / "b", generator="fastapi_backend")
+    assert reused.reused_from_cache and reused.checks.findings == fresh.checks.findings
+
+
+def test_eviction_discards_an_entry_whose_manifest_is_damaged(cache, tmp_path):
+    _run(tmp_path / "a")
+    damaged = _entry(cache)
+    _manifest_edit(lambda m: m.update(bytes=float("inf")))(damaged, tmp_path)
+    assert not _run(tmp_path / "b", options={"backend": True})[0].reused_from_cache  # stores, then evicts
+    assert [p for p in cache.iterdir() if not p.name.startswith(".")] != [damaged] and not damaged.exists()
+    assert _run(tmp_path / "c", options={"backend": True})[0].reused_from_cache
+
+
 def test_the_cache_stays_under_its_size_bound(cache, tmp_path, monkeypatch):
     _run(tmp_path / "a")
     size = sum(p.stat().st_size for p in (_entry(cache) / "files").rglob("*") if p.is_file())
@@ -295,3 +343,21 @@ def test_every_cached_generator_is_deterministic(tmp_path):
         first = generate(spec, {"domain": model, "gui": None})
         second = generate(spec, {"domain": build_library_model(), "gui": None})
         assert first.files == second.files, f"{spec.name} is not deterministic"
+
+
+def test_the_checks_key_follows_installs_not_the_current_folder(tmp_path, monkeypatch):
+    """Output written below the current folder (on sys.path as itself or as "") keeps the kept checks' key;
+    a package folder that changes (an install) does not."""
+    from kernel_ext.generation.outputcache import checks_key
+
+    here, packages = tmp_path / "here", tmp_path / "site-packages"
+    here.mkdir()
+    packages.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setattr(sys, "path", ["", str(here), str(packages), *sys.path])
+    before = checks_key(True, None)
+    (here / "out").mkdir()  # a run's output folder made below the current folder
+    assert checks_key(True, None) == before
+    (packages / "newpkg").mkdir()  # a package installed since
+    os.utime(packages, ns=(1, 1))  # a time no earlier state of the folder had
+    assert checks_key(True, None) != before

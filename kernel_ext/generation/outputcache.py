@@ -109,9 +109,12 @@ def checks_key(import_app: bool, policy: str | None) -> str:
     except ToolFailure:
         tier = "unavailable"
     folders = []
+    here = os.path.realpath(".")
     for entry in sys.path:
+        if not entry or os.path.realpath(entry) == here:
+            continue  # the current folder: a run writing its output below it changes its time, never an install
         with contextlib.suppress(OSError):
-            st = os.stat(entry or ".")
+            st = os.stat(entry)
             folders.append([entry, st.st_mtime_ns, st.st_ino])
     parts = [tier, import_app, sys.executable, folders]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:40]
@@ -167,11 +170,11 @@ class Slot:
             hostcache.discard(self.cache_fd, self.key)  # missing, planted or damaged: renamed aside, never followed
             return None
         files, manifest = found
-        report = manifest.get("checks", {}).get(check_key)
+        report = manifest["checks"].get(check_key)
         with contextlib.suppress(OSError):
             os.utime(self.key, dir_fd=self.cache_fd, follow_symlinks=False)  # used now: last to be evicted
         stubbed = manifest.get("stubbed", 0)
-        return Cached(files, _report(report) if isinstance(report, dict) else None, stubbed if isinstance(stubbed, int) else 0)
+        return Cached(files, _report(report) if isinstance(report, dict) else None, stubbed if _count(stubbed) else 0)
 
     def store(self, files: Mapping[str, bytes], check_key: str, checks: CheckReport | None, stubbed: int = 0) -> None:
         """Keep ``files`` (and ``checks`` when settled) as this key's entry, then evict past the size bound."""
@@ -209,11 +212,10 @@ class Slot:
         if entry is None:
             return
         try:
-            data = hostcache.read_file_at(entry, ENTRY, MAX_ENTRY_BYTES)
-            manifest = safejson.loads(data) if data is not None else None
-            if not isinstance(manifest, dict):
+            manifest = _manifest(hostcache.read_file_at(entry, ENTRY, MAX_ENTRY_BYTES))
+            if manifest is None:
                 return
-            manifest.setdefault("checks", {})[check_key] = _report_dict(checks)
+            manifest["checks"][check_key] = _report_dict(checks)
             fresh = f".{ENTRY}.{secrets.token_hex(4)}"
             _write_file(entry, fresh, json.dumps(manifest).encode())
             os.rename(fresh, ENTRY, src_dir_fd=entry, dst_dir_fd=entry)
@@ -234,12 +236,10 @@ def _read_entry(cache_fd: int, key: str) -> tuple[dict[str, bytes], dict[str, An
     if entry is None:
         return None
     try:
-        data = hostcache.read_file_at(entry, ENTRY, MAX_ENTRY_BYTES)
-        try:
-            manifest = safejson.loads(data) if data is not None else None
-            listed = {str(p): (str(h), int(n)) for p, h, n in manifest["files"]}  # type: ignore[index]
-        except (ValueError, TypeError, KeyError, IndexError):
+        manifest = _manifest(hostcache.read_file_at(entry, ENTRY, MAX_ENTRY_BYTES))
+        if manifest is None:
             return None
+        listed = {p: (h, n) for p, h, n in manifest["files"]}
         files_fd = hostcache.open_dir_at(entry, FILES)
         if files_fd is None:
             return None
@@ -247,9 +247,37 @@ def _read_entry(cache_fd: int, key: str) -> tuple[dict[str, bytes], dict[str, An
             files = _read_files(files_fd, listed)
         finally:
             os.close(files_fd)
-        return (files, manifest) if files is not None and isinstance(manifest, dict) else None
+        return (files, manifest) if files is not None else None
     finally:
         os.close(entry)
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _manifest(data: bytes | None) -> dict[str, Any] | None:
+    """The entry's manifest when every field the cache reads has its shape (``files`` as [path, sha256,
+    size] rows, ``checks`` a mapping of reports, ``bytes`` a count), else None: a file that is anything else
+    is a damaged entry (planted or torn), discarded and rebuilt, never a traceback."""
+    if data is None:
+        return None
+    try:
+        manifest = safejson.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
+        return None
+    rows = manifest["files"]
+    if not all(isinstance(r, list) and len(r) == 3 and isinstance(r[0], str) and isinstance(r[1], str) and _count(r[2])
+               for r in rows):
+        return None
+    checks = manifest.setdefault("checks", {})
+    if not isinstance(checks, dict) or not all(isinstance(r, dict) for r in checks.values()):
+        return None
+    if not _count(manifest.get("bytes", 0)):
+        return None
+    return manifest
 
 
 def _read_files(files_fd: int, listed: dict[str, tuple[str, int]]) -> dict[str, bytes] | None:
@@ -316,7 +344,11 @@ def _evict(cache_fd: int, keep: str, max_bytes: int) -> None:
         if name.startswith((".stage-", ".discard-")) and now - st.st_mtime > STALE_STAGE_S:
             hostcache.discard(cache_fd, name)
         elif not name.startswith(".") and stat.S_ISDIR(st.st_mode):
-            entries.append((st.st_mtime, _entry_bytes(cache_fd, name), name))
+            size = _entry_bytes(cache_fd, name)
+            if size is None and name != keep:
+                hostcache.discard(cache_fd, name)  # damaged: it would never be read, so it holds no place
+            else:
+                entries.append((st.st_mtime, size or 0, name))
     total = sum(size for _, size, _ in entries)
     for _, size, name in sorted(entries):
         if total <= max_bytes:
@@ -326,16 +358,14 @@ def _evict(cache_fd: int, keep: str, max_bytes: int) -> None:
             total -= size
 
 
-def _entry_bytes(cache_fd: int, name: str) -> int:
+def _entry_bytes(cache_fd: int, name: str) -> int | None:
+    """The size an entry's manifest records, or None when the entry is damaged (no valid manifest)."""
     entry = hostcache.open_dir_at(cache_fd, name)
     if entry is None:
-        return 0
+        return None
     try:
-        data = hostcache.read_file_at(entry, ENTRY, MAX_ENTRY_BYTES)
-        value = safejson.loads(data).get("bytes", 0) if data is not None else 0
-        return int(value) if isinstance(value, int | float) else 0
-    except (ValueError, AttributeError):
-        return 0
+        manifest = _manifest(hostcache.read_file_at(entry, ENTRY, MAX_ENTRY_BYTES))
+        return None if manifest is None else int(manifest.get("bytes", 0))
     finally:
         os.close(entry)
 
@@ -350,5 +380,5 @@ def _report(data: dict[str, Any]) -> CheckReport | None:
     try:
         findings = [Finding(**{k: v for k, v in f.items() if k in Finding.__dataclass_fields__}) for f in data["findings"]]
         return CheckReport(findings, int(data["python_files"]), str(data["app_import"]), str(data["app_import_tier"]))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):  # a report of another shape: run the checks
         return None
