@@ -43,7 +43,10 @@ def open_page(page, address: str) -> None:
     takes every click. That is Jupyter's front end, not the extension: the page is loaded again once,
     as a person would, and a second failure fails the test with its name."""
     for attempt in (1, 2):
-        page.goto(address) if attempt == 1 else page.reload()
+        if attempt == 1:
+            page.goto(address)
+        else:
+            page.reload()
         state = page.wait_for_function(THEME_READY_JS, timeout=120_000).json_value()
         if state == "ready":
             return

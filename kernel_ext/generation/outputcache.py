@@ -174,7 +174,7 @@ class Slot:
         with contextlib.suppress(OSError):
             os.utime(self.key, dir_fd=self.cache_fd, follow_symlinks=False)  # used now: last to be evicted
         stubbed = manifest.get("stubbed", 0)
-        return Cached(files, _report(report) if isinstance(report, dict) else None, stubbed if _count(stubbed) else 0)
+        return Cached(files, _report(report) if isinstance(report, dict) else None, stubbed if _is_count(stubbed) else 0)
 
     def store(self, files: Mapping[str, bytes], check_key: str, checks: CheckReport | None, stubbed: int = 0) -> None:
         """Keep ``files`` (and ``checks`` when settled) as this key's entry, then evict past the size bound."""
@@ -252,7 +252,8 @@ def _read_entry(cache_fd: int, key: str) -> tuple[dict[str, bytes], dict[str, An
         os.close(entry)
 
 
-def _count(value: object) -> bool:
+def _is_count(value: object) -> bool:
+    """A whole number of at least 0 (JSON's true/false and floats such as Infinity are not)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
@@ -269,13 +270,13 @@ def _manifest(data: bytes | None) -> dict[str, Any] | None:
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
         return None
     rows = manifest["files"]
-    if not all(isinstance(r, list) and len(r) == 3 and isinstance(r[0], str) and isinstance(r[1], str) and _count(r[2])
+    if not all(isinstance(r, list) and len(r) == 3 and isinstance(r[0], str) and isinstance(r[1], str) and _is_count(r[2])
                for r in rows):
         return None
     checks = manifest.setdefault("checks", {})
     if not isinstance(checks, dict) or not all(isinstance(r, dict) for r in checks.values()):
         return None
-    if not _count(manifest.get("bytes", 0)):
+    if not _is_count(manifest.get("bytes", 0)):
         return None
     return manifest
 
@@ -365,7 +366,7 @@ def _entry_bytes(cache_fd: int, name: str) -> int | None:
         return None
     try:
         manifest = _manifest(hostcache.read_file_at(entry, ENTRY, MAX_ENTRY_BYTES))
-        return None if manifest is None else int(manifest.get("bytes", 0))
+        return None if manifest is None else manifest.get("bytes", 0)
     finally:
         os.close(entry)
 
