@@ -5,6 +5,8 @@ file."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from export_fixtures import RUN_ID, demo_run, run_copy  # noqa: F401
 
@@ -77,6 +79,27 @@ def test_the_overview_says_shell_tools_on_and_a_select_without_how(run_copy):  #
     record.recipe["model"].pop("name", None)
     rows = table(only(sections.overview(record, "1")))
     assert (rows["shell tools"], rows["generator"], rows["model"]) == ("on", "fastapi\\_backend", "")
+    del record.recipe["generator"]
+    assert table(only(sections.overview(record, "1")))["generator"] == ""  # nothing named, nothing made up
+
+
+def test_a_select_that_said_how_without_a_generator_shows_only_how(run_copy):  # noqa: F811
+    record = read_run(run_copy)
+    del record.recipe["generator"]
+    assert "\n| generator |  (rules) |\n" in only(sections.overview(record, "1"))
+
+
+def test_the_start_is_shown_in_utc_whatever_the_kernels_zone(run_copy, monkeypatch):  # noqa: F811
+    record = read_run(run_copy)
+    record = changed(record, record.events[0], ts=1_000_000_000.0)
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        rows = table(only(sections.overview(record, "1")))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert rows["started"] == "2001-09-09 01:46:40 UTC"
 
 
 # -- the request and the timeline --------------------------------------------------------------
