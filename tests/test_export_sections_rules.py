@@ -223,6 +223,8 @@ def test_each_request_report_says_its_scenario_and_verdict(run_copy):  # noqa: F
         '{\n  "name": "log in",\n  "scenario_id": "s`1",\n  "passed": false,\n  "steps": [\n    "é"\n  ]\n}\n```'))]
     record = changed(record, first(record, "tool_result", name="test_api"), data={"report": dict(report, passed=True)})
     assert sections.request_reports(record)[1][1].startswith("### ``s`1`` log in: passed\n\n")
+    record = changed(record, first(record, "tool_result", name="test_api"), data={"report": {"passed": False}})
+    assert sections.request_reports(record)[1][1].startswith("### `` : failed\n\n")  # no id, no name: none made up
 
 
 @pytest.mark.parametrize("data", [{}, {"report": "passed"}, None])
