@@ -74,7 +74,7 @@ def stand_in(monkeypatch, program: str) -> None:
 
 
 def test_a_refusal_is_the_last_line_of_what_the_child_said_whatever_came_before(run_copy, monkeypatch):  # noqa: F811
-    stand_in(monkeypatch, "sys.stderr.buffer.write(b'a warning \\xff\\xfe not UTF-8\\n' + b'x' * 100000 + b'\\n')\n"
+    stand_in(monkeypatch, "sys.stderr.buffer.write(b'x' * 100000 + b'\\na warning \\xff\\xfe not UTF-8\\n')\n"
                           "print(json.dumps({'code': 'RUN_NOT_FOUND', 'message': 'no such run'}), file=sys.stderr)\n"
                           "sys.exit(2)")
     assert refused("RUN_NOT_FOUND", run_copy) == "no such run"
