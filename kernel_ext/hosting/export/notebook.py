@@ -16,6 +16,7 @@ named by its id (``find_run``: the run store's rule), so a typed name never lead
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import Iterable
@@ -180,4 +181,5 @@ def write_notebook(target: Path, text: str, *, force: bool = False) -> None:
     except OSError as exc:
         raise ExportRefused("EXPORT_UNWRITABLE", f"cannot write {target}: {exc.strerror or exc}") from None
     finally:
-        temporary.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a name too long for a temporary was never made: the refusal above stands
+            temporary.unlink(missing_ok=True)
