@@ -9,6 +9,13 @@ tests marked ``slow`` (whole runs, minutes each) left out.
     python bench/mutation.py                 # every module below, in order
     python bench/mutation.py read_ids env    # only these (names are the keys of MODULES)
     python bench/mutation.py --list          # the module -> tests map
+    python bench/mutation.py manager -- 'kernel_ext.hosting.manager.*get__mutmut_*'   # these mutants only
+
+Mutants named after ``--`` (mutmut's names, ``*`` allowed) are run in a fresh scratch copy too, so
+mutmut's map of which tests reach which function is collected with every test of the module's map:
+re-running names in an older scratch runs only the tests its first collection saw, and a test file
+added since (outside the config's selection, whose change would reset every verdict) is never run,
+so its kills read as survivors.
 
 Survivors are judged by hand in ``bench/MUTATION.md``: a test that kills each one, or a
 one-line reason it is equivalent. This script prints the counts the table there records.
@@ -34,6 +41,8 @@ COPIED = ("kernel_ext", "widgets", "tests", "pyproject.toml", "DESIGN.md", "READ
 _NAMED = "tests/test_export_names.py::test_a_typed_run_name_is_matched_against_the_store"
 EXPORT_TESTS = (
     "tests/test_export_builders.py", "tests/test_export_code.py", "tests/test_export.py", "tests/test_export_names.py",
+    "tests/test_export_record_rules.py", "tests/test_export_sections_rules.py", "tests/test_export_notebook_rules.py",
+    "tests/test_export_rerun_rules.py", "tests/test_notebook_metadata.py::test_an_exported_run_holds_what_its_kernel_reports",
     *(f"--deselect=tests/test_export.py::test_no_secret_reaches_an_export_and_nothing_else_changes[{entry}]"
       for entry in ("magic-server", "rest", "cli")),
     "--deselect=tests/test_export.py::test_refusals_are_one_named_line_and_lose_nothing[cli]",
@@ -143,7 +152,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "export_sections": ("kernel_ext/hosting/export/sections.py", EXPORT_TESTS),
     "export_apart": ("kernel_ext/hosting/export/apart.py", (
         "tests/test_export.py::test_no_secret_reaches_an_export_and_nothing_else_changes",
-        "tests/test_export.py::test_the_rest_route_names_an_unknown_run", "tests/test_export_builders.py")),
+        "tests/test_export.py::test_the_rest_route_names_an_unknown_run", "tests/test_export_builders.py",
+        "tests/test_export_apart_rules.py")),
     "bounds": ("kernel_ext/providers/bounds.py", (
         "tests/test_providers_bounds.py", "tests/test_providers_bounds_rules.py")),
     "executor": ("kernel_ext/boundary/executor.py", (
@@ -188,11 +198,11 @@ def mutmut() -> str:
     return str(found)
 
 
-def run(name: str) -> dict:
+def run(name: str, mutants: tuple[str, ...] = ()) -> dict:
     where = prepare(name)
     started = time.monotonic()
     env = {**os.environ, "PYTHONPATH": "", "BESSER_TEST_DEMO_RUN": str(where / "demo-run")}
-    done = subprocess.run(["nice", "-n", "10", mutmut(), "run", "--max-children", "2"], cwd=where, env=env, check=False)
+    done = subprocess.run(["nice", "-n", "10", mutmut(), "run", "--max-children", "2", *mutants], cwd=where, env=env, check=False)
     subprocess.run([mutmut(), "export-cicd-stats"], cwd=where, env=env, check=False, capture_output=True)
     stats_file = where / "mutants" / "mutmut-cicd-stats.json"
     stats = json.loads(stats_file.read_text()) if stats_file.exists() else {}
@@ -208,11 +218,14 @@ def main(argv: list[str]) -> int:
         for name, (module, tests) in MODULES.items():
             print(f"{name:15} {module}\n{'':15} {' '.join(tests)}")
         return 0
-    names = argv or list(MODULES)
+    names, mutants = (argv[:argv.index("--")], tuple(argv[argv.index("--") + 1:])) if "--" in argv else (argv, ())
+    names = names or list(MODULES)
     unknown = [n for n in names if n not in MODULES]
     if unknown:
         raise SystemExit(f"unknown module(s) {unknown}; known: {', '.join(MODULES)}")
-    rows = [run(name) for name in names]
+    if mutants and len(names) != 1:
+        raise SystemExit("mutants named after -- belong to one module: name exactly one before --")
+    rows = [run(name, mutants) for name in names]
     print(f"\n{'module':40} {'mutants':>8} {'killed':>7} {'survived':>9} {'other':>6}")
     for row in rows:
         total = row.get("total", 0)

@@ -93,13 +93,29 @@ def test_a_long_notebook_name_the_folder_takes_is_written(run_copy, tmp_path):  
     assert sorted(p.name for p in tmp_path.iterdir()) == ["besser_runs", target.name]
 
 
-def test_a_name_too_long_for_the_file_system_is_one_line_naming_why_and_writes_nothing(run_copy, tmp_path):  # noqa: F811
+def test_the_longest_legal_name_is_written_and_one_longer_is_one_line_naming_why(run_copy, tmp_path):  # noqa: F811
+    """The temporary's name does not grow with the target's: a 255-byte name (the file system's most) is
+    written whole; a 256-byte one is refused in one line before any work, nothing written."""
     out = tmp_path / "out"
     out.mkdir()
-    target = out / ("n" * 244 + ".ipynb")  # 250 bytes: legal, but its temporary beside it is not
-    message = refused("EXPORT_UNWRITABLE", notebook.export_run, run_copy, target, known=())
+    longest = out / ("n" * 249 + ".ipynb")
+    assert notebook.export_run(run_copy, longest, known=()) == longest
+    assert [p.name for p in out.iterdir()] == [longest.name]
+    nbformat.validate(nbformat.read(longest, as_version=4))
+    longest.unlink()
+    target = out / ("n" * 250 + ".ipynb")
+    message = refused("INVALID_PATH", notebook.export_run, run_copy, target, known=())
     assert message == f"cannot write {target}: File name too long"
     assert list(out.iterdir()) == []
+
+
+def test_a_home_folder_of_a_user_this_machine_lacks_is_one_line(run_copy, tmp_path, monkeypatch):  # noqa: F811
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    message = refused("INVALID_PATH", notebook.export_run, run_copy, "~no-such-user-here/n.ipynb", known=())
+    assert message == "cannot write ~no-such-user-here/n.ipynb: no home folder for '~no-such-user-here'"
+    assert list(here.iterdir()) == []
 
 
 def test_a_folder_gone_before_the_write_is_one_line_naming_why(tmp_path):
@@ -116,7 +132,7 @@ def test_a_link_planted_at_the_temporary_name_is_never_written_through(run_copy,
     victim.write_text("not the export's to change", encoding="utf-8")
     out = tmp_path / "out"
     out.mkdir()
-    (out / ".n.ipynb.guessed.tmp").symlink_to(victim)
+    (out / ".besser-export-guessed.tmp").symlink_to(victim)
     refused("EXPORT_UNWRITABLE", notebook.export_run, run_copy, out / "n.ipynb", known=())
     assert victim.read_text(encoding="utf-8") == "not the export's to change"
     assert not (out / "n.ipynb").exists()

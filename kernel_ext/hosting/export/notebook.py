@@ -148,7 +148,16 @@ def target_path(run_id: str, to: str | Path | None, *, force: bool = False) -> P
         check_run_id(run_id)  # the default name is made of it: it must stay one name in one folder
     except InvalidRunId as exc:
         raise ExportRefused(InvalidRunId.code, str(exc)) from None
-    path = Path.cwd() if to is None else Path(to).expanduser()
+    path = Path.cwd() if to is None else Path(to)
+    try:
+        return _checked_target(path.expanduser(), run_id, force)
+    except RuntimeError:  # ``~name`` of a user this machine does not have
+        raise ExportRefused("INVALID_PATH", f"cannot write {path}: no home folder for {path.parts[0]!r}") from None
+    except OSError as exc:  # a name the file system refuses to look up (too long, a loop): one line
+        raise ExportRefused("INVALID_PATH", f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _checked_target(path: Path, run_id: str, force: bool) -> Path:
     if path.is_symlink():
         raise ExportRefused("INVALID_PATH", f"{path} is a symbolic link; an export never writes through one")
     if path.is_dir():
@@ -166,7 +175,7 @@ def target_path(run_id: str, to: str | Path | None, *, force: bool = False) -> P
 
 def write_notebook(target: Path, text: str, *, force: bool = False) -> None:
     """Write ``text`` at ``target`` whole or not at all (see the module's doc)."""
-    temporary = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    temporary = target.parent / f".besser-export-{secrets.token_hex(6)}.tmp"  # short: any legal target name fits
     try:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)  # umask applies
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -181,5 +190,5 @@ def write_notebook(target: Path, text: str, *, force: bool = False) -> None:
     except OSError as exc:
         raise ExportRefused("EXPORT_UNWRITABLE", f"cannot write {target}: {exc.strerror or exc}") from None
     finally:
-        with contextlib.suppress(OSError):  # a name too long for a temporary was never made: the refusal above stands
+        with contextlib.suppress(OSError):  # a cleanup that fails never hides the refusal above
             temporary.unlink(missing_ok=True)

@@ -73,7 +73,7 @@ def decided_calls(record: RunRecord) -> list[Cell]:
         decision = resolved.get(asked.call_id)
         verdict = "undecided" if decision is None else f"{'approved' if decision.approved else 'denied'} by {decision.by}"
         parts = [f"### {inline(asked.call_id)} {inline(asked.name)} ({cell(asked.category)}): {cell(verdict)}"]
-        parts.append(_proposal(asked.name, asked.request))
+        parts.append(_proposal(asked.request))
         result = results.get(asked.call_id)
         if result is not None:
             outcome = "ok" if result.ok else f"refused: {result.error_code}"
@@ -85,7 +85,7 @@ def decided_calls(record: RunRecord) -> list[Cell]:
     return [("markdown", intro + ("" if cells else "\n\n*No call needed a decision.*")), *cells]
 
 
-def _proposal(name: str, frozen: dict[str, Any]) -> str:
+def _proposal(frozen: dict[str, Any]) -> str:
     arguments = frozen.get("arguments") or {}
     proposal = frozen.get("proposal") or ""
     if proposal:
