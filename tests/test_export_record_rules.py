@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,6 +83,26 @@ def test_a_side_file_at_the_cap_is_read_whole_and_one_byte_over_is_refused(run_c
         handle.write(b"y")
     refused = refusal(run_copy, tmp_path)
     assert (refused.code, refused.message) == ("NOT_EXPORTABLE", "turns.cassette.jsonl is over 64 MiB")
+
+
+# A child whose address space cannot hold the side file: a reader bounded at the cap refuses it by name, one
+# that reads the whole file first dies of MemoryError (the file is sparse: 8 GiB named, nothing stored).
+BOUNDED_READ = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
+from kernel_ext.hosting.export.record import ExportRefused, read_run
+try:
+    read_run(sys.argv[1])
+except ExportRefused as exc:
+    print(exc.code, exc.message)
+"""
+
+
+def test_a_side_file_of_gigabytes_is_refused_after_reading_no_more_than_the_cap(run_copy):  # noqa: F811
+    with (run_copy / TURNS).open("r+b") as handle:
+        handle.truncate(8 * 2**30)
+    done = subprocess.run([sys.executable, "-c", BOUNDED_READ, str(run_copy)], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "NOT_EXPORTABLE turns.cassette.jsonl is over 64 MiB\n", "")
 
 
 def test_a_side_file_that_is_a_link_is_not_followed(run_copy, tmp_path):  # noqa: F811
