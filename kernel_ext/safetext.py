@@ -37,6 +37,7 @@ __all__ = [
     "safe_text",
     "safe_value",
     "shorten",
+    "shown_line",
     "shown_text",
     "valid_unicode",
 ]
@@ -88,6 +89,12 @@ def shown_text(text: str) -> str:
     if _SPOOF.search(text) is None:
         return text
     return _SPOOF.sub(lambda m: f"\\u{ord(m.group()):04x}" if ord(m.group()) < 0x10000 else f"\\U{ord(m.group()):08x}", text)
+
+
+def shown_line(text: str) -> str:
+    """``text`` as ``shown_text`` shows it, on one line: a newline is shown as ``\\n`` too (a message
+    that names a file a person typed stays the one line it promises)."""
+    return shown_text(text).replace("\n", "\\n")
 
 
 def safe_text(text: str) -> str:

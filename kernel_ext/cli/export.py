@@ -18,18 +18,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("export", help="write a finished run as a notebook that re-runs it offline")
     parser.add_argument("run_id", help="the run's id (`besser_runs/RUN_ID`)")
     parser.add_argument("--runs-dir", type=Path, default=Path("besser_runs"), help="the run store (default: ./besser_runs)")
-    parser.add_argument("--to", type=Path, default=None, help="the notebook file or a folder (default: RUN_ID.ipynb here)")
+    parser.add_argument("--to", default=None, help="the notebook file or a folder (default: RUN_ID.ipynb here)")
     parser.add_argument("--force", action="store_true", help="replace an existing file")
     parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     from kernel_ext.hosting.export import ExportRefused, export_run
+    from kernel_ext.safetext import shown_line
 
     try:
         path = export_run(args.run_id, args.to, force=args.force, runs_dir=args.runs_dir)
     except ExportRefused as exc:
         print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
         return 2
-    print(f"exported run {args.run_id} to {path}")
+    print(f"exported run {args.run_id} to {shown_line(str(path))}")
     return 0

@@ -174,6 +174,7 @@ class BesserMagics(Magics):
     def _export(self, args: argparse.Namespace) -> Notice:
         from kernel_ext.hosting.export import ExportRefused, target_path, write_notebook
         from kernel_ext.magics.display import Notice
+        from kernel_ext.safetext import shown_line
 
         backend, note = self._backend()
         try:
@@ -181,7 +182,7 @@ class BesserMagics(Magics):
             write_notebook(target, backend.export(args.run_id), force=args.force)
         except ExportRefused as exc:
             raise UsageError(f"{exc.code}: {exc.message}") from None
-        return Notice(f"run {args.run_id} exported to {target}: open it to read the run; its last cells "
+        return Notice(f"run {args.run_id} exported to {shown_line(str(target))}: open it to read the run; its last cells "
                       "re-run it offline with the replay provider" + (f" ({note})" if note else ""))
 
     # -- helpers --------------------------------------------------------------------------

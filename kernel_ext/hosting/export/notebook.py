@@ -10,7 +10,9 @@ wrote it (the re-run's comparison names such files).
 
 Writing: the file appears whole or not at all (a temporary file beside it, then a hard link, which
 fails if the name exists, or a rename under ``force``), so an existing notebook is never lost; a
-link at the name is refused, ``force`` or not, and nothing is ever written through one. A run is
+link at the name is refused, ``force`` or not, and nothing is ever written through one. The folders
+on the way are the person's to name: a link among them is followed, as a shell would (a classroom's
+home folder is often one). Messages name paths as ``safetext.shown_line`` shows them. A run is
 named by its id (``find_run``: the run store's rule), so a typed name never leads out of the store.
 """
 
@@ -148,7 +150,17 @@ def target_path(run_id: str, to: str | Path | None, *, force: bool = False) -> P
         check_run_id(run_id)  # the default name is made of it: it must stay one name in one folder
     except InvalidRunId as exc:
         raise ExportRefused(InvalidRunId.code, str(exc)) from None
+    if to is not None and str(to) == "":
+        raise ExportRefused("INVALID_PATH", "the target is empty: leave it out to write the run's notebook in the current folder")
     path = Path.cwd() if to is None else Path(to)
+    if "\0" in str(path):
+        raise ExportRefused("INVALID_PATH", f"{path} holds a NUL character, which no file name can")
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError:
+        raise ExportRefused("INVALID_PATH", f"{path} holds characters this file system cannot name") from None
+    if str(to).endswith(os.sep) and not path.is_dir():  # a trailing slash asks for a folder (pathlib drops it)
+        raise ExportRefused("INVALID_PATH", f"{path} is not a folder")
     try:
         return _checked_target(path.expanduser(), run_id, force)
     except RuntimeError:  # ``~name`` of a user this machine does not have
@@ -164,6 +176,8 @@ def _checked_target(path: Path, run_id: str, force: bool) -> Path:
         path = path / f"{run_id}.ipynb"
     if path.is_symlink():
         raise ExportRefused("INVALID_PATH", f"{path} is a symbolic link; an export never writes through one")
+    if path.is_dir():
+        raise ExportRefused("INVALID_PATH", f"{path} is a folder; name the notebook file to write instead")
     if path.suffix != ".ipynb":
         raise ExportRefused("INVALID_PATH", f"{path} is not a notebook name (it must end in .ipynb)")
     if not path.parent.is_dir():
@@ -175,7 +189,7 @@ def _checked_target(path: Path, run_id: str, force: bool) -> Path:
 
 def write_notebook(target: Path, text: str, *, force: bool = False) -> None:
     """Write ``text`` at ``target`` whole or not at all (see the module's doc)."""
-    temporary = target.parent / f".besser-export-{secrets.token_hex(6)}.tmp"  # short: any legal target name fits
+    temporary = target.parent / f".besser-export-{secrets.token_hex(6)}.tmp"  # short: any legal file name fits
     try:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)  # umask applies
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -28,6 +28,9 @@ class ExportRefused(Exception):
     ``EXPORT_UNWRITABLE``), ``message`` one line."""
 
     def __init__(self, code: str, message: str):
+        from kernel_ext.safetext import shown_line
+
+        message = shown_line(message)  # it names paths a person typed: no escape, separator or newline obeyed
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
