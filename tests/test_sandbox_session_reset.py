@@ -6,6 +6,8 @@ terminal. Real bubblewrap, one shell per test."""
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 from sandbox_fixtures import make_run
 from shell_tools_fixtures import needs_bwrap
@@ -100,6 +102,29 @@ def test_path_is_kept_and_named_a_readonly_function_is_named(shell):
     assert "changed PATH" in shell.caveat
     shell.run("ls() { echo PWNED; }; readonly -f ls", timeout=30)
     assert "could not be dropped (ls)" in shell.caveat
+
+
+@pytest.mark.parametrize("ignored", [("SIGINT",), ("SIGHUP", "SIGTERM")])
+def test_a_signal_the_host_ignored_when_the_shell_started_is_not_named_as_a_trap(tmp_path, ignored):
+    """A server under ``nohup`` (or a process that ignored SIGINT before the session started) hands its
+    shell signals bash cannot reset; the caveat names what a command left, never those (a signal left
+    ignored in the suite's own process made three tests fail in a run under load)."""
+    run = make_run(tmp_path)
+    registry = SessionRegistry(max_sessions=1, idle_seconds=900)
+    before = {name: signal.signal(getattr(signal, name), signal.SIG_IGN) for name in ignored}
+    try:
+        session = registry.session("r1", lambda: ShellSession(choose_tier("bwrap"), run.ws, run.home))
+        session.run("true", timeout=30)  # the shell starts with the signals ignored
+    finally:
+        for name, handler in before.items():
+            signal.signal(getattr(signal, name), handler)
+    try:
+        session.run("ls() { echo PWNED; }; readonly -f ls", timeout=30)
+        assert "could not be dropped (ls):" in session.caveat, session.caveat
+        session.run("trap '' USR2 QUIT", timeout=30)  # a command's own ignore: the reset clears it, nothing more is named
+        assert "could not be dropped (ls):" in session.caveat, session.caveat
+    finally:
+        registry.close()
 
 
 def test_a_check_variable_made_readonly_means_a_full_reset_every_time(shell):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,9 @@ from kernel_ext.sandbox.supervisor import drainer
 _USR1 = """'[ -n "$__b_run" ] && [ "${FUNCNAME[0]:-}" != __b_done ] && return 130'"""
 _TRAPS = f"trap -- '__b_exit' EXIT\ntrap -- {_USR1} SIGUSR1\n"  # ``trap -p`` of a clean shell
 _DROP = "unset -f builtin command compgen declare enable type shopt unalias printf export local mapfile hash trap set read"
+# After the full reset (``trap - {1..64}``) a signal still ignored is one the shell was started with
+# ignored (bash keeps those: a server under ``nohup``, a parent ignoring SIGINT): not an earlier command's.
+_INHERITED_IGNORE = re.compile(r"trap -- '' SIG[A-Z0-9+-]+")
 _CLEAN_STATE = "k"  # the inventory line of a shell the check found clean
 # Every command line ends with ``__b_light`` (functions named like the builtins the steps call
 # dropped; aliases, ``expand_aliases`` and remembered paths (``hash -p``) cleared; errtrace on),
@@ -126,7 +130,8 @@ def _leftovers(lines: list[str]) -> list[str]:
         left.append("builtins disabled")
     if tagged.get("o") != tagged.get("O") or not tagged.get("O"):
         left.append("shell options")
-    if cut == len(lines) or "\n".join(traps) + "\n" != _TRAPS:
+    kept = [line for line in traps if not _INHERITED_IGNORE.fullmatch(line)]
+    if cut == len(lines) or "\n".join(kept) + "\n" != _TRAPS:
         left.append("traps")
     return left
 
