@@ -107,8 +107,8 @@ def test_path_is_kept_and_named_a_readonly_function_is_named(shell):
 @pytest.mark.parametrize("ignored", [("SIGINT",), ("SIGHUP", "SIGTERM")])
 def test_a_signal_the_host_ignored_when_the_shell_started_is_not_named_as_a_trap(tmp_path, ignored):
     """A server under ``nohup`` (or a process that ignored SIGINT before the session started) hands its
-    shell signals bash cannot reset; the caveat names what a command left, never those (a signal left
-    ignored in the suite's own process made three tests fail in a run under load)."""
+    shell signals bash cannot reset; the caveat names what a command left, never those (a suite started
+    from a session that ignored SIGTTIN and SIGTTOU made three tests fail)."""
     run = make_run(tmp_path)
     registry = SessionRegistry(max_sessions=1, idle_seconds=900)
     before = {name: signal.signal(getattr(signal, name), signal.SIG_IGN) for name in ignored}
