@@ -91,6 +91,17 @@ def test_a_name_with_control_characters_is_written_and_shown_escaped_on_one_line
     assert shown in line
 
 
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_a_folder_typed_with_a_slash_or_a_tilde_is_where_the_notebook_goes(entry, here, monkeypatch):
+    monkeypatch.setenv("HOME", str(here / "home"))
+    (here / "home" / "notebooks").mkdir(parents=True)
+    (here / "out").mkdir()
+    assert export_to(entry, "out/")[0] == 0 and (here / "out" / f"{RUN_ID}.ipynb").is_file()
+    assert export_to(entry, "~/notebooks/")[0] == 0 and (here / "home" / "notebooks" / f"{RUN_ID}.ipynb").is_file()
+    status, line = export_to(entry, "n" * 300 + "/")  # a name too long to look up: one line, not a traceback
+    assert status == 2 and line.startswith("error: INVALID_PATH: ") and one_line(line), line
+
+
 @pytest.mark.parametrize("to", ["nul\0.ipynb", "lone\ud800.ipynb"])
 def test_a_name_no_file_system_can_hold_is_one_named_line_from_the_python_api(to, here):
     """(argv and a magic's line cannot carry either: the API is where such a string arrives.)"""

@@ -159,19 +159,21 @@ def target_path(run_id: str, to: str | Path | None, *, force: bool = False) -> P
         os.fsencode(path)
     except UnicodeEncodeError:
         raise ExportRefused("INVALID_PATH", f"{path} holds characters this file system cannot name") from None
-    if str(to).endswith(os.sep) and not path.is_dir():  # a trailing slash asks for a folder (pathlib drops it)
-        raise ExportRefused("INVALID_PATH", f"{path} is not a folder")
     try:
-        return _checked_target(path.expanduser(), run_id, force)
+        return _checked_target(path.expanduser(), run_id, force, folder=str(to).endswith(os.sep))
     except RuntimeError:  # ``~name`` of a user this machine does not have
         raise ExportRefused("INVALID_PATH", f"cannot write {path}: no home folder for {path.parts[0]!r}") from None
     except OSError as exc:  # a name the file system refuses to look up (too long, a loop): one line
         raise ExportRefused("INVALID_PATH", f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def _checked_target(path: Path, run_id: str, force: bool) -> Path:
+def _checked_target(path: Path, run_id: str, force: bool, *, folder: bool) -> Path:
+    """``target_path``'s checks on the expanded path; ``folder``: it was typed with a trailing slash
+    (which pathlib drops), so it must name a folder."""
     if path.is_symlink():
         raise ExportRefused("INVALID_PATH", f"{path} is a symbolic link; an export never writes through one")
+    if folder and not path.is_dir():
+        raise ExportRefused("INVALID_PATH", f"{path} is not a folder")
     if path.is_dir():
         path = path / f"{run_id}.ipynb"
     if path.is_symlink():
