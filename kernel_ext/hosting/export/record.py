@@ -18,6 +18,7 @@ from typing import Any
 from kernel_ext.hosting.events import BaseEvent, DoneEvent, RunStarted
 from kernel_ext.hosting.layout import RunLayout, run_folder
 from kernel_ext.hosting.stored import read_log
+from kernel_ext.safetext import shown_line
 
 MAX_SIDE_FILE_BYTES = 64 * 1024 * 1024  # run.json, request.json, the cassette: each one read whole
 
@@ -28,8 +29,6 @@ class ExportRefused(Exception):
     ``EXPORT_UNWRITABLE``), ``message`` one line."""
 
     def __init__(self, code: str, message: str):
-        from kernel_ext.safetext import shown_line
-
         message = shown_line(message)  # it names paths a person typed: no escape, separator or newline obeyed
         super().__init__(f"{code}: {message}")
         self.code = code
