@@ -97,6 +97,46 @@ def test_a_target_swapped_while_the_temporary_is_written_is_stale_and_kept(folde
     assert not [n for n in names(folder) if TEMP_MARKER in n]
 
 
+def tree(folder) -> dict[str, str | None]:
+    """Every entry under ``folder``, with a file's text (None for a folder)."""
+    return {str(p.relative_to(folder)): (p.read_text() if p.is_file() else None) for p in sorted(folder.rglob("*"))}
+
+
+@pytest.mark.parametrize(("depth", "gone_name", "how"), [
+    ("pkg/app.py", "pkg", "renamed_away"), ("pkg/app.py", "pkg", "deleted"),
+    ("pkg/sub/app.py", "pkg", "renamed_away"), ("pkg/sub/app.py", "pkg", "deleted"),
+    ("pkg/sub/app.py", "pkg/sub", "renamed_away"), ("pkg/sub/app.py", "pkg/sub", "deleted"),
+])
+def test_a_folder_taken_away_since_the_read_is_stale_and_not_made_again(folder, depth, gone_name, how):
+    """An edit of a file whose folder went away since it was read refuses, and creates no folder.
+
+    Under load the tools' race test once saw a refused edit leave an empty folder where one had
+    just been renamed aside: the write made the missing folders that only a new file may make.
+    """
+    (folder / depth).parent.mkdir(parents=True)
+    (folder / depth).write_text("OLD = 1\n")
+    ws = Workspace(folder)
+    checked = snapshot(ws, depth).identity
+    gone = folder / gone_name
+    if how == "renamed_away":
+        gone.rename(folder / "aside")
+    else:
+        for path in sorted(gone.rglob("*"), reverse=True):
+            path.rmdir() if path.is_dir() else path.unlink()
+        gone.rmdir()
+    before = tree(folder)
+    failure = refused(publish, ws, depth, b"NEW = 2\n", expected=checked)
+    assert (failure.code, failure.message) == (ErrorCode.STALE_INPUT, f"{depth!r} was deleted since it was read")
+    assert tree(folder) == before  # no folder made again, no temporary, the moved folder untouched
+
+
+@pytest.mark.parametrize("expected_state", ["new", "any"])
+def test_a_new_file_still_makes_its_folders(folder, expected_state):
+    expected = {"new": None, "any": publish_module.ANY_VERSION}[expected_state]
+    done = publish(Workspace(folder), "made/here/new.py", b"NEW\n", expected=expected)
+    assert done.created and (folder / "made/here/new.py").read_text() == "NEW\n"
+
+
 def test_a_short_write_is_continued_until_every_byte_is_written(folder, monkeypatch):
     real_write = os.write
     calls = []

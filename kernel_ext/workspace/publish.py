@@ -25,6 +25,7 @@ import errno
 import os
 import secrets
 import stat
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from kernel_ext.errors import ErrorCode, ToolFailure
@@ -88,7 +89,8 @@ def publish(
     """
     loc = path if isinstance(path, Location) else workspace.locate(path)
     workspace.check_writable(loc)
-    with workspace.parent_dir(loc, create=True) as parent:
+    with ExitStack() as held:
+        parent = _open_parent(held, workspace, loc, expected)
         current = _current(parent, loc)
         _check_expected(loc, current, expected)
         # A new file gets 0644 less the umask; a replaced one keeps its exact bits (fchmod).
@@ -195,6 +197,22 @@ def _current(parent: int, loc: Location, *, allow_hard_links: bool = False) -> o
             f"{loc.display!r} has {st.st_nlink} hard links; writing it would change or split the other names",
         )
     return st
+
+
+def _open_parent(held: ExitStack, workspace: Workspace, loc: Location, expected: Identity | _Missing | None) -> int:
+    """The parent folder's descriptor; only a write that may create the file may create folders.
+
+    A write that must replace a checked file finds a missing folder stale, and so leaves no
+    empty folder behind its refusal (a folder renamed away mid-edit is not made again).
+    """
+    if not isinstance(expected, Identity):
+        return held.enter_context(workspace.parent_dir(loc, create=True))
+    try:
+        return held.enter_context(workspace.parent_dir(loc))
+    except ToolFailure as exc:
+        if exc.code == ErrorCode.NOT_FOUND:
+            raise ToolFailure(ErrorCode.STALE_INPUT, f"{loc.display!r} was deleted since it was read") from None
+        raise
 
 
 def _check_expected(loc: Location, current: os.stat_result | None, expected: Identity | _Missing | None) -> None:

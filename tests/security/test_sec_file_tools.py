@@ -142,7 +142,15 @@ def test_links_swapped_in_while_tools_run_never_reach_the_outside(world, what):
         (place / "module.py").write_text("VALUE = 'inside'\n")
         paths = ["pkg/module.py"]
     stop = threading.Event()
-    flipper = threading.Thread(target=_flip, args=(stop, place, link_target, regular), daemon=True)
+    flip_errors: list[BaseException] = []
+
+    def flip() -> None:  # the race must run to the end: a flipper that died would leave tools unraced
+        try:
+            _flip(stop, place, link_target, regular)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            flip_errors.append(exc)
+
+    flipper = threading.Thread(target=flip, daemon=True)
     flipper.start()
     outcomes = set()
     try:
@@ -158,6 +166,7 @@ def test_links_swapped_in_while_tools_run_never_reach_the_outside(world, what):
     finally:
         stop.set()
         flipper.join(10)
+    assert not flipper.is_alive() and not flip_errors, flip_errors  # e.g. a refused edit made a folder at the place
     assert world.unchanged(), "a swapped-in link let a tool touch the outside"
     assert (world.outside / "module.py").read_text() == "VALUE = 'outside'\n"
     assert outcomes & {"symlink_refused", "stale_input", "not_found"}, outcomes  # the race really happened
