@@ -19,6 +19,7 @@ import re
 import stat
 
 import pytest
+from file_tool_helpers import tree_state
 
 from kernel_ext.errors import ErrorCode, ToolFailure
 from kernel_ext.workspace import Workspace, snapshot
@@ -97,11 +98,6 @@ def test_a_target_swapped_while_the_temporary_is_written_is_stale_and_kept(folde
     assert not [n for n in names(folder) if TEMP_MARKER in n]
 
 
-def tree(folder) -> dict[str, str | None]:
-    """Every entry under ``folder``, with a file's text (None for a folder)."""
-    return {str(p.relative_to(folder)): (p.read_text() if p.is_file() else None) for p in sorted(folder.rglob("*"))}
-
-
 @pytest.mark.parametrize(("depth", "gone_name", "how"), [
     ("pkg/app.py", "pkg", "renamed_away"), ("pkg/app.py", "pkg", "deleted"),
     ("pkg/sub/app.py", "pkg", "renamed_away"), ("pkg/sub/app.py", "pkg", "deleted"),
@@ -124,10 +120,10 @@ def test_a_folder_taken_away_since_the_read_is_stale_and_not_made_again(folder, 
         for path in sorted(gone.rglob("*"), reverse=True):
             path.rmdir() if path.is_dir() else path.unlink()
         gone.rmdir()
-    before = tree(folder)
+    before = tree_state(folder)
     failure = refused(publish, ws, depth, b"NEW = 2\n", expected=checked)
     assert (failure.code, failure.message) == (ErrorCode.STALE_INPUT, f"{depth!r} was deleted since it was read")
-    assert tree(folder) == before  # no folder made again, no temporary, the moved folder untouched
+    assert tree_state(folder) == before  # no folder made again, no temporary, the moved folder untouched
 
 
 @pytest.mark.parametrize("expected_state", ["new", "any"])

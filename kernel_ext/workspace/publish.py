@@ -211,7 +211,7 @@ def _open_parent(held: ExitStack, workspace: Workspace, loc: Location, expected:
         return held.enter_context(workspace.parent_dir(loc))
     except ToolFailure as exc:
         if exc.code == ErrorCode.NOT_FOUND:
-            raise ToolFailure(ErrorCode.STALE_INPUT, f"{loc.display!r} was deleted since it was read") from None
+            _check_expected(loc, None, expected)  # gone with its folder: stale, as a missing file is
         raise
 
 
